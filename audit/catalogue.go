@@ -1,0 +1,254 @@
+package audit
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/retry"
+	"golang.org/x/net/http2"
+)
+
+// The bounds of the catalogue: short, so that the whole catalogue runs in
+// seconds, and far from each other, so that the bound under audit always
+// fires first.
+const (
+	boundShort   = 150 * time.Millisecond // header, attempt, connect, TLS and body-idle bounds
+	trickleIdle  = 400 * time.Millisecond // the body-idle bound a trickle must not trip
+	trickleEvery = 25 * time.Millisecond  // the trickle's interval, a sixteenth of that bound
+	trickleBytes = 12
+)
+
+func n(v int64) *int64 { return &v }
+
+func reusedFate() *Fate { return &Fate{Reused: true} }
+
+func closedFate(by pool.Closer, reason pool.CloseReason) *Fate {
+	return &Fate{ClosedBy: by, Reason: reason}
+}
+
+func ok(status int) Expect {
+	return Expect{Class: httptrace.ClassOK, Status: status, ClientAttempts: 1, ServerRequests: 1, Dials: n(1)}
+}
+
+func failed(class httptrace.Class, stage httptrace.Stage, serverRequests int64) Expect {
+	return Expect{Class: class, Stage: stage, ClientAttempts: 1, ServerRequests: serverRequests, Dials: n(1)}
+}
+
+func http1Scenarios() []Scenario {
+	status := func(code int) Scenario {
+		e := ok(code)
+		e.Fate = reusedFate()
+		return Scenario{Name: "status-" + itoa(code), Proto: HTTP1, Fault: "answers " + itoa(code), Bound: "-",
+			Expect: e, setup: handle(faultserver.Status{Code: code}), drive: single}
+	}
+	okExp := ok(200)
+	okExp.Fate = reusedFate()
+	rht := failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 1)
+	rht.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
+	rht.CancelObserved = true
+	deadline := failed(httptrace.ClassDeadline, httptrace.StageAwaitHeaders, 1)
+	deadline.CancelObserved = true
+	deadline.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
+	canceled := failed(httptrace.ClassCanceled, httptrace.StageAwaitHeaders, 1)
+	canceled.CancelObserved = true
+	canceled.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
+	waiting := failed(httptrace.ClassCanceled, httptrace.StagePoolWait, 0)
+	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
+	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
+	hidden := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true}
+	reset := failed(httptrace.ClassReset, httptrace.StageAwaitHeaders, 1)
+	reset.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerReset)
+	truncated := failed(httptrace.ClassBodyTruncated, httptrace.StageBody, 1)
+	truncated.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
+	stall := failed(httptrace.ClassBodyIdleTimeout, httptrace.StageBody, 1)
+	stall.CancelObserved = true
+	stall.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
+	trickle := ok(200)
+	trickle.Fate = reusedFate()
+	early := ok(200)
+	early.Fate = closedFate(pool.ClosedByClient, pool.ReasonEarlyBodyClose)
+	unclosed := ok(200)
+	unclosed.Dials = n(2) // closing the unread body closes the connection; /ok dials anew
+	unclosed.Leak, unclosed.BlocksOK = true, true
+	unclosed.Fate = closedFate(pool.ClosedByClient, pool.ReasonEarlyBodyClose)
+	connClose := ok(200)
+	connClose.Fate = closedFate(pool.ClosedByServer, pool.ReasonConnectionClose)
+	tlsStallExp := failed(httptrace.ClassTLSHandshakeTimeout, httptrace.StageTLS, 0)
+	tlsStallExp.Fate = closedFate(pool.ClosedByClient, pool.ReasonHandshakeFailed)
+	connectTimeout := failed(httptrace.ClassConnectTimeout, httptrace.StageConnect, 0)
+	refused := failed(httptrace.ClassConnectRefused, httptrace.StageConnect, 0)
+
+	return []Scenario{
+		{Name: "ok", Proto: HTTP1, Fault: `200 "ok"`, Bound: "-", Expect: okExp, setup: handle(faultserver.OK{}), drive: single},
+		status(503), status(500), status(404),
+		{Name: "response-header-timeout", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "ResponseHeaderTimeout 150ms",
+			Wait: boundShort, Expect: rht, Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)},
+			setup: handle(faultserver.Hang{}), drive: single},
+		{Name: "attempt-deadline", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "context deadline 150ms",
+			Wait: boundShort, Expect: deadline, setup: handle(faultserver.Hang{}), drive: withDeadline(boundShort)},
+		{Name: "cancel-in-handler", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "cancel once the handler is entered",
+			Expect: canceled, setup: handle(faultserver.Hang{}), drive: cancelInHandler},
+		{Name: "cancel-waiting-for-conn", Proto: HTTP1, Fault: "the one connection is busy", Bound: "cancel the 2nd request while it waits",
+			Expect: waiting, setup: handle(faultserver.OK{}), drive: cancelWaitingForConn},
+		{Name: "close-before-response", Proto: HTTP1, Fault: "reads the request, closes", Bound: "-",
+			Expect: closeBefore, setup: handle(faultserver.CloseBeforeResponse{}), drive: single},
+		{Name: "hidden-retry", Proto: HTTP1, Fault: "closes a kept-alive connection after reading its 2nd request", Bound: "GET on a reused connection",
+			Expect: hidden, setup: handle(faultserver.CloseAfterN{N: 2}), drive: warmThen(single)},
+		{Name: "reset", Proto: HTTP1, Fault: "RST (linger 0) after reading the request", Bound: "-",
+			Expect: reset, setup: handle(faultserver.Reset{}), drive: single},
+		{Name: "close-mid-body", Proto: HTTP1, Fault: "Content-Length 10000, sends 1000, closes", Bound: "-",
+			Expect: truncated, setup: handle(faultserver.CloseMidBody{Length: 10000, Send: 1000}), drive: single},
+		{Name: "stall-mid-body", Proto: HTTP1, Fault: "sends half the body, stalls", Bound: "body idle 150ms",
+			Wait: boundShort, Expect: stall, Bounds: []pool.Option{pool.BodyIdleTimeout(boundShort)},
+			setup: handle(faultserver.StallMidBody{Length: 10000, Send: 5000}), drive: single},
+		{Name: "trickle-body", Proto: HTTP1, Fault: "a byte every 25ms for 300ms", Bound: "body idle 400ms",
+			Wait: trickleEvery * (trickleBytes - 1), Expect: trickle, Bounds: []pool.Option{pool.BodyIdleTimeout(trickleIdle)},
+			setup: handle(faultserver.Trickle{Bytes: trickleBytes, Interval: trickleEvery}), drive: single},
+		{Name: "early-body-close", Proto: HTTP1, Fault: "1 MiB body", Bound: "client closes after 10 bytes",
+			Expect: early, setup: handle(faultserver.LargeBody{Size: 1 << 20}), drive: earlyClose(10)},
+		{Name: "unclosed-body", Proto: HTTP1, Fault: `200 "ok"`, Bound: "body never closed (until the check)",
+			Expect: unclosed, setup: handle(faultserver.OK{}), drive: unclosedBody},
+		{Name: "connection-close", Proto: HTTP1, Fault: "Connection: close", Bound: "-",
+			Expect: connClose, setup: handle(faultserver.ConnectionClose{}), drive: single},
+		{Name: "tls-handshake-stall", Proto: HTTP1, Fault: "TCP accept, then silence", Bound: "TLSHandshakeTimeout 150ms",
+			Wait: boundShort, Expect: tlsStallExp, Bounds: []pool.Option{pool.TLSHandshakeTimeout(boundShort)},
+			setup: tlsStall, drive: single},
+		{Name: "connect-hang", Proto: HTTP1, Fault: "accept queue full", Bound: "Dialer.Timeout 150ms",
+			Wait: boundShort, Expect: connectTimeout, Bounds: []pool.Option{pool.ConnectTimeout(boundShort)},
+			setup: connectHang, drive: single},
+		{Name: "connect-refused", Proto: HTTP1, Fault: "closed port", Bound: "-",
+			Expect: refused, setup: closedPort, drive: single},
+	}
+}
+
+func http2Scenarios() []Scenario {
+	tlsOpts := []faultserver.Option{faultserver.WithTLS()}
+	rawOpts := []faultserver.Option{faultserver.WithTLS(), faultserver.WithRawHTTP2()}
+	reused := func(e Expect) Expect {
+		e.Fate = reusedFate()
+		return e
+	}
+	okExp := reused(ok(200))
+	rht := reused(failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 1))
+	rht.CancelObserved = true
+	deadline := reused(failed(httptrace.ClassDeadline, httptrace.StageAwaitHeaders, 1))
+	deadline.CancelObserved = true
+	canceled := reused(failed(httptrace.ClassCanceled, httptrace.StageAwaitHeaders, 1))
+	canceled.CancelObserved = true
+	streamReset := reused(failed(httptrace.ClassStreamReset, httptrace.StageAwaitHeaders, 1))
+	midBody := reused(failed(httptrace.ClassStreamReset, httptrace.StageBody, 1))
+	stall := reused(failed(httptrace.ClassBodyIdleTimeout, httptrace.StageBody, 1))
+	stall.CancelObserved = true
+	unclosed := reused(ok(200))
+	unclosed.Leak = true
+	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
+	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
+	connClose := ok(200)
+	connClose.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerGoAway)
+	goaway := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true}
+	refused := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(1), HiddenRetry: true, Fate: reusedFate()}
+	return []Scenario{
+		{Name: "h2/ok", Proto: HTTP2, Fault: `200 "ok"`, Bound: "-", Expect: okExp, server: tlsOpts,
+			setup: handle(faultserver.OK{}), drive: single},
+		{Name: "h2/status-503", Proto: HTTP2, Fault: "answers 503", Bound: "-", Expect: reused(ok(503)), server: tlsOpts,
+			setup: handle(faultserver.Status{Code: 503}), drive: single},
+		{Name: "h2/response-header-timeout", Proto: HTTP2, Fault: "handler entered, never writes", Bound: "ResponseHeaderTimeout 150ms",
+			Wait: boundShort, Expect: rht, server: tlsOpts, Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)},
+			setup: handle(faultserver.Hang{}), drive: single},
+		{Name: "h2/attempt-deadline", Proto: HTTP2, Fault: "handler entered, never writes", Bound: "context deadline 150ms",
+			Wait: boundShort, Expect: deadline, server: tlsOpts, setup: handle(faultserver.Hang{}), drive: withDeadline(boundShort)},
+		{Name: "h2/cancel-in-handler", Proto: HTTP2, Fault: "handler entered, never writes", Bound: "cancel once the handler is entered",
+			Expect: canceled, server: tlsOpts, setup: handle(faultserver.Hang{}), drive: cancelInHandler},
+		{Name: "h2/close-before-response", Proto: HTTP2, Fault: "reads the request, closes the connection", Bound: "-",
+			Expect: closeBefore, server: tlsOpts, setup: handle(faultserver.CloseBeforeResponse{}), drive: single},
+		{Name: "h2/connection-close", Proto: HTTP2, Fault: "Connection: close (GOAWAY, close when idle)", Bound: "-",
+			Expect: connClose, server: tlsOpts, setup: handle(faultserver.ConnectionClose{}), drive: single},
+		{Name: "h2/reset", Proto: HTTP2, Fault: "RST_STREAM(INTERNAL_ERROR)", Bound: "-", Expect: streamReset, server: tlsOpts,
+			setup: handle(faultserver.Reset{}), drive: single},
+		{Name: "h2/close-mid-body", Proto: HTTP2, Fault: "sends 1000 of 10000 bytes, resets the stream", Bound: "-", Expect: midBody,
+			server: tlsOpts, setup: handle(faultserver.CloseMidBody{Length: 10000, Send: 1000}), drive: single},
+		{Name: "h2/stall-mid-body", Proto: HTTP2, Fault: "sends half the body, stalls", Bound: "body idle 150ms",
+			Wait: boundShort, Expect: stall, server: tlsOpts, Bounds: []pool.Option{pool.BodyIdleTimeout(boundShort)},
+			setup: handle(faultserver.StallMidBody{Length: 10000, Send: 5000}), drive: single},
+		{Name: "h2/early-body-close", Proto: HTTP2, Fault: "1 MiB body", Bound: "client closes after 10 bytes",
+			Expect: reused(ok(200)), server: tlsOpts, setup: handle(faultserver.LargeBody{Size: 1 << 20}), drive: earlyClose(10)},
+		{Name: "h2/unclosed-body", Proto: HTTP2, Fault: `200 "ok"`, Bound: "body never closed (until the check)",
+			Expect: unclosed, server: tlsOpts, setup: handle(faultserver.OK{}), drive: unclosedBody},
+		{Name: "h2/goaway", Proto: HTTP2, Fault: "GOAWAY below the request's stream", Bound: "-", Expect: goaway, server: rawOpts,
+			setup: handle(faultserver.Sequence{Faults: []faultserver.Fault{faultserver.GoAway{}, faultserver.OK{}}}), drive: single},
+		{Name: "h2/refused-stream", Proto: HTTP2, Fault: "RST_STREAM(REFUSED_STREAM), then 200", Bound: "-", Expect: refused, server: rawOpts,
+			setup: handle(faultserver.Sequence{Faults: []faultserver.Fault{faultserver.RSTStream{Code: uint32(http2.ErrCodeRefusedStream)}, faultserver.OK{}}}),
+			drive: single},
+	}
+}
+
+func retryScenarios() []Scenario {
+	fast := retry.Policy{AttemptTimeout: time.Second, TotalTimeout: 3 * time.Second, MaxRetries: 2, Delay: 10 * time.Millisecond}
+	seq := func(f ...faultserver.Fault) func(*Env) error { return handle(faultserver.Sequence{Faults: f}) }
+	s503 := faultserver.Status{Code: 503}
+	exp := func(class httptrace.Class, status, attempts int, server int64) Expect {
+		return Expect{Class: class, Status: status, ClientAttempts: attempts, ServerRequests: server}
+	}
+	attemptLimited := fast
+	attemptLimited.AttemptTimeout = boundShort
+	budget := retry.Policy{AttemptTimeout: 2 * boundShort, TotalTimeout: 3 * boundShort, MaxRetries: 5, Delay: 2 * boundShort}
+	rhtExp := exp(httptrace.ClassResponseHeaderTimeout, 0, 1, 1)
+	unsafe := fast
+	unsafe.UnsafeRetryNonIdempotent = true
+	keyed := fast
+	keyed.RetryIdempotencyKey = true
+	postExp := func(attempts int, server, writes int64, status int) Expect {
+		e := exp(httptrace.ClassOK, status, attempts, server)
+		e.Writes = n(writes)
+		return e
+	}
+	hidden := exp(httptrace.ClassOK, 200, 1, 2)
+	hidden.HiddenRetry = true
+	write503 := faultserver.Write{Status: 503}
+	write200 := faultserver.Write{Status: 200}
+	return []Scenario{
+		{Name: "retry/immediate-success", Proto: HTTP1, Fault: `200 "ok"`, Bound: "503 on GET, 2 retries", Retry: true,
+			Expect: exp(httptrace.ClassOK, 200, 1, 1), setup: handle(faultserver.OK{}), drive: retried(fast, http.MethodGet, "")},
+		{Name: "retry/503-503-ok", Proto: HTTP1, Fault: "503, 503, 200", Bound: "503 on GET, 2 retries, 10ms apart", Retry: true,
+			Wait: 2 * fast.Delay, Expect: exp(httptrace.ClassOK, 200, 3, 3), setup: seq(s503, s503, faultserver.OK{}), drive: retried(fast, http.MethodGet, "")},
+		{Name: "retry/always-503", Proto: HTTP1, Fault: "503 every time", Bound: "503 on GET, 2 retries, 10ms apart", Retry: true,
+			Wait: 2 * fast.Delay, Expect: exp(httptrace.ClassOK, 503, 3, 3), setup: handle(s503), drive: retried(fast, http.MethodGet, "")},
+		{Name: "retry/404", Proto: HTTP1, Fault: "answers 404", Bound: "503 on GET, 2 retries", Retry: true,
+			Expect: exp(httptrace.ClassOK, 404, 1, 1), setup: handle(faultserver.Status{Code: 404}), drive: retried(fast, http.MethodGet, "")},
+		{Name: "retry/500", Proto: HTTP1, Fault: "answers 500", Bound: "503 on GET, 2 retries", Retry: true,
+			Expect: exp(httptrace.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: retried(fast, http.MethodGet, "")},
+		{Name: "retry/attempt-deadline", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "attempt limit 150ms", Retry: true,
+			Wait: boundShort, Expect: exp(httptrace.ClassDeadline, 0, 1, 1), setup: handle(faultserver.Hang{}), drive: retried(attemptLimited, http.MethodGet, "")},
+		{Name: "retry/response-header-timeout", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "ResponseHeaderTimeout 150ms < attempt limit 1s", Retry: true,
+			Wait: boundShort, Expect: rhtExp, Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)},
+			setup: handle(faultserver.Hang{}), drive: retried(fast, http.MethodGet, "")},
+		{Name: "retry/total-budget", Proto: HTTP1, Fault: "503 every time", Bound: "budget 450ms, attempt 300ms, delay 300ms", Retry: true,
+			Wait: budget.Delay, Expect: exp(httptrace.ClassOK, 503, 2, 2), setup: handle(s503), drive: retried(budget, http.MethodGet, "")},
+		{Name: "retry/post-not-retried", Proto: HTTP1, Fault: "commits the write, answers 503", Bound: "default: POST never retried", Retry: true,
+			Expect: postExp(1, 1, 1, 503), setup: seq(write503, write200), drive: retried(fast, http.MethodPost, "")},
+		{Name: "retry/post-unsafe", Proto: HTTP1, Fault: "commits the write, answers 503, then 200", Bound: "POST retried (unsafe)", Retry: true,
+			Wait: fast.Delay, Expect: postExp(2, 2, 2, 200), setup: seq(write503, write200), drive: retried(unsafe, http.MethodPost, "")},
+		{Name: "retry/post-idempotency-key", Proto: HTTP1, Fault: "commits the write, answers 503, then 200", Bound: "POST with Idempotency-Key retried", Retry: true,
+			Wait: fast.Delay, Expect: postExp(2, 2, 1, 200), setup: seq(write503, write200), drive: retried(keyed, http.MethodPost, "key-1")},
+		{Name: "retry/hidden-retry", Proto: HTTP1, Fault: "closes a kept-alive connection after reading its 2nd request", Bound: "GET on a reused connection", Retry: true,
+			Expect: hidden, setup: handle(faultserver.CloseAfterN{N: 2}), drive: warmThen(retried(fast, http.MethodGet, ""))},
+	}
+}
+
+func itoa(i int) string {
+	const digits = "0123456789"
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	p := len(b)
+	for i > 0 {
+		p--
+		b[p] = digits[i%10]
+		i /= 10
+	}
+	return string(b[p:])
+}

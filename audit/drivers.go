@@ -1,0 +1,246 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/retry"
+)
+
+// handle returns a setup that serves f at the fault path.
+func handle(f faultserver.Fault) func(*Env) error {
+	return func(e *Env) error {
+		e.Server.Handle(faultPath, f)
+		return nil
+	}
+}
+
+// single makes one GET of the faulted URL, reads its body to the end and
+// closes it. The outcome is in the request's timeline.
+func single(ctx context.Context, e *Env) error {
+	resp, err := e.get(ctx, e.url())
+	if err != nil {
+		return nil
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil
+}
+
+// withDeadline makes the faulted request with its own deadline d.
+func withDeadline(d time.Duration) func(context.Context, *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return single(ctx, e)
+	}
+}
+
+// cancelInHandler cancels the faulted request once the server signals that
+// its handler was entered.
+func cancelInHandler(ctx context.Context, e *Env) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	entered := e.Server.Entered(faultPath)
+	go func() {
+		select {
+		case <-entered:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return single(ctx, e)
+}
+
+// cancelWaitingForConn occupies the pool's one connection with a request
+// that hangs, then cancels a second request while it waits for the pool.
+func cancelWaitingForConn(ctx context.Context, e *Env) error {
+	e.Server.Handle("/hang", faultserver.Hang{})
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	hdone := make(chan struct{})
+	go func() {
+		defer close(hdone)
+		if resp, err := e.get(hctx, e.Target+"/hang"); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-e.Server.Entered("/hang"):
+	case <-ctx.Done():
+		return errors.New("the occupying request never reached the server")
+	}
+	e.markFaulted()
+	fctx, fcancel := context.WithCancel(ctx)
+	defer fcancel()
+	fdone := make(chan struct{})
+	go func() {
+		defer close(fdone)
+		single(fctx, e)
+	}()
+	err := e.Pool.WaitFor(ctx, func(s pool.Stats) bool { return s.Waiting >= 1 })
+	fcancel()
+	<-fdone
+	hcancel()
+	<-hdone
+	if err != nil {
+		return fmt.Errorf("the second request never waited for the pool: %w", err)
+	}
+	select {
+	case <-e.Server.CancelObserved("/hang"):
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// warmThen makes one request to the faulted URL to leave a kept-alive
+// connection, then the faulted request.
+func warmThen(drive func(context.Context, *Env) error) func(context.Context, *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		resp, err := e.get(ctx, e.url())
+		if err != nil {
+			return fmt.Errorf("warm-up request: %w", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		e.markFaulted()
+		return drive(ctx, e)
+	}
+}
+
+// earlyClose reads n bytes of the body and closes it.
+func earlyClose(n int64) func(context.Context, *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		resp, err := e.get(ctx, e.url())
+		if err != nil {
+			return nil
+		}
+		io.CopyN(io.Discard, resp.Body, n)
+		resp.Body.Close()
+		return nil
+	}
+}
+
+// unclosedBody leaves the body of the faulted request unread and unclosed,
+// checks that the pool finds the leak and names the goroutines it pins,
+// and whether /ok waits for the pinned connection; then it closes the body.
+func unclosedBody(ctx context.Context, e *Env) error {
+	resp, err := e.get(ctx, e.url())
+	if err != nil {
+		return fmt.Errorf("the request to leak failed: %w", err)
+	}
+	defer resp.Body.Close()
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	err = e.Pool.Check(cctx)
+	cancel()
+	if err != nil {
+		e.obs.LeakFound = append(e.obs.LeakFound, splitErrors(err)...)
+	}
+	for _, g := range pool.NetGoroutines() {
+		e.obs.LeakFound = append(e.obs.LeakFound, "goroutine: "+g)
+	}
+
+	// Does /ok wait for the pinned connection?
+	okctx, okcancel := context.WithCancel(ctx)
+	defer okcancel()
+	okdone := make(chan error, 1)
+	go func() {
+		resp, err := e.get(okctx, e.Target+okPath)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		okdone <- err
+	}()
+	wctx, wcancel := context.WithCancel(ctx)
+	waited := make(chan bool, 1)
+	go func() { waited <- e.Pool.WaitFor(wctx, func(s pool.Stats) bool { return s.Waiting >= 1 }) == nil }()
+	var okErr error
+	finished := false
+	select {
+	case okErr = <-okdone:
+		finished = true
+	case w := <-waited:
+		e.obs.BlockedOK = w
+	}
+	wcancel()
+	if finished {
+		<-waited
+	}
+	resp.Body.Close()
+	if !finished {
+		select {
+		case okErr = <-okdone:
+		case <-ctx.Done():
+			okcancel()
+			okErr = <-okdone
+		}
+	}
+	if okErr != nil {
+		return fmt.Errorf("/ok after the body was closed: %w", okErr)
+	}
+	return nil
+}
+
+// raw returns a setup that points the faulted request at a listener below
+// HTTP.
+func connectHang(e *Env) error {
+	h, err := faultserver.NewConnectHang()
+	if err != nil {
+		return err
+	}
+	e.Target = h.URL()
+	e.cleanups = append(e.cleanups, func() { h.Close() })
+	return nil
+}
+
+func tlsStall(e *Env) error {
+	s, err := faultserver.NewTLSStall()
+	if err != nil {
+		return err
+	}
+	e.Target = s.URL()
+	e.cleanups = append(e.cleanups, func() { s.Close() })
+	return nil
+}
+
+func closedPort(e *Env) error {
+	addr, err := faultserver.ClosedPort()
+	if err != nil {
+		return err
+	}
+	e.Target = "http://" + addr
+	return nil
+}
+
+// retried sends the faulted request through a retry policy.
+func retried(p retry.Policy, method, idempotencyKey string) func(context.Context, *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		var body io.Reader
+		if method != http.MethodGet && method != http.MethodHead {
+			body = strings.NewReader(`{"op":"write"}`)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, e.url(), body)
+		if err != nil {
+			return err
+		}
+		if idempotencyKey != "" {
+			req.Header.Set("Idempotency-Key", idempotencyKey)
+		}
+		resp, rep, err := p.DoWithReport(ctx, e.Client, req)
+		e.retries = len(rep.Attempts)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return nil
+	}
+}

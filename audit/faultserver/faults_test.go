@@ -1,0 +1,310 @@
+package faultserver_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/stretchr/testify/require"
+)
+
+// Every fault over HTTP/1 on loopback, seen by a real http.Client.
+
+func TestOK(t *testing.T) {
+	s := start(t)
+	s.Handle("/ok", faultserver.OK{})
+	s.Handle("/hello", faultserver.OK{Body: "hello"})
+	c := newClient(t, s)
+
+	resp, body, err := c.get(t, s.URL()+"/ok")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "ok", body)
+	_, body, err = c.get(t, s.URL()+"/hello")
+	require.NoError(t, err)
+	require.Equal(t, "hello", body)
+
+	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1, HandlersEntered: 1}, s.Counters("/ok"))
+	require.Equal(t, int64(1), c.dials.Load(), "keep-alive: one connection for both")
+	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 2, HandlersEntered: 2}, s.Totals())
+}
+
+func TestStatus(t *testing.T) {
+	s := start(t)
+	s.Handle("/busy", faultserver.Status{Code: 503, Header: http.Header{"Retry-After": {"1"}}})
+	c := newClient(t, s)
+
+	resp, body, err := c.get(t, s.URL()+"/busy")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.Empty(t, body)
+	_, _, err = c.get(t, s.URL()+"/busy")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), c.dials.Load(), "a 503 keeps the connection")
+	require.Equal(t, int64(2), s.Counters("/busy").RequestsRead)
+}
+
+func TestNotFoundIsCounted(t *testing.T) {
+	s := start(t)
+	c := newClient(t, s)
+
+	resp, _, err := c.get(t, s.URL()+"/nothing?x=1")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1}, s.Counters("/nothing"))
+	require.Empty(t, s.Entered("/nothing"), "no handler, no entry")
+}
+
+func TestHangCancel(t *testing.T) {
+	s := start(t)
+	s.Handle("/hang", faultserver.Hang{})
+	c := newClient(t, s)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := c.getCtx(t, ctx, s.URL()+"/hang")
+		errc <- err
+	}()
+	<-s.Entered("/hang")
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	<-s.CancelObserved("/hang")
+	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1, HandlersEntered: 1, CancelsObserved: 1}, s.Counters("/hang"))
+}
+
+func TestHangResponseHeaderTimeout(t *testing.T) {
+	s := start(t)
+	s.Handle("/hang", faultserver.Hang{})
+	c := newClient(t, s, func(tr *http.Transport) { tr.ResponseHeaderTimeout = 50 * time.Millisecond })
+
+	_, _, err := c.get(t, s.URL()+"/hang")
+	require.ErrorContains(t, err, "timeout awaiting response headers")
+	<-s.CancelObserved("/hang")
+	require.Equal(t, int64(1), s.Counters("/hang").CancelsObserved)
+}
+
+// The Nth entry can be awaited: one value per entry.
+func TestEnteredNth(t *testing.T) {
+	const n = 3
+	s := start(t)
+	s.Handle("/hang", faultserver.Hang{})
+	c := newClient(t, s, func(tr *http.Transport) { tr.MaxConnsPerHost = n })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, n)
+	for range n {
+		go func() {
+			_, _, err := c.getCtx(t, ctx, s.URL()+"/hang")
+			errc <- err
+		}()
+	}
+	for range n {
+		<-s.Entered("/hang")
+	}
+	require.Equal(t, int64(n), s.Counters("/hang").HandlersEntered)
+	cancel()
+	for range n {
+		require.ErrorIs(t, <-errc, context.Canceled)
+		<-s.CancelObserved("/hang")
+	}
+	require.Equal(t, faultserver.Counters{ConnsAccepted: n, RequestsRead: n, HandlersEntered: n, CancelsObserved: n}, s.Counters("/hang"))
+}
+
+func TestCloseBeforeResponse(t *testing.T) {
+	s := start(t)
+	s.Handle("/close", faultserver.CloseBeforeResponse{})
+	c := newClient(t, s)
+
+	_, _, err := c.get(t, s.URL()+"/close")
+	require.ErrorIs(t, err, io.EOF)
+	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1, HandlersEntered: 1}, s.Counters("/close"))
+	require.Equal(t, int64(1), c.dials.Load(), "a fresh connection is not retried")
+}
+
+func TestReset(t *testing.T) {
+	s := start(t)
+	s.Handle("/reset", faultserver.Reset{})
+	c := newClient(t, s)
+
+	_, _, err := c.get(t, s.URL()+"/reset")
+	require.ErrorIs(t, err, syscall.ECONNRESET)
+	require.Equal(t, int64(1), s.Counters("/reset").RequestsRead)
+}
+
+func TestCloseMidBody(t *testing.T) {
+	s := start(t)
+	s.Handle("/short", faultserver.CloseMidBody{Length: 1000, Send: 100})
+	c := newClient(t, s)
+
+	resp, body, err := c.get(t, s.URL()+"/short")
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	require.Equal(t, int64(1000), resp.ContentLength)
+	require.Len(t, body, 100)
+	require.Equal(t, int64(1), s.Counters("/short").RequestsRead)
+}
+
+func TestStallMidBody(t *testing.T) {
+	s := start(t)
+	s.Handle("/stall", faultserver.StallMidBody{Length: 100, Send: 10})
+	c := newClient(t, s)
+
+	resp, err := c.Get(s.URL() + "/stall")
+	require.NoError(t, err)
+	buf := make([]byte, 10)
+	_, err = io.ReadFull(resp.Body, buf)
+	require.NoError(t, err)
+	require.Equal(t, strings.Repeat("x", 10), string(buf))
+	require.NoError(t, resp.Body.Close()) // before EOF: closes the connection
+	<-s.CancelObserved("/stall")
+	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1, HandlersEntered: 1, CancelsObserved: 1}, s.Counters("/stall"))
+}
+
+func TestTrickle(t *testing.T) {
+	s := start(t)
+	s.Handle("/trickle", faultserver.Trickle{Bytes: 5, Interval: time.Millisecond})
+	s.Handle("/slow", faultserver.Trickle{Bytes: 1000, Interval: time.Hour})
+	c := newClient(t, s)
+
+	_, body, err := c.get(t, s.URL()+"/trickle")
+	require.NoError(t, err)
+	require.Equal(t, "xxxxx", body)
+
+	// The first byte comes at once; the client leaves while waiting for
+	// the second.
+	resp, err := c.Get(s.URL() + "/slow")
+	require.NoError(t, err)
+	_, err = io.ReadFull(resp.Body, make([]byte, 1))
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	<-s.CancelObserved("/slow")
+	require.Equal(t, int64(1), s.Counters("/slow").CancelsObserved)
+}
+
+func TestLargeBody(t *testing.T) {
+	s := start(t)
+	s.Handle("/large", faultserver.LargeBody{Size: 1 << 20})
+	c := newClient(t, s)
+
+	resp, body, err := c.get(t, s.URL()+"/large")
+	require.NoError(t, err)
+	require.Equal(t, int64(1<<20), resp.ContentLength)
+	require.Len(t, body, 1<<20)
+}
+
+func TestConnectionClose(t *testing.T) {
+	s := start(t)
+	s.Handle("/cc", faultserver.ConnectionClose{})
+	c := newClient(t, s)
+
+	for range 2 {
+		resp, body, err := c.get(t, s.URL()+"/cc")
+		require.NoError(t, err)
+		require.True(t, resp.Close)
+		require.Equal(t, "ok", body)
+	}
+	require.Equal(t, int64(2), c.dials.Load(), "each request needs a new connection")
+	require.Equal(t, faultserver.Counters{ConnsAccepted: 2, RequestsRead: 2, HandlersEntered: 2}, s.Counters("/cc"))
+}
+
+// CloseAfterN{2} on a kept-alive connection: the Transport silently retries
+// the second GET on a new connection. The caller sees 2 successes, the
+// server reads 3 requests on 2 connections.
+func TestCloseAfterNHiddenRetry(t *testing.T) {
+	s := start(t)
+	s.Handle("/x", faultserver.CloseAfterN{N: 2})
+	c := newClient(t, s)
+
+	for range 2 {
+		resp, body, err := c.get(t, s.URL()+"/x")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "ok", body)
+	}
+	require.Equal(t, faultserver.Counters{ConnsAccepted: 2, RequestsRead: 3, HandlersEntered: 3}, s.Counters("/x"))
+	require.Equal(t, int64(2), c.dials.Load())
+	require.Equal(t, int64(2), s.Totals().ConnsAccepted)
+}
+
+func TestSequence(t *testing.T) {
+	s := start(t)
+	s.Handle("/seq", faultserver.Sequence{Faults: []faultserver.Fault{
+		faultserver.Status{Code: 503}, faultserver.Status{Code: 503}, faultserver.OK{},
+	}})
+	c := newClient(t, s)
+
+	var got []int
+	for range 4 {
+		resp, _, err := c.get(t, s.URL()+"/seq")
+		require.NoError(t, err)
+		got = append(got, resp.StatusCode)
+	}
+	require.Equal(t, []int{503, 503, 200, 200}, got, "the last fault repeats")
+
+	s.Handle("/seq", &faultserver.Sequence{Faults: []faultserver.Fault{&faultserver.Status{Code: 500}, faultserver.OK{}}})
+	resp, _, err := c.get(t, s.URL()+"/seq")
+	require.NoError(t, err)
+	require.Equal(t, 500, resp.StatusCode, "Handle restarts the sequence")
+	require.Equal(t, int64(5), s.Counters("/seq").RequestsRead)
+}
+
+func TestWriteDedup(t *testing.T) {
+	s := start(t)
+	s.Handle("/pay", faultserver.Sequence{Faults: []faultserver.Fault{
+		faultserver.Write{Status: 503}, faultserver.Write{},
+	}})
+	c := newClient(t, s)
+
+	post := func(key string) int {
+		req, err := http.NewRequest(http.MethodPost, s.URL()+"/pay", strings.NewReader("amount=1"))
+		require.NoError(t, err)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, 503, post("k1"), "committed, then 503")
+	require.Equal(t, int64(1), s.Counters("/pay").WritesCommitted)
+	require.Equal(t, 200, post("k1"), "the retry with the same key is a duplicate")
+	require.Equal(t, int64(1), s.Counters("/pay").WritesCommitted)
+	require.Equal(t, 200, post(""), "no key: always a new write")
+	require.Equal(t, 200, post(""))
+	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 4, HandlersEntered: 4, WritesCommitted: 3}, s.Counters("/pay"))
+	require.Equal(t, int64(3), s.Totals().WritesCommitted)
+}
+
+func TestHandleRejects(t *testing.T) {
+	s := start(t)
+	for name, f := range map[string]func(){
+		"no slash":        func() { s.Handle("x", faultserver.OK{}) },
+		"nil":             func() { s.Handle("/x", nil) },
+		"nil pointer":     func() { s.Handle("/x", (*faultserver.OK)(nil)) },
+		"bad status":      func() { s.Handle("/x", faultserver.Status{}) },
+		"send >= length":  func() { s.Handle("/x", faultserver.CloseMidBody{Length: 10, Send: 10}) },
+		"stall send":      func() { s.Handle("/x", faultserver.StallMidBody{Length: 1, Send: -1}) },
+		"n < 1":           func() { s.Handle("/x", faultserver.CloseAfterN{}) },
+		"empty sequence":  func() { s.Handle("/x", faultserver.Sequence{}) },
+		"nested sequence": func() { s.Handle("/x", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.Sequence{}}}) },
+		"goaway needs raw": func() {
+			s.Handle("/x", faultserver.GoAway{})
+		},
+		"rst needs raw": func() {
+			s.Handle("/x", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.RSTStream{}}})
+		},
+	} {
+		require.Panics(t, f, name)
+	}
+	require.PanicsWithValue(t, `faultserver: Handle("/x"): GoAway needs WithRawHTTP2`, func() { s.Handle("/x", faultserver.GoAway{}) })
+}

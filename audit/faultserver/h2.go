@@ -1,0 +1,404 @@
+package faultserver
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// This file is the raw HTTP/2 server of WithRawHTTP2: just enough HTTP/2,
+// written with x/net/http2's Framer, to produce frame-level faults (GOAWAY,
+// RST_STREAM) on demand. One goroutine per connection reads frames and does
+// all the writing; a hanging stream is state, not a goroutine.
+
+const (
+	h2DefaultWindow   = 65535
+	h2DefaultMaxFrame = 16384
+)
+
+// acceptRawH2 accepts connections until the listener is closed.
+func (s *Server) acceptRawH2(ln net.Listener, cfg *tls.Config) {
+	defer close(s.serveDone)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go s.serveRawH2(c.(*trackedConn), cfg)
+	}
+}
+
+// serveRawH2 serves one connection until it ends.
+func (s *Server) serveRawH2(tc *trackedConn, cfg *tls.Config) {
+	defer s.connDone(tc)
+	defer tc.Close()
+	conn := tls.Server(tc, cfg)
+	if err := conn.Handshake(); err != nil || conn.ConnectionState().NegotiatedProtocol != "h2" {
+		return
+	}
+	c := &h2conn{
+		s:          s,
+		tc:         tc,
+		tls:        conn,
+		fr:         http2.NewFramer(conn, conn),
+		streams:    make(map[uint32]*h2stream),
+		connWindow: h2DefaultWindow,
+		initWindow: h2DefaultWindow,
+		maxFrame:   h2DefaultMaxFrame,
+	}
+	c.enc = hpack.NewEncoder(&c.hbuf)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.run()
+	// The connection is gone: a hanging stream's client went away, unless
+	// the server cut the connection or is closing.
+	for _, st := range c.streams {
+		if st.hanging {
+			c.endHang(st, c.s.gone(tc) == outCanceled)
+		}
+	}
+}
+
+// h2conn is the state of one raw HTTP/2 connection, owned by its goroutine.
+type h2conn struct {
+	s    *Server
+	tc   *trackedConn
+	tls  *tls.Conn
+	fr   *http2.Framer
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
+
+	streams    map[uint32]*h2stream // streams we still owe something
+	connWindow int64                // send flow-control window
+	initWindow int64                // peer's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrame   int                  // peer's SETTINGS_MAX_FRAME_SIZE
+
+	goneAway    bool   // GOAWAY sent: ignore streams above lastStream
+	lastStream  uint32 // last-stream-id of our GOAWAY
+	writeClosed bool   // half-closed: write nothing more
+}
+
+// h2stream is a response in progress.
+type h2stream struct {
+	id      uint32
+	ep      *endpoint
+	window  int64  // send flow-control window
+	pending []byte // body not yet sent
+	end     bool   // END_STREAM after pending
+	hanging bool   // a handler waits on it (Hang, StallMidBody)
+	cut     bool   // half-close the connection after pending
+}
+
+// run reads frames until the connection fails or a write fails.
+func (c *h2conn) run() {
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c.tls, preface); err != nil || string(preface) != http2.ClientPreface {
+		return
+	}
+	if err := c.fr.WriteSettings(); err != nil {
+		return
+	}
+	for {
+		f, err := c.fr.ReadFrame()
+		var se http2.StreamError
+		switch {
+		case errors.As(err, &se):
+			err = c.rst(se.StreamID, se.Code)
+		case err == nil:
+			err = c.handle(f)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// handle processes one frame; an error ends the connection.
+func (c *h2conn) handle(f http2.Frame) error {
+	if c.writeClosed {
+		return nil // read until the client closes
+	}
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		f.ForeachSetting(func(st http2.Setting) error {
+			switch st.ID {
+			case http2.SettingInitialWindowSize:
+				delta := int64(st.Val) - c.initWindow
+				c.initWindow = int64(st.Val)
+				for _, s := range c.streams {
+					s.window += delta
+				}
+			case http2.SettingMaxFrameSize:
+				c.maxFrame = int(st.Val)
+			case http2.SettingHeaderTableSize:
+				c.enc.SetMaxDynamicTableSizeLimit(st.Val)
+			}
+			return nil
+		})
+		if err := c.fr.WriteSettingsAck(); err != nil {
+			return err
+		}
+		return c.flushAll()
+	case *http2.PingFrame:
+		if f.IsAck() {
+			return nil
+		}
+		return c.fr.WritePing(true, f.Data)
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			c.connWindow += int64(f.Increment)
+		} else if st := c.streams[f.StreamID]; st != nil {
+			st.window += int64(f.Increment)
+		}
+		return c.flushAll()
+	case *http2.DataFrame:
+		// Request bodies are ignored; give the credit back.
+		if n := f.Header().Length; n > 0 {
+			if err := c.fr.WriteWindowUpdate(0, n); err != nil {
+				return err
+			}
+			if !f.StreamEnded() {
+				return c.fr.WriteWindowUpdate(f.StreamID, n)
+			}
+		}
+	case *http2.RSTStreamFrame:
+		if st := c.streams[f.StreamID]; st != nil {
+			delete(c.streams, f.StreamID)
+			if st.hanging {
+				c.endHang(st, c.s.gone(c.tc) == outCanceled)
+			}
+		}
+	case *http2.MetaHeadersFrame:
+		return c.request(f)
+	}
+	return nil
+}
+
+// request runs the fault of a request whose headers were read.
+func (c *h2conn) request(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if c.goneAway && id > c.lastStream {
+		return nil // refused by our GOAWAY: not processed
+	}
+	path := f.PseudoValue("path")
+	if u, err := url.ParseRequestURI(path); err == nil {
+		path = u.Path
+	}
+	header := make(http.Header)
+	for _, hf := range f.RegularFields() {
+		header.Add(hf.Name, hf.Value)
+	}
+	ep, fault, n := c.s.read(path, c.tc)
+	st := &h2stream{id: id, ep: ep, window: c.initWindow}
+	if fault == nil {
+		return c.respond(st, http.StatusNotFound, nil, []byte("404 page not found\n"), true)
+	}
+	if !c.s.enter(c.tc) {
+		return c.rst(id, http2.ErrCodeRefusedStream)
+	}
+	ep.enter()
+	switch fault.(type) {
+	case Hang, StallMidBody:
+		// Running until the client goes away or the server cuts: endHang.
+		st.hanging = true
+	default:
+		// Everything else is written at once: the handler is done before
+		// the client can observe anything (see handler.finish).
+		c.s.exit(c.tc)
+	}
+	return c.runFault(st, fault, header, n)
+}
+
+// runFault produces fault on stream st; header is the request's.
+func (c *h2conn) runFault(st *h2stream, fault Fault, header http.Header, n int) error {
+	switch f := fault.(type) {
+	case OK:
+		return c.respondText(st, f.Body)
+	case Status:
+		return c.respond(st, f.Code, f.Header, nil, true)
+	case Write:
+		st.ep.commitWrite(header)
+		return c.respond(st, writeStatus(f), nil, nil, true)
+	case Hang:
+		c.streams[st.id] = st
+	case CloseBeforeResponse:
+		c.cut()
+	case Reset:
+		return c.rst(st.id, http2.ErrCodeInternal)
+	case RSTStream:
+		return c.rst(st.id, http2.ErrCode(f.Code))
+	case GoAway:
+		// Stream ids of a client are odd: id-2 is the one before this.
+		c.goneAway, c.lastStream = true, 0
+		if st.id > 2 {
+			c.lastStream = st.id - 2
+		}
+		return c.fr.WriteGoAway(c.lastStream, http2.ErrCode(f.Code), nil)
+	case CloseMidBody:
+		st.cut = true
+		return c.respond(st, http.StatusOK, octets(f.Length), xs(f.Send), false)
+	case StallMidBody:
+		return c.respond(st, http.StatusOK, octets(f.Length), xs(f.Send), false)
+	case LargeBody:
+		return c.respond(st, http.StatusOK, octets(f.Size), xs(f.Size), true)
+	case ConnectionClose:
+		if err := c.respondText(st, ""); err != nil {
+			return err
+		}
+		c.goneAway, c.lastStream = true, st.id
+		return c.fr.WriteGoAway(st.id, http2.ErrCodeNo, nil)
+	case CloseAfterN:
+		if n >= f.N {
+			c.cut()
+			return nil
+		}
+		return c.respondText(st, "")
+	}
+	return nil
+}
+
+func octets(n int) http.Header {
+	return http.Header{"Content-Type": {"application/octet-stream"}, "Content-Length": {strconv.Itoa(n)}}
+}
+
+func (c *h2conn) respondText(st *h2stream, body string) error {
+	if body == "" {
+		body = "ok"
+	}
+	h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+	return c.respond(st, http.StatusOK, h, []byte(body), true)
+}
+
+// xs returns n filler bytes, not to be modified.
+func xs(n int) []byte {
+	if n <= len(filler) {
+		return filler[:n]
+	}
+	return bytes.Repeat(filler[:1], n)
+}
+
+// respond sends the response headers and queues body; end says whether the
+// stream ends after it. A Content-Length is added if the stream ends and h
+// has none.
+func (c *h2conn) respond(st *h2stream, code int, h http.Header, body []byte, end bool) error {
+	c.hbuf.Reset()
+	c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: strconv.Itoa(code)})
+	if h.Get("Content-Length") == "" && end {
+		c.enc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(body))})
+	}
+	for k, vv := range h {
+		k = strings.ToLower(k)
+		switch k {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			continue // connection-specific: not allowed in HTTP/2
+		}
+		for _, v := range vv {
+			c.enc.WriteField(hpack.HeaderField{Name: k, Value: v})
+		}
+	}
+	if err := c.writeHeaders(st.id, c.hbuf.Bytes(), end && len(body) == 0); err != nil {
+		return err
+	}
+	st.pending, st.end = body, end
+	if len(body) == 0 && !st.hanging && !st.cut {
+		return nil // done
+	}
+	c.streams[st.id] = st
+	return c.flush(st)
+}
+
+// writeHeaders writes a header block as HEADERS and CONTINUATION frames.
+func (c *h2conn) writeHeaders(id uint32, block []byte, end bool) error {
+	first := true
+	for first || len(block) > 0 {
+		n := min(len(block), c.maxFrame)
+		frag, last := block[:n], n == len(block)
+		block = block[n:]
+		var err error
+		if first {
+			err = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: frag, EndStream: end, EndHeaders: last})
+			first = false
+		} else {
+			err = c.fr.WriteContinuation(id, last, frag)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushAll sends what flow control allows on every stream.
+func (c *h2conn) flushAll() error {
+	for _, st := range c.streams {
+		if err := c.flush(st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush sends as much of st's pending body as flow control allows, then
+// finishes the stream if its body is sent: END_STREAM, half-close, or keep
+// it hanging.
+func (c *h2conn) flush(st *h2stream) error {
+	for len(st.pending) > 0 {
+		n := int(min(int64(len(st.pending)), int64(c.maxFrame), c.connWindow, st.window))
+		if n <= 0 {
+			return nil // wait for WINDOW_UPDATE
+		}
+		last := n == len(st.pending)
+		if err := c.fr.WriteData(st.id, last && st.end, st.pending[:n]); err != nil {
+			return err
+		}
+		c.connWindow -= int64(n)
+		st.window -= int64(n)
+		st.pending = st.pending[n:]
+	}
+	switch {
+	case st.cut:
+		delete(c.streams, st.id)
+		c.cut()
+	case st.end:
+		delete(c.streams, st.id)
+	}
+	return nil
+}
+
+// rst resets a stream.
+func (c *h2conn) rst(id uint32, code http2.ErrCode) error {
+	delete(c.streams, id)
+	return c.fr.WriteRSTStream(id, code)
+}
+
+// cut half-closes the connection: TLS close_notify and TCP FIN, then the
+// connection is only read, until the client closes it. Closing at once
+// could make the kernel answer the client's pending frames with an RST.
+func (c *h2conn) cut() {
+	c.tc.cut.Store(true)
+	c.writeClosed = true
+	c.tls.CloseWrite()
+	c.tc.CloseWrite()
+}
+
+// endHang ends a hanging stream's handler, counting a cancellation if the
+// client went away.
+func (c *h2conn) endHang(st *h2stream, canceled bool) {
+	st.hanging = false
+	delete(c.streams, st.id)
+	c.s.exit(c.tc)
+	if canceled {
+		st.ep.cancel()
+	}
+}

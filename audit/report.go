@@ -1,0 +1,177 @@
+package audit
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+)
+
+// WriteText writes the report as a table — scenario, expected, observed,
+// stage, attempts client/server, dials, recovered, leaks, time — followed by
+// every mismatch of each failed scenario with its faulted request's
+// timeline, and the totals. With verbose, every scenario's timeline is
+// written.
+func WriteText(w io.Writer, r Report, verbose bool) error {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tEXPECTED\tOBSERVED\tSTAGE\tCLIENT/SERVER\tDIALS\tCONNECTION\tRECOVERED\tLEAKS\tTIME\tRESULT")
+	for _, res := range r.Results {
+		o := res.Observed
+		exp := outcomeText(res.Expected.Class, res.Expected.Status)
+		got := outcomeText(o.Class, o.Status)
+		if o.Unbounded {
+			got = "unbounded"
+		}
+		attempts := fmt.Sprintf("%d/%d", o.ClientAttempts, o.ServerRequests)
+		if o.HiddenRetry {
+			attempts += " hidden retry"
+		}
+		result := "PASS"
+		if !res.Pass {
+			result = "FAIL"
+		}
+		leaks := "0"
+		if len(o.Leaks) > 0 {
+			leaks = fmt.Sprint(len(o.Leaks))
+		}
+		if len(o.LeakFound) > 0 {
+			leaks += fmt.Sprintf(" (found %d while leaking)", len(o.LeakFound))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", res.Name, exp, got, orDash(string(o.Stage)), attempts,
+			o.Dials, o.Fate, yesNo(o.Recovered), leaks, res.Elapsed.Round(time.Millisecond), result)
+	}
+	tw.Flush()
+	for _, res := range r.Results {
+		if res.Pass && !verbose {
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s (%s): fault: %s; bound: %s\n", res.Name, res.Proto, res.Fault, res.Bound)
+		for _, m := range res.Mismatches {
+			fmt.Fprintf(&b, "  - %s\n", m)
+		}
+		for _, l := range res.Observed.LeakFound {
+			fmt.Fprintf(&b, "  found while leaking: %s\n", firstLine(l))
+		}
+		for _, nt := range res.Observed.Notes {
+			fmt.Fprintf(&b, "  note: %s\n", nt)
+		}
+		if tl := res.Observed.Timeline; tl != nil {
+			var tb strings.Builder
+			httptrace.WriteWaterfall(&tb, tl)
+			b.WriteString(indentText(tb.String(), "  "))
+		}
+	}
+	fmt.Fprintf(&b, "\n%d passed, %d failed in %s (the scenarios inherently wait %s); %s, %s\n",
+		r.Passed, r.Failed, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), r.Transport, r.GoVersion)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func outcomeText(c httptrace.Class, status int) string {
+	if c == httptrace.ClassOK && status != 0 {
+		return fmt.Sprintf("ok(%d)", status)
+	}
+	if c == "" {
+		return "-"
+	}
+	return string(c)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func indentText(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// WriteJSON writes the report as indented JSON.
+func WriteJSON(w io.Writer, r Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Time     string      `xml:"time,attr"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// WriteJUnit writes the report as JUnit XML, one test case per scenario,
+// for CI systems. A failed case carries every mismatch and the faulted
+// request's timeline.
+func WriteJUnit(w io.Writer, r Report) error {
+	s := junitSuite{Name: "connaudit", Tests: len(r.Results), Failures: r.Failed, Time: secs(r.Elapsed)}
+	for _, res := range r.Results {
+		c := junitCase{Name: res.Name, Classname: "connaudit." + string(res.Proto), Time: secs(res.Elapsed)}
+		var out strings.Builder
+		if tl := res.Observed.Timeline; tl != nil {
+			httptrace.WriteWaterfall(&out, tl)
+		}
+		c.SystemOut = out.String()
+		if !res.Pass {
+			c.Failure = &junitFailure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: strings.Join(res.Mismatches, "\n")}
+		}
+		s.Cases = append(s.Cases, c)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(junitSuites{Suites: []junitSuite{s}}); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }

@@ -1,0 +1,90 @@
+package audit
+
+import (
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+)
+
+// Observed is what a scenario run saw.
+type Observed struct {
+	Class  httptrace.Class `json:"class"`
+	Stage  httptrace.Stage `json:"stage,omitempty"`
+	Status int             `json:"status,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	// ClientAttempts counts the round trips the caller made for the
+	// faulted request; ServerRequests the requests the server read for it.
+	ClientAttempts int   `json:"client_attempts"`
+	ServerRequests int64 `json:"server_requests"`
+	// GetConns counts the times the Transport asked for a connection for
+	// the faulted request: more than ClientAttempts means it retried by
+	// itself.
+	GetConns int `json:"get_conns"`
+	// Dials is the number of dials before recovery.
+	Dials int64 `json:"dials"`
+	// Fate is the faulted connection's fate after recovery.
+	Fate Fate `json:"fate"`
+	// Conn is the faulted connection's id.
+	Conn uint64 `json:"conn,omitempty"`
+	// HiddenRetry is set when the server saw more requests than the
+	// client made attempts.
+	HiddenRetry bool `json:"hidden_retry,omitempty"`
+	// CancelObserved is set when the server's handler saw the client go.
+	CancelObserved bool  `json:"cancel_observed,omitempty"`
+	Writes         int64 `json:"writes,omitempty"`
+	// Unbounded is set when the guard deadline, not a client bound, ended
+	// the faulted request; UnboundedStage is the stage it hung in.
+	Unbounded      bool            `json:"unbounded,omitempty"`
+	UnboundedStage httptrace.Stage `json:"unbounded_stage,omitempty"`
+	// LeakFound lists what the pool check found while the scenario's own
+	// leak was in place (unclosed-body).
+	LeakFound []string `json:"leak_found,omitempty"`
+	// BlockedOK is set when a request to /ok waited for the leaked
+	// connection.
+	BlockedOK bool `json:"blocked_ok,omitempty"`
+	// Recovered is set when the same pool served /ok afterwards.
+	Recovered bool `json:"recovered"`
+	// Leaks lists what was left behind after recovery: open bodies,
+	// active connections, goroutines.
+	Leaks []string `json:"leaks,omitempty"`
+	// Notes are remarks that do not fail the scenario.
+	Notes []string `json:"notes,omitempty"`
+	// Timeline is the faulted request's timeline (the last attempt's).
+	Timeline *httptrace.Timeline `json:"timeline,omitempty"`
+}
+
+// Result is the outcome of one scenario.
+type Result struct {
+	Name     string   `json:"name"`
+	Proto    Proto    `json:"proto"`
+	Fault    string   `json:"fault"`
+	Bound    string   `json:"bound"`
+	Pass     bool     `json:"pass"`
+	Expected Expect   `json:"expected"`
+	Observed Observed `json:"observed"`
+	// Mismatches lists every difference between Expected and Observed,
+	// and every recovery failure.
+	Mismatches []string `json:"mismatches,omitempty"`
+	// Elapsed is the scenario's wall time; Wait the time it inherently
+	// needs.
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Wait    time.Duration `json:"wait_ns"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Results []Result `json:"results"`
+	Passed  int      `json:"passed"`
+	Failed  int      `json:"failed"`
+	// Elapsed is the run's wall time; Wait the sum of the scenarios'
+	// inherent waits.
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Wait    time.Duration `json:"wait_ns"`
+	// Transport names the client configuration audited.
+	Transport string `json:"transport"`
+	// GoVersion is the runtime that ran it.
+	GoVersion string `json:"go_version"`
+}
+
+// OK reports whether every scenario passed.
+func (r Report) OK() bool { return r.Failed == 0 && len(r.Results) > 0 }

@@ -1,0 +1,412 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+	"go.uber.org/goleak"
+)
+
+// Runner runs scenarios. Build it with [NewRunner].
+type Runner struct {
+	transport     func() *http.Transport
+	transportName string
+	guard         time.Duration
+	recovery      time.Duration
+	progress      func(Result)
+}
+
+// Option configures a [Runner].
+type Option interface {
+	apply(*Runner) error
+}
+
+type optionFunc func(*Runner) error
+
+func (f optionFunc) apply(r *Runner) error { return f(r) }
+
+// WithTransport audits the transport that newTransport returns (called once
+// per scenario) instead of the default pool: the configuration a team
+// ships, with its own timeouts or their absence. The runner tracks a clone
+// of it ([pool.Track]) capped at one connection per host and trusting the
+// fault server's certificate; the scenarios' own bounds are not applied, so
+// a stage the transport does not bound fails as "unbounded". name labels the
+// report.
+func WithTransport(name string, newTransport func() *http.Transport) Option {
+	return optionFunc(func(r *Runner) error {
+		if newTransport == nil {
+			return errors.New("audit: nil transport factory")
+		}
+		r.transport, r.transportName = newTransport, name
+		return nil
+	})
+}
+
+// GuardDeadline sets how long a faulted request may run before the runner
+// ends it and reports the scenario unbounded (default: the scenario's own
+// wait plus a second, at least 2s). It must exceed every bound under audit.
+func GuardDeadline(d time.Duration) Option {
+	return optionFunc(func(r *Runner) error {
+		if d <= 0 {
+			return fmt.Errorf("audit: guard deadline %v must be positive", d)
+		}
+		r.guard = d
+		return nil
+	})
+}
+
+// OnResult calls f after each scenario, for progress output.
+func OnResult(f func(Result)) Option {
+	return optionFunc(func(r *Runner) error {
+		r.progress = f
+		return nil
+	})
+}
+
+// NewRunner returns a runner.
+func NewRunner(opts ...Option) (*Runner, error) {
+	r := &Runner{recovery: 3 * time.Second, transportName: "connaudit default pool (MaxConnsPerHost=1)"}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("audit: nil option")
+		}
+		if err := o.apply(r); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Run runs scenarios one after the other and reports on all of them. It
+// stops early only when ctx ends; the scenarios not run are not reported.
+func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
+	start := time.Now()
+	rep := Report{Transport: r.transportName, GoVersion: runtime.Version()}
+	for _, s := range scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		res := r.RunOne(ctx, s)
+		rep.Results = append(rep.Results, res)
+		rep.Wait += s.Wait
+		if res.Pass {
+			rep.Passed++
+		} else {
+			rep.Failed++
+		}
+		if r.progress != nil {
+			r.progress(res)
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	return rep
+}
+
+var errGuard = errors.New("audit: guard deadline: no client bound fired")
+
+func (r *Runner) guardFor(s Scenario) time.Duration {
+	if r.guard > 0 {
+		return r.guard
+	}
+	return max(2*time.Second, s.Wait+time.Second)
+}
+
+// RunOne runs one scenario.
+func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
+	start := time.Now()
+	res = Result{Name: s.Name, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound, Expected: s.Expect, Wait: s.Wait}
+	defer func() {
+		res.Elapsed = time.Since(start)
+		res.Pass = len(res.Mismatches) == 0
+	}()
+	obs := &res.Observed
+	baseline := goleak.IgnoreCurrent()
+
+	srv, err := faultserver.New(s.server...)
+	if err != nil {
+		res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
+		return res
+	}
+	srv.Handle(okPath, faultserver.OK{})
+	col := &httptrace.Collector{}
+	p, err := r.newPool(s, srv, col)
+	if err != nil {
+		srv.Close()
+		res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
+		return res
+	}
+	e := &Env{Server: srv, Pool: p, Client: p.Client(), Target: srv.URL(), collector: col, obs: obs, retries: -1, baseline: baseline}
+	closeAll := func() {
+		p.CloseIdleConnections()
+		for i := len(e.cleanups) - 1; i >= 0; i-- {
+			e.cleanups[i]()
+		}
+		if err := srv.Close(); err != nil {
+			obs.Notes = append(obs.Notes, "fault server: "+err.Error())
+		}
+	}
+	if s.setup != nil {
+		if err := s.setup(e); err != nil {
+			closeAll()
+			res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
+			return res
+		}
+	}
+
+	// The faulted request(s), under the guard deadline.
+	e.markFaulted()
+	gctx, cancel := context.WithTimeoutCause(ctx, r.guardFor(s), errGuard)
+	driveErr := s.drive(gctx, e)
+	unbounded := errors.Is(context.Cause(gctx), errGuard)
+	cancel()
+	if driveErr != nil {
+		res.Mismatches = append(res.Mismatches, "run: "+driveErr.Error())
+	}
+	r.observe(s, e, unbounded)
+
+	// Recovery: the same pool serves /ok.
+	r.recover(ctx, e)
+	cctx, ccancel := context.WithTimeout(ctx, r.recovery)
+	if err := p.Check(cctx); err != nil {
+		obs.Leaks = append(obs.Leaks, splitErrors(err)...)
+	}
+	ccancel()
+	obs.Fate = fateOf(p, obs, obs.Fate.Reused)
+	closeAll()
+	if err := goleak.Find(baseline); err != nil {
+		obs.Leaks = append(obs.Leaks, pool.NameLeaks(err).Error())
+	}
+	res.Mismatches = append(res.Mismatches, compare(s.Expect, *obs)...)
+	return res
+}
+
+func (r *Runner) newPool(s Scenario, srv *faultserver.Server, col *httptrace.Collector) (*pool.Pool, error) {
+	opts := []pool.Option{pool.MaxConnsPerHost(1), pool.WithObserver(col), pool.CaptureStacks()}
+	if r.transport != nil {
+		t := r.transport()
+		if t == nil {
+			return nil, errors.New("audit: transport factory returned nil")
+		}
+		if cfg := srv.ClientTLSConfig(); cfg != nil {
+			merged := cfg
+			if t.TLSClientConfig != nil {
+				merged = t.TLSClientConfig.Clone()
+				merged.RootCAs, merged.ServerName = cfg.RootCAs, cfg.ServerName
+			}
+			opts = append(opts, pool.TLSConfig(merged))
+		}
+		return pool.Track(t, opts...)
+	}
+	if cfg := srv.ClientTLSConfig(); cfg != nil {
+		opts = append(opts, pool.TLSConfig(cfg))
+	}
+	opts = append(opts, pool.HTTP2(s.Proto == HTTP2))
+	opts = append(opts, s.Bounds...)
+	return pool.New(opts...)
+}
+
+// observe fills in what the faulted request did.
+func (r *Runner) observe(s Scenario, e *Env, unbounded bool) {
+	obs := e.obs
+	var faulted []*httptrace.Timeline
+	for _, tl := range e.collector.Timelines() {
+		if tl.ID > e.mark && pathOf(tl) == faultPath {
+			faulted = append(faulted, tl)
+		}
+	}
+	obs.ClientAttempts = len(faulted)
+	for _, tl := range faulted {
+		obs.GetConns += tl.GetConns
+	}
+	if n := len(faulted); n > 0 {
+		last := faulted[n-1]
+		obs.Class, obs.Stage, obs.Status = last.Outcome.Class, last.Outcome.Stage, last.Outcome.Status
+		if last.Outcome.Err != nil {
+			u := last.RawURL()
+			obs.Error = httptrace.RedactError(last.Outcome.Err, &u)
+		}
+		obs.Conn = last.Conn.ID
+		obs.Timeline = last
+	}
+	if e.retries >= 0 && e.retries != obs.ClientAttempts {
+		obs.Notes = append(obs.Notes, fmt.Sprintf("retry policy reported %d attempts, tracer saw %d round trips", e.retries, obs.ClientAttempts))
+	}
+	if unbounded {
+		obs.Unbounded = true
+		obs.UnboundedStage = obs.Stage
+	}
+	c := e.Server.Counters(faultPath)
+	obs.ServerRequests = c.RequestsRead - e.counters.RequestsRead
+	obs.HiddenRetry = obs.ServerRequests > int64(obs.ClientAttempts)
+	if s.Expect.Writes != nil {
+		obs.Writes = c.WritesCommitted - e.counters.WritesCommitted
+	}
+	obs.CancelObserved = c.CancelsObserved > e.counters.CancelsObserved
+	if s.Expect.CancelObserved && !obs.CancelObserved {
+		// The server learns of the cancel when the connection or stream
+		// goes: wait for it, bounded.
+		t := time.NewTimer(2 * time.Second)
+		select {
+		case <-e.Server.CancelObserved(faultPath):
+			obs.CancelObserved = true
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	obs.Dials = e.Pool.Stats().Dials
+}
+
+func pathOf(tl *httptrace.Timeline) string {
+	u := tl.RawURL()
+	return u.Path
+}
+
+// recover sends /ok through the same pool.
+func (r *Runner) recover(ctx context.Context, e *Env) {
+	rctx, cancel := context.WithTimeout(ctx, r.recovery)
+	defer cancel()
+	base := e.Server.URL()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, base+okPath, nil)
+	if err != nil {
+		e.obs.Leaks = append(e.obs.Leaks, "recovery: "+err.Error())
+		return
+	}
+	resp, err := e.Client.Do(req)
+	if err != nil {
+		e.obs.Leaks = append(e.obs.Leaks, "recovery: GET /ok failed: "+httptrace.RedactError(err, req.URL))
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	resp.Body.Close()
+	switch {
+	case err != nil:
+		e.obs.Leaks = append(e.obs.Leaks, "recovery: reading /ok: "+err.Error())
+	case resp.StatusCode != http.StatusOK || string(body) != "ok":
+		e.obs.Leaks = append(e.obs.Leaks, fmt.Sprintf("recovery: /ok answered %d %q", resp.StatusCode, body))
+	default:
+		e.obs.Recovered = true
+	}
+	for _, tl := range e.collector.Timelines() {
+		if pathOf(tl) == okPath && tl.ID > e.mark && e.obs.Conn != 0 && tl.Conn.ID == e.obs.Conn {
+			e.obs.Fate.Reused = true
+		}
+	}
+}
+
+// fateOf returns the fate of the faulted request's connection: the one it
+// got, or, when it never got one, the one dialed for it.
+func fateOf(p *pool.Pool, o *Observed, reused bool) Fate {
+	f := Fate{Reused: reused}
+	id := o.Conn
+	if id == 0 && o.Timeline != nil {
+		for _, c := range p.Conns() {
+			if c.DialedFor == o.Timeline.ID && c.State != pool.StateFailed {
+				id = c.ID
+			}
+		}
+	}
+	if id == 0 {
+		return f
+	}
+	if c, ok := p.Conn(id); ok && c.State == pool.StateClosed {
+		f.ClosedBy, f.Reason = c.ClosedBy, c.CloseReason
+	}
+	return f
+}
+
+// splitErrors returns the messages of a joined error.
+func splitErrors(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// compare lists every difference between what was expected and observed.
+func compare(e Expect, o Observed) []string {
+	var m []string
+	add := func(format string, args ...any) { m = append(m, fmt.Sprintf(format, args...)) }
+	if o.Unbounded {
+		add("unbounded: no timeout fired at stage %s", o.UnboundedStage)
+	}
+	if o.ClientAttempts == 0 {
+		add("no faulted request was recorded")
+	} else {
+		if o.Class != e.Class {
+			add("outcome: expected %s, observed %s%s", e.Class, o.Class, errSuffix(o.Error))
+		}
+		if e.Stage != "" && o.Stage != e.Stage {
+			add("stage: expected %s, observed %s", e.Stage, o.Stage)
+		}
+		if e.Status != 0 && o.Status != e.Status {
+			add("status: expected %d, observed %d", e.Status, o.Status)
+		}
+	}
+	if o.ClientAttempts != e.ClientAttempts {
+		add("client attempts: expected %d, observed %d", e.ClientAttempts, o.ClientAttempts)
+	}
+	if o.ServerRequests != e.ServerRequests {
+		add("server-seen requests: expected %d, observed %d", e.ServerRequests, o.ServerRequests)
+	}
+	switch {
+	case o.HiddenRetry && !e.HiddenRetry:
+		add("hidden transport retry: the server saw %d requests for %d client attempts", o.ServerRequests, o.ClientAttempts)
+	case !o.HiddenRetry && e.HiddenRetry:
+		add("expected a hidden transport retry, none seen")
+	}
+	if e.Dials != nil && o.Dials != *e.Dials {
+		add("dials: expected %d, observed %d", *e.Dials, o.Dials)
+	}
+	if e.Writes != nil && o.Writes != *e.Writes {
+		add("writes committed: expected %d, observed %d", *e.Writes, o.Writes)
+	}
+	if e.CancelObserved && !o.CancelObserved {
+		add("the server did not observe the client's cancel")
+	}
+	if f := e.Fate; f != nil {
+		if f.ClosedBy != o.Fate.ClosedBy || f.Reason != o.Fate.Reason || f.Reused != o.Fate.Reused {
+			add("connection fate: expected %s, observed %s", f, o.Fate)
+		}
+	}
+	if e.Leak && len(o.LeakFound) == 0 {
+		add("the leak was not detected")
+	}
+	if e.BlocksOK != o.BlockedOK {
+		if e.BlocksOK {
+			add("expected /ok to wait for the leaked connection; it did not")
+		} else {
+			add("/ok waited for the leaked connection")
+		}
+	}
+	if !o.Recovered {
+		add("not recovered: the pool did not serve /ok")
+	}
+	for _, l := range o.Leaks {
+		if strings.HasPrefix(l, "recovery:") {
+			add("%s", l)
+			continue
+		}
+		add("leak after recovery: %s", l)
+	}
+	return m
+}
+
+func errSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}

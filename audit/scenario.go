@@ -1,0 +1,196 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path"
+	"regexp"
+	"time"
+
+	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+	"go.uber.org/goleak"
+)
+
+// Proto is the protocol a scenario runs over.
+type Proto string
+
+// The protocols.
+const (
+	HTTP1 Proto = "http1" // HTTP/1.1 over plain TCP
+	HTTP2 Proto = "h2"    // HTTP/2 over TLS
+)
+
+// Fate is what became of the connection that served the faulted request.
+// Zero fields are not checked.
+type Fate struct {
+	// ClosedBy and Reason say who closed it and why; both empty when it
+	// stayed open.
+	ClosedBy pool.Closer      `json:"closed_by,omitempty"`
+	Reason   pool.CloseReason `json:"reason,omitempty"`
+	// Reused is set when the recovery request was served by it.
+	Reused bool `json:"reused"`
+}
+
+func (f Fate) String() string {
+	switch {
+	case f.ClosedBy != "":
+		return fmt.Sprintf("closed by %s (%s)", f.ClosedBy, f.Reason)
+	case f.Reused:
+		return "reused"
+	}
+	return "open"
+}
+
+// Expect is what a scenario must observe.
+type Expect struct {
+	// Class is the outcome class of the faulted request; Stage, when set,
+	// the stage it ended in; Status, when set, its status code.
+	Class  httptrace.Class `json:"class"`
+	Stage  httptrace.Stage `json:"stage,omitempty"`
+	Status int             `json:"status,omitempty"`
+	// ClientAttempts is the number of round trips the caller made for the
+	// faulted request (a retry policy makes several).
+	ClientAttempts int `json:"client_attempts"`
+	// ServerRequests is the number of those requests the server read.
+	ServerRequests int64 `json:"server_requests"`
+	// Dials, when set, is the number of dials the scenario made before
+	// recovery.
+	Dials *int64 `json:"dials,omitempty"`
+	// Fate, when set, is the fate of the faulted request's connection.
+	Fate *Fate `json:"fate,omitempty"`
+	// HiddenRetry is set when the server must see more requests than the
+	// client made attempts.
+	HiddenRetry bool `json:"hidden_retry,omitempty"`
+	// CancelObserved is set when the server's handler must observe the
+	// client going away.
+	CancelObserved bool `json:"cancel_observed,omitempty"`
+	// Writes, when set, is the number of side effects the server
+	// committed (retry write-safety scenarios).
+	Writes *int64 `json:"writes,omitempty"`
+	// Leak is set when the scenario's point is a leak that the pool check
+	// must find (an unclosed body).
+	Leak bool `json:"leak,omitempty"`
+	// BlocksOK is set when that leak must block the next request until it
+	// is released.
+	BlocksOK bool `json:"blocks_ok,omitempty"`
+}
+
+// Scenario is one fault and the client bound that must contain it.
+type Scenario struct {
+	// Name is unique in the catalogue, such as "h2/reset".
+	Name string
+	// Proto is the protocol it runs over.
+	Proto Proto
+	// Fault says what the server does; Bound what bounds the client.
+	Fault, Bound string
+	// Wait is the time the scenario inherently needs (a 150 ms header
+	// timeout needs 150 ms): the catalogue's time is measured against the
+	// sum of these.
+	Wait time.Duration
+	// Expect is what must be observed.
+	Expect Expect
+	// Bounds are the pool options that bound the faulted stage on the
+	// default pool. A caller-supplied transport keeps its own.
+	Bounds []pool.Option
+	// Retry is set on the retry-policy contracts.
+	Retry bool
+
+	server []faultserver.Option
+	setup  func(e *Env) error
+	drive  func(ctx context.Context, e *Env) error
+}
+
+// Env is what a scenario runs with.
+type Env struct {
+	// Server is the scenario's fault server.
+	Server *faultserver.Server
+	// Pool is the pool under audit; Client sends through it.
+	Pool   *pool.Pool
+	Client *http.Client
+	// Target is the base URL of the faulted requests: the server's, or a
+	// listener below HTTP.
+	Target string
+
+	collector *httptrace.Collector
+	mark      uint64 // timelines with a larger id belong to the faulted request
+	obs       *Observed
+	cleanups  []func()
+	counters  faultserver.Counters // the fault path's counters at the mark
+	retries   int                  // attempts a retry policy made, -1 if none
+	baseline  goleak.Option
+}
+
+// faultPath is the path of every faulted request.
+const faultPath = "/fault"
+
+// okPath is the path of the recovery request.
+const okPath = "/ok"
+
+// url returns the faulted URL.
+func (e *Env) url() string { return e.Target + faultPath }
+
+// markFaulted starts the faulted request: earlier timelines are warm-ups.
+func (e *Env) markFaulted() {
+	for _, tl := range e.collector.Timelines() {
+		e.mark = max(e.mark, tl.ID)
+	}
+	if e.Server != nil {
+		e.counters = e.Server.Counters(faultPath)
+	}
+}
+
+// get sends a GET for the faulted URL with ctx.
+func (e *Env) get(ctx context.Context, u string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	return e.Client.Do(req)
+}
+
+// Catalogue returns every scenario, HTTP/1.1 first, then HTTP/2, then the
+// retry contracts.
+func Catalogue() []Scenario {
+	var all []Scenario
+	all = append(all, http1Scenarios()...)
+	all = append(all, http2Scenarios()...)
+	all = append(all, retryScenarios()...)
+	return all
+}
+
+// Select returns the scenarios whose name matches the regular expression
+// pattern ("" matches all).
+func Select(scenarios []Scenario, pattern string) ([]Scenario, error) {
+	if pattern == "" {
+		return scenarios, nil
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("audit: bad -run pattern: %w", err)
+	}
+	var out []Scenario
+	for _, s := range scenarios {
+		if re.MatchString(s.Name) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("audit: no scenario matches %q", pattern)
+	}
+	return out, nil
+}
+
+// Names returns the names of scenarios.
+func Names(scenarios []Scenario) []string {
+	out := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// base returns the name without its protocol prefix.
+func (s Scenario) base() string { return path.Base(s.Name) }

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+	"golang.org/x/net/http/httpguts"
+)
+
+// headerFlags collects repeatable -H "Name: value" flags.
+type headerFlags []string
+
+func (h *headerFlags) String() string { return fmt.Sprintf("%d header(s)", len(*h)) }
+
+func (h *headerFlags) Set(v string) error {
+	if _, _, err := parseHeader(v); err != nil {
+		return err
+	}
+	*h = append(*h, v)
+	return nil
+}
+
+// requestFlags are the flags that shape a request, shared by trace and
+// probe; they follow curl where curl has one.
+type requestFlags struct {
+	method   string
+	headers  headerFlags
+	data     string
+	insecure bool
+	http1    bool
+	http2    bool
+	timeout  time.Duration
+	maxBody  int64
+}
+
+func (rf *requestFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&rf.method, "X", "", "request method (default GET, or POST with -d)")
+	fs.Var(&rf.headers, "H", `request header "Name: value" (repeatable); values are never printed`)
+	fs.StringVar(&rf.data, "d", "", "request body, or @file to read it from a file")
+	fs.BoolVar(&rf.insecure, "k", false, "skip TLS certificate verification (warns)")
+	fs.BoolVar(&rf.http1, "http1", false, "use HTTP/1.1 only")
+	fs.BoolVar(&rf.http2, "http2", false, "require HTTP/2 (over TLS)")
+	fs.DurationVar(&rf.timeout, "timeout", defaultTimeout, "bound on each request, body included")
+	fs.Int64Var(&rf.maxBody, "max-body", 64<<20, "read at most this many body bytes per response")
+}
+
+// parseHeader splits "Name: value" and checks both parts.
+func parseHeader(v string) (string, string, error) {
+	name, value, ok := strings.Cut(v, ":")
+	if !ok {
+		return "", "", errors.New(`header must be "Name: value"`)
+	}
+	name = strings.TrimSpace(name)
+	value = strings.TrimSpace(value)
+	if !httpguts.ValidHeaderFieldName(name) {
+		return "", "", fmt.Errorf("invalid header name %q", name)
+	}
+	if !httpguts.ValidHeaderFieldValue(value) {
+		return "", "", fmt.Errorf("invalid value for header %s", name)
+	}
+	return name, value, nil
+}
+
+// parseTarget checks that raw is an absolute http or https URL with a host.
+func parseTarget(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error quotes the URL, secrets included: say it without.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return nil, fmt.Errorf("malformed URL: %v", ue.Err)
+		}
+		return nil, errors.New("malformed URL")
+	}
+	switch u.Scheme {
+	case "http", "https":
+	case "":
+		return nil, fmt.Errorf("URL %s has no scheme: want http:// or https://", httptrace.RedactURL(u))
+	default:
+		return nil, fmt.Errorf("URL scheme %q is not http or https", u.Scheme)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return nil, fmt.Errorf("URL %s has no host", httptrace.RedactURL(u))
+	}
+	if p := u.Port(); p != "" {
+		var n int
+		if _, err := fmt.Sscanf(p, "%d", &n); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("URL port %q is out of range", p)
+		}
+	}
+	return u, nil
+}
+
+// validate checks flag values that the flag package cannot.
+func (rf *requestFlags) validate() error {
+	if rf.http1 && rf.http2 {
+		return errors.New("-http1 and -http2 exclude each other")
+	}
+	if rf.timeout <= 0 {
+		return fmt.Errorf("-timeout %v must be positive", rf.timeout)
+	}
+	if rf.maxBody < 0 {
+		return fmt.Errorf("-max-body %d must not be negative", rf.maxBody)
+	}
+	if rf.method != "" && !validMethod(rf.method) {
+		return fmt.Errorf("invalid method %q", rf.method)
+	}
+	return nil
+}
+
+func validMethod(m string) bool {
+	if m == "" {
+		return false
+	}
+	for _, c := range m {
+		if !httpguts.IsTokenRune(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// body returns the request body the -d flag asks for.
+func (rf *requestFlags) body() ([]byte, error) {
+	if rf.data == "" {
+		return nil, nil
+	}
+	if name, ok := strings.CutPrefix(rf.data, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("-d: %w", err)
+		}
+		return b, nil
+	}
+	return []byte(rf.data), nil
+}
+
+// request builds the request the flags describe for rawURL.
+func (rf *requestFlags) request(ctx context.Context, rawURL string) (*http.Request, error) {
+	if err := rf.validate(); err != nil {
+		return nil, err
+	}
+	u, err := parseTarget(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if rf.http2 && u.Scheme != "https" {
+		return nil, errors.New("-http2 needs an https URL")
+	}
+	body, err := rf.body()
+	if err != nil {
+		return nil, err
+	}
+	method := rf.method
+	if method == "" {
+		method = http.MethodGet
+		if body != nil {
+			method = http.MethodPost
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the request: %s", httptrace.RedactError(err, u))
+	}
+	if body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	for _, h := range rf.headers {
+		name, value, _ := parseHeader(h)
+		if strings.EqualFold(name, "Host") {
+			req.Host = value
+			continue
+		}
+		req.Header.Add(name, value)
+	}
+	return req, nil
+}
+
+// poolOptions returns the pool options the flags ask for.
+func (rf *requestFlags) poolOptions() []pool.Option {
+	var opts []pool.Option
+	if rf.http1 {
+		opts = append(opts, pool.HTTP2(false))
+	}
+	if rf.insecure {
+		opts = append(opts, pool.TLSConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // asked for with -k, warned about
+	}
+	return opts
+}

@@ -1,0 +1,36 @@
+// Package httptrace records what happens to each HTTP request as a
+// [Timeline]: ordered events with monotonic offsets from the request's start,
+// covering every stage — pool acquire, DNS, connect, TLS, request written,
+// first response byte, response, body EOF, body close and the return of the
+// connection to the pool — and one final [Outcome].
+//
+// [Transport] is an [net/http.RoundTripper] wrapper that attaches a
+// [net/http/httptrace.ClientTrace] to each request (composed with any trace
+// the caller already put in the context, so the caller's hooks fire exactly
+// once), wraps the response body to see reads, EOF and Close, and hands the
+// finished timeline to an [Observer]: a [log/slog] logger ([NewSlogObserver]),
+// a JSON Lines writer ([NewJSONLines]) or an in-memory [Collector].
+//
+// # Concurrency
+//
+// net/http calls trace hooks from several goroutines (the caller's, the
+// dialer's, the connection's read and write loops), sometimes concurrently
+// and sometimes after RoundTrip returned: a dial started for a request that
+// was cancelled goes on in the background. Each request has its own
+// recorder guarded by its own mutex; events that arrive after the timeline
+// was handed to the observer are recorded with [Event.Late] set and passed to
+// an [EventObserver], never to another request's timeline.
+//
+// # Cost
+//
+// The steady state of a service — a keep-alive connection taken from the
+// idle pool — allocates a handful of small objects per request: the
+// recorder, its ClientTrace and hook closures are built once and recycled
+// when no hook of the finished request can fire any more.
+//
+// # Redaction
+//
+// Every output is redacted: URL user information is removed, query values
+// are masked, header values are recorded only when asked for, and
+// Authorization, Proxy-Authorization, Cookie and Set-Cookie are always masked.
+package httptrace

@@ -1,0 +1,297 @@
+package httptrace_test
+
+import (
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connaudit/connaudit/httptrace"
+)
+
+// TestEveryEventKind sends one HTTPS request to "localhost" (resolved from
+// /etc/hosts, never by a DNS server) with "Expect: 100-continue" and a body,
+// to a handler that sends 103 Early Hints before its 200, and checks that
+// every kind of event was recorded exactly as often as it happened, in the
+// order causality imposes.
+func TestEveryEventKind(t *testing.T) {
+	srv := startTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body) // the first read sends "100 Continue"
+		w.Header().Set("Link", "</app.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusOK)
+		w.Write(body)
+	}), false)
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	require.NoError(t, err)
+
+	cfg := trust(srv)
+	cfg.ServerName = "example.com" // a name the httptest certificate covers
+	base := newBase(t, &http.Transport{TLSClientConfig: cfg, ExpectContinueTimeout: guard})
+	tr, c := traced(t, base, nil)
+
+	req := newRequest(t, guardCtx(t), http.MethodPost, "https://localhost:"+port+"/events", strings.NewReader("hello"))
+	req.Header.Set("Expect", "100-continue")
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(body))
+	require.Empty(t, c.Timelines(), "the timeline finishes when the body is closed")
+	require.NoError(t, resp.Body.Close())
+
+	tl := only(t, c)
+	for k := httptrace.KindGetConn; k <= httptrace.KindDone; k++ {
+		assert.NotEqual(t, -1, index(tl, k, -1), "no %s event in %v", k, kindsOf(tl))
+	}
+	requireCounts(t, tl, map[httptrace.Kind]int{
+		httptrace.KindGetConn: 1, httptrace.KindGotConn: 1,
+		httptrace.KindDNSStart: 1, httptrace.KindDNSDone: 1,
+		httptrace.KindConnectStart: len(tl.DNS.Addrs), httptrace.KindConnectDone: len(tl.DNS.Addrs),
+		httptrace.KindTLSStart: 1, httptrace.KindTLSDone: 1,
+		httptrace.KindWroteHeaders: 1, httptrace.KindWait100Continue: 1,
+		httptrace.KindGot1xx:       2, // 100 Continue, 103 Early Hints: once each
+		httptrace.KindWroteRequest: 1, httptrace.KindFirstByte: 1, httptrace.KindResponse: 1,
+		httptrace.KindBodyEOF: 1, httptrace.KindBodyClose: 1, httptrace.KindPutIdleConn: 1, httptrace.KindDone: 1,
+	})
+	for _, e := range tl.Events {
+		assert.False(t, e.Late, "late %s", e.Kind)
+	}
+
+	// Orders that causality guarantees, whatever goroutine recorded them.
+	order := [][2]int{
+		{index(tl, httptrace.KindGetConn, -1), index(tl, httptrace.KindDNSStart, -1)},
+		{index(tl, httptrace.KindDNSStart, -1), index(tl, httptrace.KindDNSDone, -1)},
+		{index(tl, httptrace.KindDNSDone, -1), index(tl, httptrace.KindConnectStart, -1)},
+		{index(tl, httptrace.KindConnectStart, -1), index(tl, httptrace.KindConnectDone, -1)},
+		{index(tl, httptrace.KindConnectDone, -1), index(tl, httptrace.KindTLSStart, -1)},
+		{index(tl, httptrace.KindTLSStart, -1), index(tl, httptrace.KindTLSDone, -1)},
+		{index(tl, httptrace.KindTLSDone, -1), index(tl, httptrace.KindGotConn, -1)},
+		{index(tl, httptrace.KindGotConn, -1), index(tl, httptrace.KindWroteHeaders, -1)},
+		{index(tl, httptrace.KindWroteHeaders, -1), index(tl, httptrace.KindWait100Continue, -1)},
+		{index(tl, httptrace.KindWroteHeaders, -1), index(tl, httptrace.KindFirstByte, -1)},
+		{index(tl, httptrace.KindFirstByte, -1), index(tl, httptrace.KindGot1xx, 100)},
+		{index(tl, httptrace.KindGot1xx, 100), index(tl, httptrace.KindGot1xx, 103)},
+		{index(tl, httptrace.KindWroteRequest, -1), index(tl, httptrace.KindGot1xx, 103)},
+		{index(tl, httptrace.KindGot1xx, 103), index(tl, httptrace.KindResponse, -1)},
+		{index(tl, httptrace.KindResponse, -1), index(tl, httptrace.KindPutIdleConn, -1)},
+		{index(tl, httptrace.KindPutIdleConn, -1), index(tl, httptrace.KindBodyEOF, -1)},
+		{index(tl, httptrace.KindBodyEOF, -1), index(tl, httptrace.KindBodyClose, -1)},
+		{index(tl, httptrace.KindBodyClose, -1), index(tl, httptrace.KindDone, -1)},
+	}
+	for _, o := range order {
+		assert.Less(t, o[0], o[1], "%s before %s in %v", tl.Events[o[0]].Kind, tl.Events[o[1]].Kind, kindsOf(tl))
+	}
+	assert.Equal(t, len(tl.Events)-1, index(tl, httptrace.KindDone, -1), "done is the last event")
+
+	assert.Equal(t, "localhost", tl.DNS.Host)
+	assert.NoError(t, tl.DNS.Err)
+	require.NotEmpty(t, tl.DNS.Addrs)
+	assert.Equal(t, "127.0.0.1", tl.DNS.Addrs[0].IP.String())
+	if e, ok := tl.First(httptrace.KindConnectDone); assert.True(t, ok) {
+		assert.Equal(t, "127.0.0.1:"+port, e.Addr)
+		assert.NoError(t, e.Err)
+	}
+
+	require.NotNil(t, resp.TLS)
+	assert.True(t, tl.TLS.Done)
+	assert.NoError(t, tl.TLS.Err)
+	assert.Equal(t, resp.TLS.Version, tl.TLS.Version)
+	assert.NotZero(t, tl.TLS.Version)
+	assert.Equal(t, resp.TLS.CipherSuite, tl.TLS.CipherSuite)
+	assert.NotEqual(t, "", tls.CipherSuiteName(tl.TLS.CipherSuite))
+	assert.Equal(t, resp.TLS.NegotiatedProtocol, tl.TLS.ALPN)
+	assert.Equal(t, "example.com", tl.TLS.ServerName)
+
+	assert.Equal(t, "POST", tl.Method)
+	assert.Equal(t, "localhost:"+port, tl.Host)
+	assert.Equal(t, "https://localhost:"+port+"/events", tl.URL())
+	assert.Equal(t, http.StatusOK, tl.Status)
+	assert.Equal(t, "HTTP/1.1", tl.Proto)
+	assert.Equal(t, int64(5), tl.BodyBytes)
+	assert.True(t, tl.BodyEOF)
+	assert.True(t, tl.BodyClosed)
+	assert.False(t, tl.ClosedEarly)
+	assert.Equal(t, 1, tl.GetConns)
+	assert.False(t, tl.Composed)
+	assert.True(t, tl.Finished)
+	assert.True(t, tl.Conn.New())
+	assert.True(t, tl.Conn.Dialed)
+	assert.False(t, tl.Conn.WasIdle)
+	assert.Equal(t, srv.Listener.Addr().String(), tl.Conn.Remote.String())
+	assert.Equal(t, httptrace.Outcome{Class: httptrace.ClassOK, Stage: httptrace.StageBody, Status: 200}, tl.Outcome)
+	if e, ok := tl.Last(httptrace.KindBodyEOF); assert.True(t, ok) {
+		assert.Equal(t, int64(5), e.N)
+	}
+	if e, ok := tl.Last(httptrace.KindResponse); assert.True(t, ok) {
+		assert.Equal(t, int64(200), e.N)
+	}
+}
+
+// TestConnectEachAddress resolves a name to two addresses through a DNS
+// server on loopback: the first refuses, the second serves. Each address
+// gets its own connect-start and connect-done.
+func TestConnectEachAddress(t *testing.T) {
+	srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	require.NoError(t, err)
+	res, dns := startDNS(t, map[string][]netip.Addr{
+		"two.connaudit.test": {netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1")},
+	})
+	base := newBase(t, &http.Transport{DialContext: (&net.Dialer{Resolver: res}).DialContext})
+	tr, c := traced(t, base, nil)
+
+	fetch(t, tr, "http://two.connaudit.test:"+port+"/")
+	tl := only(t, c)
+	assert.Positive(t, dns.queries.Load())
+	assert.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
+	assert.Equal(t, "two.connaudit.test", tl.DNS.Host)
+	assert.Len(t, tl.DNS.Addrs, 2)
+	if e, ok := tl.First(httptrace.KindDNSDone); assert.True(t, ok) {
+		assert.Equal(t, int64(2), e.N)
+	}
+	requireCounts(t, tl, map[httptrace.Kind]int{httptrace.KindConnectStart: 2, httptrace.KindConnectDone: 2})
+	started, failed, ok := map[string]bool{}, 0, 0
+	for _, e := range tl.Events {
+		switch e.Kind {
+		case httptrace.KindConnectStart:
+			started[e.Addr] = true
+		case httptrace.KindConnectDone:
+			if e.Err != nil {
+				failed++
+				assert.Equal(t, "127.0.0.2:"+port, e.Addr)
+				assert.Equal(t, httptrace.ClassConnectRefused, httptrace.Classify(e.Err, httptrace.StageConnect))
+			} else {
+				ok++
+				assert.Equal(t, "127.0.0.1:"+port, e.Addr)
+			}
+		}
+	}
+	assert.Equal(t, map[string]bool{"127.0.0.2:" + port: true, "127.0.0.1:" + port: true}, started)
+	assert.Equal(t, 1, failed)
+	assert.Equal(t, 1, ok)
+	assert.True(t, tl.Conn.Dialed)
+}
+
+// TestNewThenReused checks that the first request dials and the second
+// reuses the idle connection, with its idle time recorded and no DNS,
+// connect or TLS events of its own.
+func TestNewThenReused(t *testing.T) {
+	srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	var dc dialCounter
+	base := newBase(t, &http.Transport{DialContext: dc.DialContext})
+	tr, c := traced(t, base, nil)
+
+	fetch(t, tr, srv.URL+"/one")
+	fetch(t, tr, srv.URL+"/two")
+	tls := waitTimelines(t, c, 2)
+	require.Len(t, tls, 2)
+	first, second := tls[0], tls[1]
+	assert.Equal(t, int64(1), dc.dials.Load())
+
+	assert.True(t, first.Conn.New())
+	assert.True(t, first.Conn.Dialed)
+	assert.False(t, first.Conn.WasIdle)
+	assert.Equal(t, uint64(1), first.Conn.ID)
+	requireCounts(t, first, map[httptrace.Kind]int{httptrace.KindConnectStart: 1, httptrace.KindConnectDone: 1})
+
+	assert.False(t, second.Conn.New())
+	assert.False(t, second.Conn.Dialed)
+	assert.True(t, second.Conn.Reused)
+	assert.True(t, second.Conn.WasIdle)
+	assert.Positive(t, second.Conn.IdleTime, "idle time recorded")
+	assert.Equal(t, second.Conn.IdleTime, second.Timings().IdleFor)
+	assert.False(t, second.Timings().NewConn)
+	assert.Equal(t, uint64(1), second.Conn.ID, "same connection")
+	assert.Equal(t, first.Conn.Local.String(), second.Conn.Local.String())
+	requireCounts(t, second, map[httptrace.Kind]int{
+		httptrace.KindDNSStart: 0, httptrace.KindConnectStart: 0, httptrace.KindConnectDone: 0, httptrace.KindTLSStart: 0,
+		httptrace.KindGetConn: 1, httptrace.KindGotConn: 1, httptrace.KindPutIdleConn: 1, httptrace.KindDone: 1,
+	})
+	if e, ok := second.First(httptrace.KindGotConn); assert.True(t, ok) {
+		assert.Equal(t, int64(1), e.N, "got-conn N is 1 for a reused connection")
+		assert.Equal(t, uint64(1), e.Conn)
+	}
+	for _, tl := range tls {
+		for _, e := range tl.Events {
+			if e.Kind >= httptrace.KindGotConn && e.Kind != httptrace.KindDNSStart && e.Kind != httptrace.KindDNSDone &&
+				e.Kind != httptrace.KindConnectStart && e.Kind != httptrace.KindConnectDone &&
+				e.Kind != httptrace.KindTLSStart && e.Kind != httptrace.KindTLSDone {
+				assert.Equal(t, uint64(1), e.Conn, "%s carries the connection id", e.Kind)
+			}
+		}
+	}
+}
+
+// TestEarlyCloseVersusEOF: a body closed before EOF is ClosedEarly and costs
+// the connection; a body read to EOF, even before Close, gives it back.
+func TestEarlyCloseVersusEOF(t *testing.T) {
+	payload := strings.Repeat("x", 64<<10)
+	srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, payload) }))
+	var dc dialCounter
+	base := newBase(t, &http.Transport{DialContext: dc.DialContext})
+	tr, c := traced(t, base, nil)
+	ctx := guardCtx(t)
+
+	// Early close: 10 bytes read of 64 KiB.
+	resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, srv.URL+"/early", nil))
+	require.NoError(t, err)
+	buf := make([]byte, 10)
+	_, err = io.ReadFull(resp.Body, buf)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	early := only(t, c)
+	assert.True(t, early.ClosedEarly)
+	assert.False(t, early.BodyEOF)
+	assert.True(t, early.BodyClosed)
+	assert.Equal(t, int64(10), early.BodyBytes)
+	assert.Equal(t, httptrace.ClassOK, early.Outcome.Class, "closing early is the caller's choice, not a failure")
+	requireCounts(t, early, map[httptrace.Kind]int{httptrace.KindBodyEOF: 0, httptrace.KindBodyClose: 1, httptrace.KindPutIdleConn: 0, httptrace.KindDone: 1})
+	if e, ok := early.Last(httptrace.KindBodyClose); assert.True(t, ok) {
+		assert.Equal(t, int64(10), e.N)
+	}
+
+	// The next request needs a new connection (Go 1.26 closes, it does not drain).
+	fetch(t, tr, srv.URL+"/after-early")
+	if strings.HasPrefix(runtime.Version(), "go1.26") {
+		assert.Equal(t, int64(2), dc.dials.Load(), "early Close cost the connection")
+		assert.True(t, waitTimelines(t, c, 2)[1].Conn.New())
+	}
+
+	// Read to EOF: the timeline waits for Close, the connection is idle already.
+	resp, err = tr.RoundTrip(newRequest(t, ctx, http.MethodGet, srv.URL+"/eof", nil))
+	require.NoError(t, err)
+	n, err := io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(payload)), n)
+	require.Len(t, c.Timelines(), 2, "not finished before Close")
+	dials := dc.dials.Load()
+	fetch(t, tr, srv.URL+"/while-unclosed") // reuses the connection of /eof
+	assert.Equal(t, dials, dc.dials.Load(), "a body read to EOF gives its connection back before Close")
+	require.NoError(t, resp.Body.Close())
+
+	tls := waitTimelines(t, c, 4)
+	var eof *httptrace.Timeline
+	for _, tl := range tls {
+		if u, _ := url.Parse(tl.URL()); u.Path == "/eof" {
+			eof = tl
+		}
+	}
+	require.NotNil(t, eof)
+	assert.True(t, eof.BodyEOF)
+	assert.False(t, eof.ClosedEarly)
+	assert.Equal(t, int64(len(payload)), eof.BodyBytes)
+	requireCounts(t, eof, map[httptrace.Kind]int{httptrace.KindBodyEOF: 1, httptrace.KindBodyClose: 1, httptrace.KindPutIdleConn: 1})
+	if e, ok := eof.Last(httptrace.KindBodyEOF); assert.True(t, ok) {
+		assert.Equal(t, int64(len(payload)), e.N)
+	}
+	assert.Equal(t, httptrace.ClassOK, eof.Outcome.Class)
+}

@@ -1,0 +1,420 @@
+package httptrace
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	stdtrace "net/http/httptrace"
+	"net/textproto"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	inlineEvents = 24  // events stored without allocating
+	maxEvents    = 256 // events stored at most; more are counted as Dropped
+)
+
+var timelineIDs atomic.Uint64
+
+// recorder records one request's timeline. Every method takes mu; hooks
+// arrive from several goroutines and after the request finished.
+type recorder struct {
+	mu  sync.Mutex
+	gen uint64 // bumped on reuse; a body wrapper of an earlier request carries its own
+	t   *Transport
+	ctx context.Context // the caller's request context
+
+	tl  Timeline
+	buf [inlineEvents]Event
+
+	// hooks is built once per recorder and never composed with another
+	// trace, so it can serve request after request.
+	hooks stdtrace.ClientTrace
+
+	phase      Stage // the stage of the current connection acquisition
+	connects   int   // connect attempts started and not yet done
+	connectOK  bool  // a connect of this request succeeded
+	netEvents  bool  // a DNS, connect or TLS event was seen
+	gotIdle    int   // GotConn answers with WasIdle set
+	gotConn    bool  // the current acquisition got its connection
+	wrote      bool
+	firstByte  bool
+	response   bool
+	readErr    error
+	roundTrips int
+
+	// body idle watchdog
+	cancel    context.CancelCauseFunc
+	timer     *time.Timer
+	watchGen  uint64
+	idleFired bool // the watchdog cancelled the request
+}
+
+func newRecorder(t *Transport) *recorder {
+	r := &recorder{t: t}
+	r.hooks = stdtrace.ClientTrace{
+		GetConn:              r.getConn,
+		GotConn:              r.gotConnHook,
+		PutIdleConn:          r.putIdleConn,
+		GotFirstResponseByte: r.gotFirstResponseByte,
+		// No Got100Continue: both HTTP/1 and HTTP/2 also report a 100
+		// Continue through Got1xxResponse, so hooking both recorded it twice.
+		Got1xxResponse:    r.got1xxResponse,
+		TLSHandshakeStart: r.tlsHandshakeStart,
+		TLSHandshakeDone:  r.tlsHandshakeDone,
+		WroteHeaders:      r.wroteHeaders,
+		Wait100Continue:   r.wait100Continue,
+		WroteRequest:      r.wroteRequest,
+	}
+	if !t.dialHooks {
+		r.addNetHooks(&r.hooks)
+	}
+	return r
+}
+
+func (r *recorder) addNetHooks(ct *stdtrace.ClientTrace) {
+	ct.DNSStart = r.dnsStart
+	ct.DNSDone = r.dnsDone
+	ct.ConnectStart = r.connectStart
+	ct.ConnectDone = r.connectDone
+}
+
+// begin readies r for req.
+func (r *recorder) begin(req *http.Request) {
+	r.ctx = req.Context()
+	r.tl.ID = timelineIDs.Add(1)
+	r.tl.Attempt = AttemptFromContext(r.ctx)
+	r.tl.Method = req.Method
+	if r.tl.Method == "" {
+		r.tl.Method = http.MethodGet
+	}
+	r.tl.url = req.URL
+	r.tl.Host = req.Host
+	if r.tl.Host == "" && req.URL != nil {
+		r.tl.Host = req.URL.Host
+	}
+	r.tl.Events = r.buf[:0]
+	if len(r.t.headers) > 0 {
+		r.tl.Header = make(map[string]string, len(r.t.headers))
+		for _, h := range r.t.headers {
+			if v := req.Header.Values(h); len(v) > 0 {
+				r.tl.Header[h] = redactHeader(h, v)
+			}
+		}
+	}
+	r.roundTrips = 1
+	r.tl.Start = time.Now()
+}
+
+// reset clears r for its next request. Called with no hook able to fire.
+func (r *recorder) reset() {
+	r.mu.Lock()
+	r.gen++
+	buf := r.buf[:0]
+	clear(r.buf[:])
+	r.tl = Timeline{Events: buf}
+	r.ctx = nil
+	r.phase, r.connects, r.connectOK, r.netEvents = "", 0, false, false
+	r.gotIdle, r.gotConn, r.wrote, r.firstByte, r.response = 0, false, false, false, false
+	r.readErr, r.roundTrips = nil, 0
+	r.cancel, r.idleFired = nil, false
+	r.mu.Unlock()
+}
+
+// add records e; r.mu is held.
+func (r *recorder) add(e Event) {
+	e.At = time.Since(r.tl.Start)
+	if r.tl.Finished {
+		e.Late = true
+	}
+	if len(r.tl.Events) < maxEvents {
+		r.tl.Events = append(r.tl.Events, e)
+	} else {
+		r.tl.Dropped++
+	}
+	if r.t.events != nil {
+		r.t.events.ObserveEvent(&r.tl, e)
+	}
+}
+
+func (r *recorder) getConn(string) {
+	r.mu.Lock()
+	r.tl.GetConns++
+	r.phase = StagePoolWait
+	r.gotConn, r.wrote, r.firstByte = false, false, false
+	r.add(Event{Kind: KindGetConn})
+	r.mu.Unlock()
+}
+
+func (r *recorder) gotConnHook(info stdtrace.GotConnInfo) {
+	id := ConnID(info.Conn)
+	r.mu.Lock()
+	if !r.tl.Finished {
+		if info.WasIdle {
+			r.gotIdle++
+		}
+		r.gotConn = true
+		r.phase = StageWrite
+		r.tl.Conn = ConnInfo{
+			ID:       id,
+			Reused:   info.Reused,
+			WasIdle:  info.WasIdle,
+			IdleTime: info.IdleTime,
+			Dialed:   r.connectOK && !info.WasIdle,
+		}
+		if info.Conn != nil {
+			r.tl.Conn.Local, r.tl.Conn.Remote = info.Conn.LocalAddr(), info.Conn.RemoteAddr()
+		}
+	}
+	n := int64(0)
+	if info.Reused {
+		n = 1
+	}
+	r.add(Event{Kind: KindGotConn, Conn: id, N: n})
+	r.mu.Unlock()
+}
+
+func (r *recorder) putIdleConn(err error) {
+	r.mu.Lock()
+	r.add(Event{Kind: KindPutIdleConn, Conn: r.tl.Conn.ID, Err: err})
+	r.mu.Unlock()
+}
+
+func (r *recorder) gotFirstResponseByte() {
+	r.mu.Lock()
+	r.firstByte = true
+	r.add(Event{Kind: KindFirstByte, Conn: r.tl.Conn.ID})
+	r.mu.Unlock()
+}
+
+func (r *recorder) got1xxResponse(code int, _ textproto.MIMEHeader) error {
+	r.mu.Lock()
+	r.add(Event{Kind: KindGot1xx, Conn: r.tl.Conn.ID, N: int64(code)})
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) dnsStart(info stdtrace.DNSStartInfo) {
+	r.mu.Lock()
+	r.netEvents = true
+	if !r.tl.Finished {
+		r.phase = StageDNS
+		r.tl.DNS.Host = info.Host
+	}
+	r.add(Event{Kind: KindDNSStart, Addr: info.Host})
+	r.mu.Unlock()
+}
+
+func (r *recorder) dnsDone(info stdtrace.DNSDoneInfo) {
+	r.mu.Lock()
+	r.netEvents = true
+	if !r.tl.Finished {
+		r.tl.DNS.Addrs, r.tl.DNS.Err = info.Addrs, info.Err
+	}
+	r.add(Event{Kind: KindDNSDone, N: int64(len(info.Addrs)), Err: info.Err})
+	r.mu.Unlock()
+}
+
+func (r *recorder) connectStart(_, addr string) {
+	r.mu.Lock()
+	r.netEvents = true
+	r.connects++
+	if !r.tl.Finished && !r.gotConn {
+		r.phase = StageConnect
+	}
+	r.add(Event{Kind: KindConnectStart, Addr: addr})
+	r.mu.Unlock()
+}
+
+func (r *recorder) connectDone(_, addr string, err error) {
+	r.mu.Lock()
+	r.netEvents = true
+	r.connects--
+	if err == nil && !r.tl.Finished {
+		r.connectOK = true
+	}
+	r.add(Event{Kind: KindConnectDone, Addr: addr, Err: err})
+	r.mu.Unlock()
+}
+
+func (r *recorder) tlsHandshakeStart() {
+	r.mu.Lock()
+	r.netEvents = true
+	if !r.tl.Finished && !r.gotConn {
+		r.phase = StageTLS
+	}
+	r.add(Event{Kind: KindTLSStart})
+	r.mu.Unlock()
+}
+
+func (r *recorder) tlsHandshakeDone(st tls.ConnectionState, err error) {
+	r.mu.Lock()
+	r.netEvents = true
+	if !r.tl.Finished {
+		r.tl.TLS = TLSInfo{
+			Done:        true,
+			Version:     st.Version,
+			CipherSuite: st.CipherSuite,
+			ALPN:        st.NegotiatedProtocol,
+			Resumed:     st.DidResume,
+			ServerName:  st.ServerName,
+			Err:         err,
+		}
+	}
+	r.add(Event{Kind: KindTLSDone, Err: err, Addr: st.NegotiatedProtocol, N: int64(st.Version)})
+	r.mu.Unlock()
+}
+
+func (r *recorder) wroteHeaders() {
+	r.mu.Lock()
+	r.add(Event{Kind: KindWroteHeaders, Conn: r.tl.Conn.ID})
+	r.mu.Unlock()
+}
+
+func (r *recorder) wait100Continue() {
+	r.mu.Lock()
+	r.add(Event{Kind: KindWait100Continue, Conn: r.tl.Conn.ID})
+	r.mu.Unlock()
+}
+
+func (r *recorder) wroteRequest(info stdtrace.WroteRequestInfo) {
+	r.mu.Lock()
+	r.wrote = true
+	if !r.tl.Finished && r.phase == StageWrite {
+		r.phase = StageAwaitHeaders
+	}
+	r.add(Event{Kind: KindWroteRequest, Conn: r.tl.Conn.ID, Err: info.Err})
+	r.mu.Unlock()
+}
+
+// stage returns the stage the request is in; r.mu is held.
+func (r *recorder) stage() Stage {
+	switch {
+	case r.response:
+		return StageBody
+	case r.gotConn && (r.wrote || r.firstByte):
+		return StageAwaitHeaders
+	case r.gotConn:
+		return StageWrite
+	case r.phase == "":
+		return StagePoolWait
+	}
+	return r.phase
+}
+
+// roundTripDone records the end of RoundTrip. It returns true when the
+// timeline finished (the round trip failed, or there is no body to wait for).
+func (r *recorder) roundTripDone(resp *http.Response, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.finishLocked(ClassifyContext(r.ctx, err, r.stage()), r.stage(), err)
+		return
+	}
+	r.response = true
+	r.tl.Status = resp.StatusCode
+	r.tl.Proto = resp.Proto
+	r.tl.ConnClose = resp.Close
+	r.add(Event{Kind: KindResponse, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
+}
+
+// bodyRead records one Read of the body of the request of generation gen.
+func (r *recorder) bodyRead(gen uint64, n int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen != gen || r.tl.BodyClosed {
+		return
+	}
+	r.tl.BodyBytes += int64(n)
+	if n > 0 && r.timer != nil && r.cancel != nil {
+		r.timer.Reset(r.t.bodyIdle)
+	}
+	switch {
+	case err == io.EOF:
+		if !r.tl.BodyEOF {
+			r.tl.BodyEOF = true
+			r.stopWatchLocked()
+			r.add(Event{Kind: KindBodyEOF, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+		}
+	case err != nil && r.readErr == nil:
+		r.readErr = err
+	}
+}
+
+// bodyClose records the Close of the body of generation gen and finishes
+// the timeline. It returns whether r may be reused.
+func (r *recorder) bodyClose(gen uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen != gen || r.tl.BodyClosed {
+		return false
+	}
+	r.tl.BodyClosed = true
+	r.tl.ClosedEarly = !r.tl.BodyEOF
+	r.add(Event{Kind: KindBodyClose, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+	if r.readErr != nil {
+		class := ClassifyContext(r.ctx, r.readErr, StageBody)
+		if r.idleFired && r.ctx.Err() == nil {
+			// HTTP/2 reports the watchdog's cancel as plain
+			// "context canceled", without its cause.
+			class = ClassBodyIdleTimeout
+		}
+		r.finishLocked(class, StageBody, r.readErr)
+	} else {
+		r.finishLocked(ClassOK, StageBody, nil)
+	}
+	// Reuse only when no hook of this request can fire any more: every
+	// GetConn was answered at once from the idle pool (so this request
+	// started no dial), it is HTTP/1 (HTTP/2 hooks come from the
+	// connection's own goroutines), the request was fully written and
+	// answered, and the trace was never composed with a caller's.
+	return !r.tl.Composed && r.roundTrips == 1 && r.tl.GetConns > 0 && r.gotIdle == r.tl.GetConns &&
+		!r.netEvents && r.connects == 0 && r.wrote && r.firstByte && r.tl.Proto == "HTTP/1.1"
+}
+
+// finishLocked sets the outcome and hands the timeline to the observer.
+func (r *recorder) finishLocked(class Class, stage Stage, err error) {
+	if r.tl.Finished {
+		return
+	}
+	r.stopWatchLocked()
+	if r.cancel != nil {
+		r.cancel(nil)
+		r.cancel = nil
+	}
+	r.tl.Outcome = Outcome{Class: class, Stage: stage, Status: r.tl.Status, Err: err}
+	r.add(Event{Kind: KindDone, Conn: r.tl.Conn.ID, N: int64(r.tl.Status), Err: err})
+	r.tl.Finished = true
+	if r.t.obs != nil {
+		r.t.obs.Observe(&r.tl)
+	}
+}
+
+// startWatch arms the body idle watchdog; r.mu is held.
+func (r *recorder) startWatchLocked() {
+	r.watchGen = r.gen
+	if r.timer == nil {
+		r.timer = time.AfterFunc(r.t.bodyIdle, r.bodyIdleFired)
+		return
+	}
+	r.timer.Reset(r.t.bodyIdle)
+}
+
+func (r *recorder) stopWatchLocked() {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
+
+func (r *recorder) bodyIdleFired() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watchGen != r.gen || r.cancel == nil || r.tl.BodyEOF || r.tl.Finished {
+		return
+	}
+	r.idleFired = true
+	r.cancel(ErrBodyIdleTimeout)
+}

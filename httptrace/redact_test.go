@@ -1,0 +1,159 @@
+package httptrace_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connaudit/connaudit/httptrace"
+)
+
+const (
+	secretUser     = "alice-the-user"
+	secretPassword = "s3cr3t-pw"
+	secretToken    = "tok-SECRET-123"
+	secretCookie   = "cookie-SECRET-456"
+)
+
+var secrets = []string{
+	secretUser, secretPassword, secretToken, secretCookie,
+	base64.StdEncoding.EncodeToString([]byte(secretUser + ":" + secretPassword)),
+}
+
+// secretURL puts a user, a password and a token into a URL on host.
+func secretURL(host, path string) string {
+	return "http://" + secretUser + ":" + secretPassword + "@" + host + path + "?token=" + secretToken + "&page=2"
+}
+
+// TestRedaction sends requests whose URL holds a user, a password and a
+// token, and whose headers hold credentials, through every output: none of
+// the secrets may appear in Timeline.URL, the JSON lines, the slog records,
+// the waterfall or any recorded error, including an error whose text quotes
+// the request line back.
+func TestRedaction(t *testing.T) {
+	ok := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	// A broken server that echoes the request line as its status line: the
+	// Transport's error quotes it, token included.
+	echo := rawServer(t, func(c net.Conn) {
+		head, err := readRequestHead(c)
+		if err != nil {
+			return
+		}
+		line, _, _ := strings.Cut(head, "\r\n")
+		io.WriteString(c, line+"\r\n\r\n")
+		io.Copy(io.Discard, c) // until the client hangs up
+	})
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refusedAddr := refused.Addr().String()
+	refused.Close()
+
+	var jsonBuf, slogBuf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&slogBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	base := newBase(t, nil)
+	tr, c := traced(t, base,
+		[]httptrace.Observer{httptrace.NewJSONLines(&jsonBuf), httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)},
+		httptrace.WithHeaders("Authorization", "Cookie", "X-Req"))
+	client := &http.Client{Transport: tr}
+
+	var clientErrs []string
+	for _, u := range []string{
+		secretURL(strings.TrimPrefix(ok.URL, "http://"), "/ok"),
+		secretURL(echo.Addr().String(), "/echo"),
+		secretURL(refusedAddr, "/refused"),
+	} {
+		req := newRequest(t, guardCtx(t), http.MethodGet, u, nil)
+		req.Header.Set("Cookie", "session="+secretCookie)
+		req.Header.Set("X-Req", "visible-value")
+		resp, err := client.Do(req)
+		if err != nil {
+			pu, perr := url.Parse(u)
+			require.NoError(t, perr)
+			clientErrs = append(clientErrs, httptrace.RedactError(err, pu))
+			// The client's own error quotes the URL (password starred, token clear).
+			assert.Contains(t, err.Error(), secretToken)
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	require.Len(t, clientErrs, 2)
+
+	tls := waitTimelines(t, c, 3)
+	require.Len(t, tls, 3)
+	classes := map[httptrace.Class]bool{}
+	for _, tl := range tls {
+		classes[tl.Outcome.Class] = true
+		assert.Equal(t, httptrace.Masked, tl.Header["Authorization"], "basic auth from the URL")
+		assert.Equal(t, httptrace.Masked, tl.Header["Cookie"])
+		assert.Equal(t, "visible-value", tl.Header["X-Req"])
+		u, err := url.Parse(tl.URL())
+		require.NoError(t, err)
+		assert.Nil(t, u.User)
+		assert.Equal(t, httptrace.Masked, u.Query().Get("token"))
+		assert.Equal(t, httptrace.Masked, u.Query().Get("page"))
+
+		var wf strings.Builder
+		require.NoError(t, httptrace.WriteWaterfall(&wf, tl))
+		js, err := json.Marshal(tl)
+		require.NoError(t, err)
+		outputs := map[string]string{
+			"URL":           tl.URL(),
+			"Host":          tl.Host,
+			"waterfall":     wf.String(),
+			"MarshalJSON":   string(js),
+			"outcome error": tl.JSON().Outcome.Error,
+		}
+		for name, out := range outputs {
+			assert.Empty(t, secretsIn(out, secrets...), "%s of %s leaks: %s", name, tl.URL(), out)
+		}
+	}
+	assert.Equal(t, map[httptrace.Class]bool{httptrace.ClassOK: true, httptrace.ClassProtocol: true, httptrace.ClassConnectRefused: true}, classes)
+
+	// The protocol error really quoted the token before redaction.
+	for _, tl := range tls {
+		if tl.Outcome.Class == httptrace.ClassProtocol {
+			require.Error(t, tl.Outcome.Err)
+			assert.Contains(t, tl.Outcome.Err.Error(), secretToken, "the raw error quotes the token")
+			assert.Contains(t, tl.JSON().Outcome.Error, "token="+httptrace.Masked)
+		}
+	}
+
+	assert.Equal(t, 3, strings.Count(jsonBuf.String(), "\n"))
+	assert.Equal(t, 3, strings.Count(slogBuf.String(), "\n"))
+	for name, out := range map[string]string{"json lines": jsonBuf.String(), "slog": slogBuf.String(), "client errors": strings.Join(clientErrs, "\n")} {
+		assert.Empty(t, secretsIn(out, secrets...), "%s leaks:\n%s", name, out)
+	}
+	assert.Contains(t, slogBuf.String(), "token="+httptrace.Masked)
+	assert.Contains(t, jsonBuf.String(), `"Authorization":"REDACTED"`)
+}
+
+// TestRedactErrorClientForm: the *url.Error of http.Client quotes the URL
+// with the password starred; RedactError removes the user and the token too.
+func TestRedactErrorClientForm(t *testing.T) {
+	raw := secretURL("127.0.0.1:1", "/p")
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	for _, e := range []error{
+		&url.Error{Op: "Get", URL: raw, Err: io.EOF},
+		&url.Error{Op: "Get", URL: strings.Replace(raw, secretPassword, "***", 1), Err: io.EOF}, // http.Client's form
+	} {
+		got := httptrace.RedactError(e, u)
+		assert.Empty(t, secretsIn(got, secrets...), got)
+		assert.Equal(t, `Get "http://127.0.0.1:1/p?page=REDACTED&token=REDACTED": EOF`, got)
+	}
+	assert.Equal(t, "http://127.0.0.1:1/p?page=REDACTED&token=REDACTED", httptrace.RedactURL(u))
+	assert.Equal(t, httptrace.Masked, httptrace.RedactURLString("http://[::1"))
+	assert.True(t, httptrace.SensitiveHeader("set-cookie"))
+	assert.False(t, httptrace.SensitiveHeader("X-Req"))
+}

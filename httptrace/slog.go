@@ -1,0 +1,67 @@
+package httptrace
+
+import (
+	"context"
+	"log/slog"
+)
+
+// SlogObserver is an [Observer] that logs one record per finished request
+// through a [log/slog.Logger], with the stage timings as attributes.
+type SlogObserver struct {
+	logger     *slog.Logger
+	level      slog.Level
+	errorLevel slog.Level
+}
+
+// NewSlogObserver returns an observer that logs successful requests at level
+// and failed ones at errorLevel.
+func NewSlogObserver(logger *slog.Logger, level, errorLevel slog.Level) *SlogObserver {
+	return &SlogObserver{logger: logger, level: level, errorLevel: errorLevel}
+}
+
+// Observe logs tl.
+func (s *SlogObserver) Observe(tl *Timeline) {
+	level := s.level
+	if tl.Outcome.Class != ClassOK {
+		level = s.errorLevel
+	}
+	ctx := context.Background()
+	if !s.logger.Enabled(ctx, level) {
+		return
+	}
+	t := tl.Timings()
+	attrs := []slog.Attr{
+		slog.Uint64("id", tl.ID),
+		slog.String("method", tl.Method),
+		slog.String("url", tl.URL()),
+		slog.String("outcome", string(tl.Outcome.Class)),
+		slog.String("stage", string(tl.Outcome.Stage)),
+		slog.Int("status", tl.Status),
+		slog.String("proto", tl.Proto),
+		slog.Uint64("conn", tl.Conn.ID),
+		slog.Bool("new_conn", t.NewConn),
+		slog.Duration("idle_for", t.IdleFor),
+		slog.Duration("pool_wait", t.PoolWait),
+		slog.Duration("dns", t.DNS),
+		slog.Duration("connect", t.Connect),
+		slog.Duration("tls", t.TLS),
+		slog.Duration("write", t.Write),
+		slog.Duration("server", t.Server),
+		slog.Duration("transfer", t.Transfer),
+		slog.Duration("total", t.Total),
+		slog.Int64("body_bytes", tl.BodyBytes),
+	}
+	if tl.Attempt > 0 {
+		attrs = append(attrs, slog.Int("attempt", tl.Attempt))
+	}
+	if tl.GetConns > 1 {
+		attrs = append(attrs, slog.Int("get_conns", tl.GetConns))
+	}
+	if tl.ClosedEarly {
+		attrs = append(attrs, slog.Bool("closed_early", true))
+	}
+	if tl.Outcome.Err != nil {
+		attrs = append(attrs, slog.String("error", RedactError(tl.Outcome.Err, tl.url)))
+	}
+	s.logger.LogAttrs(ctx, level, "http request", attrs...)
+}

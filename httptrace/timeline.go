@@ -1,0 +1,289 @@
+package httptrace
+
+import (
+	"net"
+	"net/url"
+	"slices"
+	"time"
+)
+
+// Timeline is the record of one request: its events in the order they were
+// recorded, and what they established.
+//
+// A Timeline handed to [Observer.Observe] belongs to the recorder: read it
+// during the call and keep a [Timeline.Clone] if you need it afterwards.
+type Timeline struct {
+	// ID is unique among the timelines of this process.
+	ID uint64
+	// Attempt is the attempt number set with [WithAttempt], 0 if none.
+	Attempt int
+	// Method is the request method.
+	Method string
+	// Host is the request's host (with port, if the URL had one).
+	Host string
+	// Start is when RoundTrip was called; event offsets are relative to it.
+	Start time.Time
+	// Events are the recorded events, in order.
+	Events []Event
+	// Dropped counts events not stored because the timeline was full.
+	Dropped int
+
+	// Conn describes the connection that served the request (the last one,
+	// after a hidden retry).
+	Conn ConnInfo
+	// DNS describes the lookup made for this request, if any.
+	DNS DNSInfo
+	// TLS describes the handshake made for this request, if any.
+	TLS TLSInfo
+	// Status is the response status code, 0 without a response.
+	Status int
+	// Proto is the response protocol, such as "HTTP/1.1" or "HTTP/2.0".
+	Proto string
+	// ConnClose is set when the response asked for the connection to be
+	// closed after it ("Connection: close", or HTTP/1.0 without
+	// keep-alive).
+	ConnClose bool
+	// BodyBytes is the number of body bytes the caller read.
+	BodyBytes int64
+	// BodyEOF is set when the body was read to its end.
+	BodyEOF bool
+	// BodyClosed is set when the body was closed.
+	BodyClosed bool
+	// ClosedEarly is set when the body was closed before EOF, which makes
+	// an HTTP/1 Transport close the connection.
+	ClosedEarly bool
+	// GetConns counts the times the Transport asked for a connection; more
+	// than one means the Transport retried the request by itself.
+	GetConns int
+	// Composed is set when the request carried the caller's own
+	// ClientTrace, which was composed with the recorder's.
+	Composed bool
+	// Finished is set once the outcome is final.
+	Finished bool
+	// Outcome is how the request ended, valid once Finished.
+	Outcome Outcome
+	// Header holds the request header values recorded with
+	// [WithHeaders], redacted.
+	Header map[string]string
+
+	url *url.URL
+}
+
+// URL returns the request URL, redacted: no user information, query values
+// masked.
+func (tl *Timeline) URL() string {
+	if tl.url == nil {
+		return ""
+	}
+	return RedactURL(tl.url)
+}
+
+// RawURL returns a copy of the request URL as the caller gave it, secrets
+// included. Redact it with [RedactURL] before it reaches any output.
+func (tl *Timeline) RawURL() url.URL {
+	if tl.url == nil {
+		return url.URL{}
+	}
+	return *tl.url
+}
+
+// ConnInfo describes the connection that served a request.
+type ConnInfo struct {
+	// ID is the connection's id when it has one ([ConnIdentifier]), else 0.
+	ID uint64
+	// Reused is GotConnInfo.Reused. It over-reports: a connection dialed
+	// for this request that went idle before use counts as reused. Use
+	// [ConnInfo.New] to know whether this request dialed.
+	Reused bool
+	// WasIdle is set when the connection came from the idle pool.
+	WasIdle bool
+	// IdleTime is how long the connection had been idle.
+	IdleTime time.Duration
+	// Local and Remote are the connection's addresses.
+	Local, Remote net.Addr
+	// Dialed is set when this request's own dial connected, so the
+	// connection was new for it.
+	Dialed bool
+}
+
+// New reports whether the request was served by a new connection.
+func (c ConnInfo) New() bool { return c.Dialed || !c.Reused }
+
+// DNSInfo describes a DNS lookup.
+type DNSInfo struct {
+	Host  string
+	Addrs []net.IPAddr
+	Err   error
+}
+
+// TLSInfo describes a TLS handshake.
+type TLSInfo struct {
+	// Done is set when a handshake completed or failed for this request.
+	Done        bool
+	Version     uint16
+	CipherSuite uint16
+	ALPN        string
+	Resumed     bool
+	ServerName  string
+	Err         error
+}
+
+// Clone returns a deep copy of tl that the caller may keep.
+func (tl *Timeline) Clone() *Timeline {
+	c := *tl
+	c.Events = slices.Clone(tl.Events)
+	c.DNS.Addrs = slices.Clone(tl.DNS.Addrs)
+	if tl.Header != nil {
+		c.Header = make(map[string]string, len(tl.Header))
+		for k, v := range tl.Header {
+			c.Header[k] = v
+		}
+	}
+	if tl.url != nil {
+		u := *tl.url
+		c.url = &u
+	}
+	return &c
+}
+
+// First returns the first event of kind k, if any.
+func (tl *Timeline) First(k Kind) (Event, bool) {
+	for _, e := range tl.Events {
+		if e.Kind == k {
+			return e, true
+		}
+	}
+	return Event{}, false
+}
+
+// Last returns the last event of kind k, if any.
+func (tl *Timeline) Last(k Kind) (Event, bool) {
+	for i := len(tl.Events) - 1; i >= 0; i-- {
+		if tl.Events[i].Kind == k {
+			return tl.Events[i], true
+		}
+	}
+	return Event{}, false
+}
+
+// Count returns the number of events of kind k.
+func (tl *Timeline) Count(k Kind) int {
+	n := 0
+	for _, e := range tl.Events {
+		if e.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// Timings are the stage durations derived from a timeline's events. A stage
+// the request did not go through is 0.
+type Timings struct {
+	// PoolWait is the time from GetConn to GotConn not spent in this
+	// request's own DNS, connect and TLS: waiting for the pool.
+	PoolWait time.Duration
+	// DNS is DNSStart to DNSDone.
+	DNS time.Duration
+	// Connect is the first ConnectStart to the last ConnectDone.
+	Connect time.Duration
+	// TLS is TLSStart to TLSDone.
+	TLS time.Duration
+	// Write is GotConn to WroteRequest.
+	Write time.Duration
+	// Server is WroteRequest to the first response byte: server
+	// processing plus one network round trip.
+	Server time.Duration
+	// Transfer is the first response byte to body EOF (or to body close
+	// when the body was not read to its end).
+	Transfer time.Duration
+	// Total is the start to the end of the request.
+	Total time.Duration
+	// NewConn is set when the request was served by a new connection.
+	NewConn bool
+	// IdleFor is how long a reused connection had been idle.
+	IdleFor time.Duration
+}
+
+// Timings derives the stage durations from the timeline's events, from one
+// set of timestamps. Late events are ignored.
+func (tl *Timeline) Timings() Timings {
+	var (
+		t                            Timings
+		getConn, gotConn             = time.Duration(-1), time.Duration(-1)
+		dnsStart, dnsDone            = time.Duration(-1), time.Duration(-1)
+		connStart, connDone          = time.Duration(-1), time.Duration(-1)
+		tlsStart, tlsDone            = time.Duration(-1), time.Duration(-1)
+		wrote, first, eof, closed, d = time.Duration(-1), time.Duration(-1), time.Duration(-1), time.Duration(-1), time.Duration(-1)
+	)
+	for _, e := range tl.Events {
+		if e.Late {
+			continue
+		}
+		switch e.Kind {
+		case KindGetConn:
+			if getConn < 0 {
+				getConn = e.At
+			}
+		case KindGotConn:
+			gotConn = e.At
+		case KindDNSStart:
+			if dnsStart < 0 {
+				dnsStart = e.At
+			}
+		case KindDNSDone:
+			dnsDone = e.At
+		case KindConnectStart:
+			if connStart < 0 {
+				connStart = e.At
+			}
+		case KindConnectDone:
+			connDone = e.At
+		case KindTLSStart:
+			if tlsStart < 0 {
+				tlsStart = e.At
+			}
+		case KindTLSDone:
+			tlsDone = e.At
+		case KindWroteRequest:
+			wrote = e.At
+		case KindFirstByte:
+			if first < 0 {
+				first = e.At
+			}
+		case KindBodyEOF:
+			eof = e.At
+		case KindBodyClose:
+			closed = e.At
+		case KindDone:
+			d = e.At
+		}
+	}
+	span := func(a, b time.Duration) time.Duration {
+		if a < 0 || b < a {
+			return 0
+		}
+		return b - a
+	}
+	t.DNS = span(dnsStart, dnsDone)
+	t.Connect = span(connStart, connDone)
+	t.TLS = span(tlsStart, tlsDone)
+	acquire := span(getConn, gotConn)
+	t.PoolWait = acquire
+	if tl.Conn.Dialed {
+		t.PoolWait = max(0, acquire-t.DNS-t.Connect-t.TLS)
+	}
+	t.Write = span(gotConn, wrote)
+	t.Server = span(wrote, first)
+	if eof >= 0 {
+		t.Transfer = span(first, eof)
+	} else {
+		t.Transfer = span(first, closed)
+	}
+	t.Total = span(0, d)
+	t.NewConn = tl.Conn.New()
+	if tl.Conn.WasIdle {
+		t.IdleFor = tl.Conn.IdleTime
+	}
+	return t
+}

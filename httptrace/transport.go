@@ -1,0 +1,280 @@
+package httptrace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	stdtrace "net/http/httptrace"
+	"net/textproto"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Transport is an [http.RoundTripper] that records a [Timeline] for every
+// request it carries and hands it to an [Observer]. It is safe for
+// concurrent use. Build it with [NewTransport].
+type Transport struct {
+	base      http.RoundTripper
+	obs       Observer
+	events    EventObserver
+	dialHooks bool
+	bodyIdle  time.Duration
+	headers   []string
+	unclosed  func(UnclosedBody)
+	recorders sync.Pool
+}
+
+// Option configures a [Transport].
+type Option interface {
+	apply(*Transport) error
+}
+
+type optionFunc func(*Transport) error
+
+func (f optionFunc) apply(t *Transport) error { return f(t) }
+
+// WithObserver sets the observer of finished timelines. An observer that is
+// also an [EventObserver] receives every event as it is recorded. Several
+// observers combine with [Multi].
+func WithObserver(o Observer) Option {
+	return optionFunc(func(t *Transport) error {
+		if o == nil {
+			return errors.New("httptrace: nil observer")
+		}
+		t.obs = o
+		t.events, _ = o.(EventObserver)
+		return nil
+	})
+}
+
+// WithDialerHooks declares that the base transport's dialer calls
+// [DialTrace] on its context, so DNS and connect events are recorded from
+// inside the dial. The request's trace then carries no DNS or connect hooks,
+// which spares net/http a few allocations on every request that does not
+// dial. Without a dialer that calls DialTrace, DNS and connect events are
+// lost.
+func WithDialerHooks() Option {
+	return optionFunc(func(t *Transport) error {
+		t.dialHooks = true
+		return nil
+	})
+}
+
+// WithBodyIdleTimeout bounds the time the response body may make no
+// progress: when no byte arrives for d (counted from the response headers,
+// and again from each read that returned data), the request's context is
+// cancelled with cause [ErrBodyIdleTimeout] and the next Read fails. It is a
+// per-request watchdog, not a read deadline on the connection (which would
+// also hit idle connections) and not a total deadline: a body that trickles
+// slowly but steadily is not cut. A caller that stops reading also stops
+// progress. Zero disables it.
+func WithBodyIdleTimeout(d time.Duration) Option {
+	return optionFunc(func(t *Transport) error {
+		if d < 0 {
+			return fmt.Errorf("httptrace: body idle timeout %v is negative", d)
+		}
+		t.bodyIdle = d
+		return nil
+	})
+}
+
+// WithHeaders records the values of the named request headers in
+// [Timeline.Header]. Authorization, Proxy-Authorization, Cookie and
+// Set-Cookie are recorded masked whatever is asked.
+func WithHeaders(names ...string) Option {
+	return optionFunc(func(t *Transport) error {
+		for _, n := range names {
+			if n == "" {
+				return errors.New("httptrace: empty header name")
+			}
+			t.headers = append(t.headers, textproto.CanonicalMIMEHeaderKey(n))
+		}
+		return nil
+	})
+}
+
+// UnclosedBody describes a response body that was garbage collected without
+// being closed. It holds no reference to the response.
+type UnclosedBody struct {
+	// Timeline is the id of the request's timeline.
+	Timeline uint64
+	Method   string
+	// URL is redacted.
+	URL string
+	// Conn is the id of the connection that served the request.
+	Conn uint64
+}
+
+// WithUnclosedBodyReport calls report for each response body that is
+// garbage collected without having been closed. It costs a cleanup
+// registration per request. report runs on the runtime's cleanup
+// goroutine and must return quickly.
+func WithUnclosedBodyReport(report func(UnclosedBody)) Option {
+	return optionFunc(func(t *Transport) error {
+		if report == nil {
+			return errors.New("httptrace: nil unclosed-body report")
+		}
+		t.unclosed = report
+		return nil
+	})
+}
+
+// NewTransport returns a Transport that records the requests it sends
+// through base. base must not be nil: use a transport of your own, never
+// http.DefaultTransport shared with the rest of the program.
+func NewTransport(base http.RoundTripper, opts ...Option) (*Transport, error) {
+	if base == nil {
+		return nil, errors.New("httptrace: nil base RoundTripper")
+	}
+	t := &Transport{base: base}
+	for _, o := range opts {
+		if err := o.apply(t); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Base returns the RoundTripper t wraps.
+func (t *Transport) Base() http.RoundTripper { return t.base }
+
+// CloseIdleConnections closes the idle connections of the base transport,
+// if it has such a method.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+type recorderKey struct{}
+
+// TimelineID returns the id of the timeline of the request on whose behalf
+// net/http dials with ctx, for a [Transport] built [WithDialerHooks], or 0.
+// A dialer uses it to tie the connection it makes to the request that
+// caused the dial (events of that timeline, such as the TLS handshake,
+// then concern that connection).
+func TimelineID(ctx context.Context) uint64 {
+	r, _ := ctx.Value(recorderKey{}).(*recorder)
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tl.ID
+}
+
+// DialTrace returns ctx with DNS and connect hooks that record into the
+// timeline of the request on whose behalf net/http dials. A DialContext
+// wrapper calls it on the context it was given, for a [Transport] built
+// [WithDialerHooks]. For other contexts it returns ctx unchanged.
+func DialTrace(ctx context.Context) context.Context {
+	r, _ := ctx.Value(recorderKey{}).(*recorder)
+	if r == nil {
+		return ctx
+	}
+	ct := &stdtrace.ClientTrace{}
+	r.addNetHooks(ct)
+	return stdtrace.WithClientTrace(ctx, ct)
+}
+
+func (t *Transport) recorder() *recorder {
+	if r, ok := t.recorders.Get().(*recorder); ok {
+		return r
+	}
+	return newRecorder(t)
+}
+
+// RoundTrip sends req through the base transport and records its timeline.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := t.recorder()
+	r.begin(req)
+	ctx := r.ctx
+	if t.bodyIdle > 0 {
+		ctx, r.cancel = context.WithCancelCause(ctx)
+	}
+	ct := &r.hooks
+	if stdtrace.ContextClientTrace(ctx) != nil {
+		// Compose a fresh copy: WithClientTrace changes it in place to
+		// call the caller's hooks too, so it is never used again.
+		ct = new(stdtrace.ClientTrace)
+		*ct = r.hooks
+		r.tl.Composed = true
+	}
+	ctx = stdtrace.WithClientTrace(ctx, ct)
+	if t.dialHooks {
+		ctx = context.WithValue(ctx, recorderKey{}, r)
+	}
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err == nil && resp == nil {
+		err = errors.New("httptrace: base RoundTripper returned neither response nor error")
+	}
+	if err != nil {
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		r.roundTripDone(nil, err)
+		return nil, err
+	}
+	r.roundTripDone(resp, nil)
+	resp.Request = req
+	if resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		// Nothing to wait for (or a connection handed over to the
+		// caller): the request ends here.
+		r.mu.Lock()
+		r.finishLocked(ClassOK, StageBody, nil)
+		r.mu.Unlock()
+		return resp, nil
+	}
+	b := &body{rc: resp.Body, r: r, gen: r.gen}
+	if t.unclosed != nil {
+		info := UnclosedBody{Timeline: r.tl.ID, Method: r.tl.Method, URL: r.tl.URL(), Conn: r.tl.Conn.ID}
+		b.cleanup = runtime.AddCleanup(b, t.unclosed, info)
+		b.hasCleanup = true
+	}
+	if t.bodyIdle > 0 {
+		r.mu.Lock()
+		if !r.tl.Finished {
+			r.startWatchLocked()
+		}
+		r.mu.Unlock()
+	}
+	resp.Body = b
+	return resp, nil
+}
+
+// body wraps a response body to record reads, EOF and Close.
+type body struct {
+	rc         io.ReadCloser
+	r          *recorder
+	gen        uint64
+	cleanup    runtime.Cleanup
+	hasCleanup bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 || err != nil {
+		b.r.bodyRead(b.gen, n, err)
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	if b.hasCleanup {
+		b.cleanup.Stop()
+	}
+	// Record the close first, so that an observer knows the body was
+	// closed early before the Transport closes the connection because of
+	// it. No hook of this request fires during the underlying Close.
+	reuse := b.r.bodyClose(b.gen)
+	err := b.rc.Close()
+	if reuse {
+		r := b.r
+		r.reset()
+		r.t.recorders.Put(r)
+	}
+	return err
+}

@@ -1,0 +1,107 @@
+package httptrace
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// WriteWaterfall writes tl as a text waterfall: the request, the connection
+// that served it (new or reused, addresses, TLS), each stage's duration with
+// a bar, the outcome, and every event. The output is redacted.
+func WriteWaterfall(w io.Writer, tl *Timeline) error {
+	var b strings.Builder
+	t := tl.Timings()
+	fmt.Fprintf(&b, "%s %s\n", tl.Method, tl.URL())
+	conn := "reused"
+	switch {
+	case t.NewConn:
+		conn = "new"
+	case tl.Conn.WasIdle:
+		conn = fmt.Sprintf("reused, idle for %s", fmtDur(t.IdleFor))
+	}
+	if tl.Conn.ID != 0 {
+		fmt.Fprintf(&b, "  connection  #%d %s", tl.Conn.ID, conn)
+	} else {
+		fmt.Fprintf(&b, "  connection  %s", conn)
+	}
+	if tl.Conn.Local != nil && tl.Conn.Remote != nil {
+		fmt.Fprintf(&b, "  %s -> %s", tl.Conn.Local, tl.Conn.Remote)
+	}
+	b.WriteByte('\n')
+	if tl.TLS.Done {
+		fmt.Fprintf(&b, "  tls         %s %s", tls.VersionName(tl.TLS.Version), tls.CipherSuiteName(tl.TLS.CipherSuite))
+		if tl.TLS.ALPN != "" {
+			fmt.Fprintf(&b, " alpn=%s", tl.TLS.ALPN)
+		}
+		if tl.TLS.Resumed {
+			b.WriteString(" resumed")
+		}
+		b.WriteByte('\n')
+	}
+	if tl.Status != 0 {
+		fmt.Fprintf(&b, "  response    %d %s, %d body bytes", tl.Status, tl.Proto, tl.BodyBytes)
+		if tl.ClosedEarly {
+			b.WriteString(", closed before EOF")
+		}
+		b.WriteByte('\n')
+	}
+	outcome := string(tl.Outcome.Class)
+	if tl.Outcome.Class != ClassOK {
+		outcome += " @" + string(tl.Outcome.Stage)
+	}
+	if tl.Outcome.Err != nil {
+		outcome += ": " + RedactError(tl.Outcome.Err, tl.url)
+	}
+	fmt.Fprintf(&b, "  outcome     %s\n", outcome)
+	if tl.GetConns > 1 {
+		fmt.Fprintf(&b, "  note        the Transport asked for a connection %d times: it retried the request by itself\n", tl.GetConns)
+	}
+	stages := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"pool wait", t.PoolWait}, {"dns", t.DNS}, {"connect", t.Connect}, {"tls", t.TLS},
+		{"write", t.Write}, {"server", t.Server}, {"transfer", t.Transfer},
+	}
+	const width = 40
+	for _, s := range stages {
+		bar := 0
+		if t.Total > 0 {
+			bar = int(int64(width) * int64(s.d) / int64(t.Total))
+		}
+		if s.d > 0 && bar == 0 {
+			bar = 1
+		}
+		fmt.Fprintf(&b, "  %-10s %10s  %s\n", s.name, fmtDur(s.d), strings.Repeat("#", bar))
+	}
+	fmt.Fprintf(&b, "  %-10s %10s\n", "total", fmtDur(t.Total))
+	b.WriteString("  events\n")
+	for _, e := range tl.Events {
+		fmt.Fprintf(&b, "    %10s  %s", fmtDur(e.At), e.Kind)
+		if e.Conn != 0 {
+			fmt.Fprintf(&b, " conn=#%d", e.Conn)
+		}
+		if e.Addr != "" {
+			fmt.Fprintf(&b, " %s", e.Addr)
+		}
+		if e.N != 0 {
+			fmt.Fprintf(&b, " n=%d", e.N)
+		}
+		if e.Err != nil {
+			fmt.Fprintf(&b, " err=%q", RedactError(e.Err, tl.url))
+		}
+		if e.Late {
+			b.WriteString(" (late)")
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond))
+}

@@ -1,0 +1,147 @@
+package pool_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/connaudit/connaudit/pool"
+	"github.com/stretchr/testify/require"
+)
+
+// requireClosed checks that p knows exactly one closed connection, closed
+// by and for the given side and reason.
+func requireClosed(t *testing.T, p *pool.Pool, by pool.Closer, reason pool.CloseReason) pool.Conn {
+	t.Helper()
+	c := onlyConn(t, p)
+	require.Equal(t, pool.StateClosed, c.State)
+	require.Equal(t, by, c.ClosedBy, "closed by")
+	require.Equal(t, reason, c.CloseReason, "reason (detail %q)", c.CloseDetail)
+	require.False(t, c.ClosedAt.IsZero())
+	s := p.Stats()
+	require.EqualValues(t, 1, s.Closed)
+	require.EqualValues(t, 1, s.ClosedBy[reason])
+	if by == pool.ClosedByServer {
+		require.EqualValues(t, 1, s.ClosedByServer)
+	} else {
+		require.EqualValues(t, 1, s.ClosedByClient)
+	}
+	require.NoError(t, s.Check())
+	return c
+}
+
+func TestServerConnectionClose(t *testing.T) {
+	srv := newServer(t, plainHTTP, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "ok")
+	}))
+	p := newPool(t)
+	require.Equal(t, "ok", get(t, p, srv.URL))
+	quiesce(t, p)
+	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+	requireClosed(t, p, pool.ClosedByServer, pool.ReasonConnectionClose)
+
+	require.Equal(t, "ok", get(t, p, srv.URL))
+	quiesce(t, p)
+	require.EqualValues(t, 2, p.Stats().Dials)
+	require.EqualValues(t, 0, p.Stats().ReusedRequests)
+}
+
+// http10Server answers every request on a raw TCP listener with an
+// HTTP/1.0 response without keep-alive, then closes the connection.
+func http10Server(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				req.Body.Close()
+				io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func TestServerHTTP10NoKeepAlive(t *testing.T) {
+	url := http10Server(t)
+	p := newPool(t)
+	require.Equal(t, "ok", get(t, p, url))
+	quiesce(t, p)
+	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+	c := requireClosed(t, p, pool.ClosedByServer, pool.ReasonHTTP10)
+	require.Equal(t, "HTTP/1.0", c.Proto)
+
+	require.Equal(t, "ok", get(t, p, url))
+	quiesce(t, p)
+	require.EqualValues(t, 2, p.Stats().Dials)
+}
+
+func TestServerClosedIdle(t *testing.T) {
+	t.Run("CloseClientConnections", func(t *testing.T) {
+		srv := newServer(t, plainHTTP, okHandler)
+		p := newPool(t)
+		require.Equal(t, "ok", get(t, p, srv.URL))
+		quiesce(t, p)
+		require.Equal(t, pool.StateIdle, onlyConn(t, p).State)
+
+		srv.CloseClientConnections()
+		waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+		requireClosed(t, p, pool.ClosedByServer, pool.ReasonServerClosedIdle)
+	})
+	t.Run("IdleTimeout", func(t *testing.T) {
+		srv := newServer(t, plainHTTP, okHandler, func(s *httptest.Server) { s.Config.IdleTimeout = 20 * time.Millisecond })
+		p := newPool(t)
+		require.Equal(t, "ok", get(t, p, srv.URL))
+		quiesce(t, p)
+		waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+		requireClosed(t, p, pool.ClosedByServer, pool.ReasonServerClosedIdle)
+	})
+}
+
+func TestClientCloseIdleConnections(t *testing.T) {
+	srv := newServer(t, plainHTTP, okHandler)
+	p := newPool(t)
+	require.Equal(t, "ok", get(t, p, srv.URL))
+	quiesce(t, p)
+	p.CloseIdleConnections()
+	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+	requireClosed(t, p, pool.ClosedByClient, pool.ReasonCloseIdle)
+
+	// Through the client too: http.Client.CloseIdleConnections reaches the
+	// pool.
+	require.Equal(t, "ok", get(t, p, srv.URL))
+	quiesce(t, p)
+	p.Client().CloseIdleConnections()
+	waitStats(t, p, "second connection closed", func(s pool.Stats) bool { return s.Closed == 2 })
+	require.EqualValues(t, 2, p.Stats().ClosedBy[pool.ReasonCloseIdle])
+}
+
+func TestClientIdleConnTimeout(t *testing.T) {
+	srv := newServer(t, plainHTTP, okHandler)
+	p := newPool(t, pool.IdleConnTimeout(50*time.Millisecond))
+	require.Equal(t, "ok", get(t, p, srv.URL))
+	quiesce(t, p)
+	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+	requireClosed(t, p, pool.ClosedByClient, pool.ReasonIdleTimeout)
+}

@@ -1,0 +1,173 @@
+package pool
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ConnState is the state of a tracked connection.
+type ConnState string
+
+// The connection states. A connection goes dialing → (handshake) → idle or
+// active → … → closed; a dial that fails goes dialing → failed.
+const (
+	StateDialing   ConnState = "dialing"   // the dial is in progress
+	StateHandshake ConnState = "handshake" // TCP is up, the TLS handshake is in progress
+	StateActive    ConnState = "active"    // serving a request (HTTP/2: at least one stream)
+	StateIdle      ConnState = "idle"      // open, serving nothing
+	StateClosed    ConnState = "closed"    // closed; see CloseReason
+	StateFailed    ConnState = "failed"    // the dial failed
+)
+
+// Closer says which side closed a connection.
+type Closer string
+
+// The sides.
+const (
+	ClosedByClient Closer = "client"
+	ClosedByServer Closer = "server"
+)
+
+// CloseReason says why a connection was closed.
+type CloseReason string
+
+// The close reasons. Client reasons first, then server reasons.
+const (
+	ReasonIdleTimeout       CloseReason = "idle-timeout"           // client: idle longer than IdleConnTimeout
+	ReasonEarlyBodyClose    CloseReason = "early-body-close"       // client: a body was closed before EOF
+	ReasonCloseIdle         CloseReason = "close-idle-connections" // client: CloseIdleConnections
+	ReasonIdlePoolFull      CloseReason = "idle-pool-full"         // client: no room in the idle pool
+	ReasonRequestError      CloseReason = "request-error"          // client: the request on it failed (detail: its class)
+	ReasonHandshakeFailed   CloseReason = "handshake-failed"       // client: the TLS handshake failed or timed out
+	ReasonKeepAlivesOff     CloseReason = "keep-alives-disabled"   // client: DisableKeepAlives
+	ReasonClient            CloseReason = "client-close"           // client: closed for another reason
+	ReasonConnectionClose   CloseReason = "connection-close"       // server: "Connection: close"
+	ReasonHTTP10            CloseReason = "http1.0-no-keep-alive"  // server: HTTP/1.0 without keep-alive
+	ReasonServerClosedIdle  CloseReason = "server-closed-idle"     // server: closed while the connection was idle
+	ReasonServerEOF         CloseReason = "server-eof"             // server: closed during a request
+	ReasonServerReset       CloseReason = "server-reset"           // server: reset the connection
+	ReasonServerGoAway      CloseReason = "goaway"                 // server: HTTP/2 GOAWAY (inferred: see Pool docs)
+	ReasonServerProtocolErr CloseReason = "protocol-error"         // server: sent something that is not HTTP
+)
+
+// StateChange is one entry of a connection's state history.
+type StateChange struct {
+	State ConnState `json:"state"`
+	At    time.Time `json:"at"`
+}
+
+// Conn is a snapshot of a tracked connection.
+type Conn struct {
+	ID     uint64 `json:"id"`
+	Host   string `json:"host"` // the address dialed, host:port
+	Local  string `json:"local,omitempty"`
+	Remote string `json:"remote,omitempty"`
+	// Proto is "HTTP/1.1" or "h2" once known.
+	Proto      string        `json:"proto,omitempty"`
+	TLSVersion string        `json:"tls_version,omitempty"`
+	TLSResumed bool          `json:"tls_resumed,omitempty"`
+	State      ConnState     `json:"state"`
+	History    []StateChange `json:"history"`
+	DialedAt   time.Time     `json:"dialed_at"`
+	// DialedFor is the timeline id of the request whose dial made it.
+	DialedFor    uint64 `json:"dialed_for,omitempty"`
+	BytesRead    int64  `json:"bytes_read"`
+	BytesWritten int64  `json:"bytes_written"`
+	// Requests is the number of requests it served; RequestIDs the
+	// timeline ids of the first of them.
+	Requests   int      `json:"requests"`
+	RequestIDs []uint64 `json:"request_ids,omitempty"`
+	// Active lists the timeline ids of the requests it serves now.
+	Active      []uint64    `json:"active,omitempty"`
+	ClosedBy    Closer      `json:"closed_by,omitempty"`
+	CloseReason CloseReason `json:"close_reason,omitempty"`
+	CloseDetail string      `json:"close_detail,omitempty"`
+	ClosedAt    time.Time   `json:"closed_at,omitzero"`
+	DialError   string      `json:"dial_error,omitempty"`
+}
+
+const maxRequestIDs = 64
+
+// connState is the pool's record of one connection; guarded by Pool.mu
+// except for the atomic counters.
+type connState struct {
+	Conn
+	bytesRead, bytesWritten atomic.Int64
+	active                  map[uint64]struct{}
+	readErr                 error // first read error, seen before Close
+	putIdleErr              error // the last PutIdleConn error
+	closeReq                uint64
+	closingIdle             bool
+	h2                      bool
+	doomed                  bool     // the Transport is closing it
+	last                    *request // the last request that ended while it was active
+	idleSince               time.Time
+}
+
+func (c *connState) setState(s ConnState, now time.Time) {
+	c.State = s
+	if len(c.History) < 256 {
+		c.History = append(c.History, StateChange{State: s, At: now})
+	}
+	if s == StateIdle {
+		c.idleSince = now
+	}
+}
+
+// trackedConn is the net.Conn the pool's dialer returns.
+type trackedConn struct {
+	net.Conn
+	p       *Pool
+	c       *connState
+	errOnce sync.Once
+	closed  atomic.Bool
+}
+
+// ConnID returns the pool's id of the connection, for httptrace.
+func (t *trackedConn) ConnID() uint64 { return t.c.ID }
+
+func (t *trackedConn) Read(b []byte) (int, error) {
+	n, err := t.Conn.Read(b)
+	t.c.bytesRead.Add(int64(n))
+	if err != nil && !t.closed.Load() && !isDeadline(err) {
+		t.errOnce.Do(func() { t.p.connReadErr(t.c, err) })
+	}
+	return n, err
+}
+
+func (t *trackedConn) Write(b []byte) (int, error) {
+	n, err := t.Conn.Write(b)
+	t.c.bytesWritten.Add(int64(n))
+	return n, err
+}
+
+func (t *trackedConn) Close() error {
+	err := t.Conn.Close()
+	if t.closed.CompareAndSwap(false, true) {
+		t.p.connClosed(t.c)
+	}
+	return err
+}
+
+// NetConn returns the underlying connection.
+func (t *trackedConn) NetConn() net.Conn { return t.Conn }
+
+func isDeadline(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func serverSide(err error) (CloseReason, bool) {
+	switch {
+	case errors.Is(err, io.EOF):
+		return ReasonServerEOF, true
+	case errors.Is(err, syscall.ECONNRESET):
+		return ReasonServerReset, true
+	}
+	return "", false
+}

@@ -1,0 +1,24 @@
+// Package pool is the connection pool under audit: an [http.Transport]
+// whose every connection is tracked from dial to close, with pool
+// statistics in the spirit of [database/sql.DBStats], a registry of response
+// bodies not yet closed, and leak checks.
+//
+// [New] builds a fresh transport with MaxConnsPerHost=1 and named stage
+// bounds; [Track] clones a caller's own transport (never changing it) so the
+// configuration a team ships can be audited as it is. Either way the
+// [Pool.Client] sends requests through an [httptrace.Transport], and the
+// pool learns each connection's state from the same timeline events the
+// tracer records: GotConn makes a connection active, PutIdleConn makes it
+// idle, and the tracked connection's Close ends it, with who closed it and
+// why.
+//
+// Connections are counted by dials, never by GotConnInfo.Reused, which
+// over-reports. The invariants dials = open + closed + dial errors +
+// dialing and active + idle = open hold at every instant ([Stats.Check]).
+//
+// [Pool.Check] waits for the pool to settle and returns one error naming
+// every problem: bodies still open and where they were opened, connections
+// still active and the request holding each, more connections than the cap.
+// [VerifyNone] runs it together with goleak in a test and names leaked
+// net/http goroutines by their cause.
+package pool

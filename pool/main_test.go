@@ -1,0 +1,187 @@
+package pool_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/connaudit/connaudit/pool"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// waitBound bounds every wait of a test: generous, because it is only hit
+// when the awaited thing never happens.
+const waitBound = 10 * time.Second
+
+// bounded returns a context that ends after waitBound or with the test.
+func bounded(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newPool returns a pool whose idle connections are closed at the end of
+// the test.
+func newPool(t *testing.T, opts ...pool.Option) *pool.Pool {
+	t.Helper()
+	p, err := pool.New(opts...)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// counter counts events and lets a test wait, without sleeping, until a
+// count is reached.
+type counter struct {
+	mu      sync.Mutex
+	n       int64
+	changed chan struct{}
+}
+
+func (c *counter) add() {
+	c.mu.Lock()
+	c.n++
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
+	c.mu.Unlock()
+}
+
+func (c *counter) load() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// waitAtLeast waits until the count is at least n, or ctx ends.
+func (c *counter) waitAtLeast(ctx context.Context, n int64) error {
+	for {
+		c.mu.Lock()
+		if c.n >= n {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// server is an httptest server that counts the connections it accepted.
+type server struct {
+	*httptest.Server
+	accepted counter
+}
+
+type serverMode int
+
+const (
+	plainHTTP serverMode = iota
+	tlsHTTP1
+	tlsHTTP2
+)
+
+// newServer starts h on loopback, closed at the end of the test (after the
+// pools made afterwards, whose cleanups run first).
+// Each edit runs on the unstarted server.
+func newServer(t *testing.T, mode serverMode, h http.Handler, edit ...func(*httptest.Server)) *server {
+	t.Helper()
+	s := &server{Server: httptest.NewUnstartedServer(h)}
+	s.Config.ErrorLog = log.New(io.Discard, "", 0) // TLS handshake failures are expected in some tests
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.accepted.add()
+		}
+	}
+	for _, e := range edit {
+		e(s.Server)
+	}
+	switch mode {
+	case plainHTTP:
+		s.Start()
+	case tlsHTTP1:
+		s.StartTLS()
+	case tlsHTTP2:
+		s.EnableHTTP2 = true
+		s.StartTLS()
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// trust returns a TLS config that trusts s's certificate.
+func (s *server) trust() *tls.Config {
+	roots := x509.NewCertPool()
+	roots.AddCert(s.Certificate())
+	return &tls.Config{RootCAs: roots}
+}
+
+// okHandler answers "ok" with a Content-Length.
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+
+// get sends a GET through p's client, reads the body to EOF and closes it.
+func get(t *testing.T, p *pool.Pool, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(bounded(t), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := p.Client().Do(req)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	return string(b)
+}
+
+// open sends a GET through p's client and returns the response with its
+// body unread and open.
+func open(t *testing.T, p *pool.Pool, ctx context.Context, url string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := p.Client().Do(req)
+	require.NoError(t, err)
+	return resp
+}
+
+// quiesce waits for p to settle and checks the invariants.
+func quiesce(t *testing.T, p *pool.Pool) {
+	t.Helper()
+	require.NoError(t, p.Quiesce(bounded(t)))
+	require.NoError(t, p.Stats().Check())
+}
+
+// waitStats waits until cond holds for p's totals.
+func waitStats(t *testing.T, p *pool.Pool, what string, cond func(pool.Stats) bool) {
+	t.Helper()
+	require.NoError(t, p.WaitFor(bounded(t), cond), what)
+}
+
+// onlyConn returns the one connection p knows.
+func onlyConn(t *testing.T, p *pool.Pool) pool.Conn {
+	t.Helper()
+	cs := p.Conns()
+	require.Len(t, cs, 1, "connections: %+v", cs)
+	return cs[0]
+}

@@ -1,0 +1,448 @@
+package pool
+
+import (
+	"crypto/tls"
+	"errors"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+)
+
+// Observe implements [httptrace.Observer]; the pool learns of finished
+// requests through ObserveEvent's done event, so Observe does nothing.
+func (p *Pool) Observe(*httptrace.Timeline) {}
+
+// ObserveEvent implements [httptrace.EventObserver]: the pool follows each
+// request's events to keep connection states and statistics.
+func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
+	now := tl.Start.Add(ev.At)
+	var stack []uintptr
+	if ev.Kind == httptrace.KindResponse && p.cfg.captureStacks {
+		var pcs [32]uintptr
+		n := runtime.Callers(2, pcs[:])
+		stack = append([]uintptr(nil), pcs[:n]...)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.Kind {
+	case httptrace.KindGetConn:
+		r := p.reqs[tl.ID]
+		if r == nil {
+			r = &request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
+			r.host = hostKey(r.u.Scheme, tl.Host)
+			p.reqs[tl.ID] = r
+			h := p.hostLocked(r.host)
+			h.requests++
+			h.inFlight++
+			p.total.requests++
+			p.total.inFlight++
+		}
+		if !r.waiting {
+			r.waiting = true
+			r.getConnAt = now
+			p.hostLocked(r.host).waiting++
+			p.total.waiting++
+		}
+		r.conn = nil
+	case httptrace.KindGotConn:
+		r := p.reqs[tl.ID]
+		if r == nil {
+			return
+		}
+		h := p.hostLocked(r.host)
+		if r.waiting {
+			r.waiting = false
+			h.waiting--
+			p.total.waiting--
+			if !tl.Conn.WasIdle {
+				d := now.Sub(r.getConnAt)
+				h.waitCount++
+				h.waitDuration += d
+				p.total.waitCount++
+				p.total.waitDuration += d
+			}
+		}
+		c := p.conns[ev.Conn]
+		if c == nil {
+			return
+		}
+		if c.State == StateHandshake {
+			p.handshakeDoneLocked(c, "", 0, now)
+		}
+		if c.Requests > 0 {
+			h.reused++
+			p.total.reused++
+		}
+		c.Requests++
+		if len(c.RequestIDs) < maxRequestIDs {
+			c.RequestIDs = append(c.RequestIDs, tl.ID)
+		}
+		r.conn = c
+		p.activateLocked(c, tl.ID, now)
+	case httptrace.KindTLSDone:
+		c := p.pendingTLS[tl.ID]
+		if c == nil {
+			return
+		}
+		delete(p.pendingTLS, tl.ID)
+		if ev.Err == nil && c.State == StateHandshake {
+			c.TLSVersion = tls.VersionName(uint16(ev.N))
+			c.TLSResumed = !ev.Late && tl.TLS.Resumed
+			p.handshakeDoneLocked(c, ev.Addr, uint16(ev.N), now)
+		}
+	case httptrace.KindPutIdleConn:
+		c := p.conns[ev.Conn]
+		if c == nil {
+			return
+		}
+		if ev.Err != nil {
+			c.putIdleErr = ev.Err
+			p.doomLocked(c)
+			return
+		}
+		p.deactivateLocked(c, tl.ID, now)
+	case httptrace.KindResponse:
+		r := p.reqs[tl.ID]
+		if r == nil {
+			return
+		}
+		r.bodyOpen = true
+		r.openedAt = now
+		r.stack = stack
+		r.connClose = tl.ConnClose
+		r.proto = tl.Proto
+		h := p.hostLocked(r.host)
+		h.openBodies++
+		p.total.openBodies++
+		if c := r.conn; c != nil {
+			if strings.HasPrefix(tl.Proto, "HTTP/2") {
+				c.Proto, c.h2 = "h2", true
+			} else if c.Proto == "" {
+				c.Proto = tl.Proto
+			}
+		}
+	case httptrace.KindBodyClose:
+		r := p.reqs[tl.ID]
+		if r == nil {
+			return
+		}
+		r.early = tl.ClosedEarly
+		p.bodyClosedLocked(r)
+	case httptrace.KindDone:
+		r := p.reqs[tl.ID]
+		if r == nil {
+			return
+		}
+		p.bodyClosedLocked(r)
+		delete(p.reqs, tl.ID)
+		h := p.hostLocked(r.host)
+		h.inFlight--
+		p.total.inFlight--
+		if r.waiting {
+			r.waiting = false
+			h.waiting--
+			p.total.waiting--
+		}
+		r.class = tl.Outcome.Class
+		r.early = tl.ClosedEarly
+		r.connClose = tl.ConnClose
+		r.proto = tl.Proto
+		c := r.conn
+		if c == nil {
+			break
+		}
+		if c.h2 || strings.HasPrefix(tl.Proto, "HTTP/2") {
+			p.deactivateLocked(c, tl.ID, now)
+			break
+		}
+		if c.State == StateClosed {
+			if c.closeReq == tl.ID && c.CloseReason == ReasonRequestError {
+				// Refine the reason now that the request's outcome is known.
+				by, reason := requestCloseReason(r, p.tr.DisableKeepAlives)
+				p.recloseLocked(c, by, reason)
+				if reason == ReasonRequestError {
+					c.CloseDetail = string(r.class)
+				}
+			}
+			break
+		}
+		if _, ok := c.active[tl.ID]; ok && c.State == StateActive {
+			// The request ended while its HTTP/1 connection is still
+			// active: the Transport is about to close it, and has
+			// already stopped counting it against MaxConnsPerHost.
+			c.last = r
+			p.doomLocked(c)
+		}
+	}
+	p.signalLocked()
+}
+
+// requestCloseReason says why the Transport closes an HTTP/1 connection
+// after request r ended on it.
+func requestCloseReason(r *request, keepAlivesOff bool) (Closer, CloseReason) {
+	switch {
+	case r.connClose:
+		return ClosedByServer, connCloseReason(r.proto)
+	case r.early && r.class == httptrace.ClassOK:
+		return ClosedByClient, ReasonEarlyBodyClose
+	case keepAlivesOff && r.class == httptrace.ClassOK:
+		return ClosedByClient, ReasonKeepAlivesOff
+	}
+	return ClosedByClient, ReasonRequestError
+}
+
+func (p *Pool) doomLocked(c *connState) {
+	if c.doomed {
+		return
+	}
+	c.doomed = true
+	p.hostLocked(c.Host).doomed++
+	p.total.doomed++
+}
+
+func connCloseReason(proto string) CloseReason {
+	if proto == "HTTP/1.0" {
+		return ReasonHTTP10
+	}
+	return ReasonConnectionClose
+}
+
+func (p *Pool) bodyClosedLocked(r *request) {
+	if !r.bodyOpen {
+		return
+	}
+	r.bodyOpen = false
+	h := p.hostLocked(r.host)
+	h.openBodies--
+	p.total.openBodies--
+}
+
+// handshakeDoneLocked opens a connection whose TLS handshake finished.
+func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, now time.Time) {
+	h := p.hostLocked(c.Host)
+	h.dialing--
+	p.total.dialing--
+	for id, pc := range p.pendingTLS {
+		if pc == c {
+			delete(p.pendingTLS, id)
+		}
+	}
+	if alpn == "h2" {
+		c.Proto, c.h2 = "h2", true
+	}
+	if version != 0 {
+		c.TLSVersion = tls.VersionName(version)
+	}
+	p.openLocked(c, h, now)
+}
+
+func (p *Pool) activateLocked(c *connState, id uint64, now time.Time) {
+	if c.State == StateClosed || c.State == StateFailed {
+		return
+	}
+	c.active[id] = struct{}{}
+	if c.State != StateActive {
+		h := p.hostLocked(c.Host)
+		if c.State == StateIdle {
+			h.idle--
+			p.total.idle--
+		}
+		h.active++
+		p.total.active++
+		c.setState(StateActive, now)
+	}
+}
+
+func (p *Pool) deactivateLocked(c *connState, id uint64, now time.Time) {
+	if c.State != StateActive {
+		return
+	}
+	delete(c.active, id)
+	if len(c.active) > 0 {
+		return
+	}
+	h := p.hostLocked(c.Host)
+	h.active--
+	p.total.active--
+	h.idle++
+	p.total.idle++
+	c.setState(StateIdle, now)
+}
+
+// connReadErr records the first read error of a connection, before it is
+// closed: an EOF or reset there means the server closed it.
+func (p *Pool) connReadErr(c *connState, err error) {
+	p.mu.Lock()
+	if c.readErr == nil {
+		c.readErr = err
+	}
+	p.mu.Unlock()
+}
+
+// connClosed records the close of a tracked connection and decides who
+// closed it and why.
+func (p *Pool) connClosed(c *connState) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer p.signalLocked()
+	if c.State == StateClosed || c.State == StateFailed {
+		return
+	}
+	h := p.hostLocked(c.Host)
+	prev := c.State
+	switch prev {
+	case StateHandshake:
+		h.dialing--
+		p.total.dialing--
+		for id, pc := range p.pendingTLS {
+			if pc == c {
+				delete(p.pendingTLS, id)
+			}
+		}
+	case StateIdle:
+		h.idle--
+		p.total.idle--
+		h.open--
+		p.total.open--
+	case StateActive:
+		h.active--
+		p.total.active--
+		h.open--
+		p.total.open--
+	}
+	if c.doomed {
+		h.doomed--
+		p.total.doomed--
+	}
+	delete(p.conns, c.ID)
+	c.setState(StateClosed, now)
+	c.ClosedAt = now
+	by, reason := p.closeReasonLocked(c, prev)
+	c.ClosedBy, c.CloseReason = by, reason
+	h.count(by, reason)
+	p.total.count(by, reason)
+	p.rememberLocked(c)
+}
+
+func (p *Pool) recloseLocked(c *connState, by Closer, reason CloseReason) {
+	h := p.hostLocked(c.Host)
+	h.uncount(c.ClosedBy, c.CloseReason)
+	p.total.uncount(c.ClosedBy, c.CloseReason)
+	c.ClosedBy, c.CloseReason = by, reason
+	h.count(by, reason)
+	p.total.count(by, reason)
+}
+
+// activeReqsLocked returns the requests c serves, finished or not.
+func (p *Pool) activeReqsLocked(c *connState) []*request {
+	var out []*request
+	for id := range c.active {
+		if r := p.reqs[id]; r != nil {
+			out = append(out, r)
+		} else if c.last != nil && c.last.id == id {
+			out = append(out, c.last)
+		}
+	}
+	return out
+}
+
+func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseReason) {
+	reqs := p.activeReqsLocked(c)
+	// A response that asked for the close explains it whatever came first.
+	for _, r := range reqs {
+		if r.connClose {
+			return ClosedByServer, connCloseReason(r.proto)
+		}
+	}
+	if reason, ok := serverSide(c.readErr); ok {
+		if prev == StateIdle && reason == ReasonServerEOF {
+			return ClosedByServer, ReasonServerClosedIdle
+		}
+		return ClosedByServer, reason
+	}
+	if c.readErr != nil && prev == StateActive {
+		// Any other read failure: the client gives the connection up.
+		c.CloseDetail = c.readErr.Error()
+	}
+	if c.h2 && prev != StateHandshake && p.closingIdle == 0 && c.putIdleErr == nil {
+		// An HTTP/2 client closes a connection itself once the server
+		// sent GOAWAY and its last stream ended. The frame is not visible
+		// here (the bytes are encrypted); infer it: the connection was not
+		// idle long enough to time out, and no request on it failed.
+		goaway := true
+		for _, r := range reqs {
+			if r.class != "" && r.class != httptrace.ClassOK {
+				goaway = false
+			}
+		}
+		if prev == StateIdle && p.tr.IdleConnTimeout > 0 && time.Since(c.idleSince) >= p.tr.IdleConnTimeout {
+			goaway = false
+		}
+		if goaway {
+			return ClosedByServer, ReasonServerGoAway
+		}
+	}
+	switch prev {
+	case StateHandshake:
+		return ClosedByClient, ReasonHandshakeFailed
+	case StateIdle:
+		switch {
+		case p.closingIdle > 0:
+			return ClosedByClient, ReasonCloseIdle
+		case c.putIdleErr != nil:
+			return ClosedByClient, putIdleReason(c.putIdleErr)
+		case p.tr.DisableKeepAlives:
+			return ClosedByClient, ReasonKeepAlivesOff
+		case p.tr.IdleConnTimeout > 0:
+			return ClosedByClient, ReasonIdleTimeout
+		}
+		return ClosedByClient, ReasonClient
+	}
+	for _, r := range reqs {
+		if r.early && (r.class == "" || r.class == httptrace.ClassOK) {
+			return ClosedByClient, ReasonEarlyBodyClose
+		}
+	}
+	if c.putIdleErr != nil {
+		return ClosedByClient, putIdleReason(c.putIdleErr)
+	}
+	if p.tr.DisableKeepAlives {
+		return ClosedByClient, ReasonKeepAlivesOff
+	}
+	for _, r := range reqs {
+		c.closeReq = r.id
+		if r.class != "" {
+			// The request already ended: its outcome is the detail.
+			by, reason := requestCloseReason(r, p.tr.DisableKeepAlives)
+			if reason == ReasonRequestError {
+				c.CloseDetail = string(r.class)
+			}
+			return by, reason
+		}
+	}
+	if prev == StateActive {
+		return ClosedByClient, ReasonRequestError
+	}
+	return ClosedByClient, ReasonClient
+}
+
+// putIdleReason names the PutIdleConn error that made the Transport close
+// a connection instead of keeping it idle. net/http's errors here are
+// unexported; their texts are stable.
+func putIdleReason(err error) CloseReason {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "too many idle"):
+		return ReasonIdlePoolFull
+	case strings.Contains(msg, "keep alives disabled") || strings.Contains(msg, "keep-alives"):
+		return ReasonKeepAlivesOff
+	case errors.Is(err, errIdleClosed), strings.Contains(msg, "CloseIdleConnections"):
+		return ReasonCloseIdle
+	}
+	return ReasonClient
+}
+
+var errIdleClosed = errors.New("http: CloseIdleConnections called")

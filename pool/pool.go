@@ -1,0 +1,388 @@
+package pool
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+)
+
+// Pool is a tracked HTTP connection pool: an [http.Transport] whose
+// connections and requests are followed from dial to close. It is safe for
+// concurrent use.
+type Pool struct {
+	tr      *http.Transport
+	traced  *httptrace.Transport
+	rt      *roundTripper
+	client  *http.Client
+	cfg     config
+	maxConn int
+
+	mu          sync.Mutex
+	nextConn    uint64
+	conns       map[uint64]*connState // open and dialing
+	closed      []*connState          // most recent closed, up to keepClosed
+	hosts       map[string]*counters
+	total       counters
+	reqs        map[uint64]*request // requests not yet finished, by timeline id
+	pendingTLS  map[uint64]*connState
+	closingIdle int
+	changed     chan struct{}
+	unclosed    map[string]bool // call sites already reported
+}
+
+// request is the pool's record of a request not yet finished.
+type request struct {
+	id        uint64
+	method    string
+	host      string
+	conn      *connState
+	getConnAt time.Time
+	waiting   bool
+	bodyOpen  bool
+	openedAt  time.Time
+	stack     []uintptr
+	collected bool
+	early     bool
+	connClose bool
+	proto     string
+	h2        bool
+	u         url.URL // unredacted: redact before any output
+	class     httptrace.Class
+}
+
+// New returns a pool that owns a fresh http.Transport with
+// MaxConnsPerHost=1, ForceAttemptHTTP2, no proxy, and the defaults named on
+// each option.
+func New(opts ...Option) (*Pool, error) {
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	one := 1
+	def := func(p **time.Duration, d time.Duration) {
+		if *p == nil {
+			*p = &d
+		}
+	}
+	if cfg.maxConnsPerHost == nil {
+		cfg.maxConnsPerHost = &one
+	}
+	def(&cfg.connectTimeout, 30*time.Second)
+	def(&cfg.tlsHandshakeTimeout, 10*time.Second)
+	def(&cfg.idleConnTimeout, 90*time.Second)
+	def(&cfg.responseHeader, 0)
+	if cfg.maxIdleConnsPerHost == nil {
+		n := *cfg.maxConnsPerHost
+		if n == 0 {
+			n = 2
+		}
+		cfg.maxIdleConnsPerHost = &n
+	}
+	h2 := true
+	if cfg.http2 != nil {
+		h2 = *cfg.http2
+	}
+	tr := &http.Transport{ForceAttemptHTTP2: h2}
+	if !h2 {
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second, Resolver: cfg.resolver}
+	return build(tr, dialer.DialContext, cfg, dialer)
+}
+
+// Track returns a pool that audits a clone of base: base itself is never
+// changed (and http.DefaultTransport never touched). The clone keeps base's
+// settings, including its timeouts or their absence, except where an option
+// overrides them; its dialer is wrapped to track connections.
+func Track(base *http.Transport, opts ...Option) (*Pool, error) {
+	if base == nil {
+		return nil, errors.New("pool: nil transport to track")
+	}
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	tr := base.Clone()
+	dial := tr.DialContext
+	var dialer *net.Dialer
+	if dial == nil {
+		if tr.Dial != nil { //nolint:staticcheck // honour the deprecated field if that is what the caller set
+			d := tr.Dial //nolint:staticcheck
+			dial = func(_ context.Context, network, addr string) (net.Conn, error) { return d(network, addr) }
+		} else {
+			dialer = &net.Dialer{}
+			dial = dialer.DialContext
+		}
+	}
+	tr.Dial = nil //nolint:staticcheck
+	if cfg.http2 != nil && !*cfg.http2 {
+		tr.ForceAttemptHTTP2 = false
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	return build(tr, dial, cfg, dialer)
+}
+
+func configure(opts []Option) (config, error) {
+	cfg := config{keepClosed: 256}
+	for _, o := range opts {
+		if o == nil {
+			return cfg, errors.New("pool: nil option")
+		}
+		if err := o.apply(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+func build(tr *http.Transport, dial func(context.Context, string, string) (net.Conn, error), cfg config, dialer *net.Dialer) (*Pool, error) {
+	if cfg.maxConnsPerHost != nil {
+		tr.MaxConnsPerHost = *cfg.maxConnsPerHost
+	}
+	if cfg.maxIdleConnsPerHost != nil {
+		tr.MaxIdleConnsPerHost = *cfg.maxIdleConnsPerHost
+	}
+	if cfg.connectTimeout != nil {
+		if dialer == nil {
+			inner := dial
+			d := *cfg.connectTimeout
+			dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if d > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, d)
+					defer cancel()
+				}
+				return inner(ctx, network, addr)
+			}
+		} else {
+			dialer.Timeout = *cfg.connectTimeout
+		}
+	}
+	if cfg.resolver != nil && dialer != nil {
+		dialer.Resolver = cfg.resolver
+	}
+	if cfg.tlsHandshakeTimeout != nil {
+		tr.TLSHandshakeTimeout = *cfg.tlsHandshakeTimeout
+	}
+	if cfg.responseHeader != nil {
+		tr.ResponseHeaderTimeout = *cfg.responseHeader
+	}
+	if cfg.idleConnTimeout != nil {
+		tr.IdleConnTimeout = *cfg.idleConnTimeout
+	}
+	if cfg.tlsConfig != nil {
+		tr.TLSClientConfig = cfg.tlsConfig.Clone()
+	}
+	if cfg.disableKeepAlives != nil {
+		tr.DisableKeepAlives = *cfg.disableKeepAlives
+	}
+	p := &Pool{
+		tr:         tr,
+		cfg:        cfg,
+		maxConn:    tr.MaxConnsPerHost,
+		conns:      map[uint64]*connState{},
+		hosts:      map[string]*counters{},
+		reqs:       map[uint64]*request{},
+		pendingTLS: map[uint64]*connState{},
+		unclosed:   map[string]bool{},
+	}
+	tr.DialContext = p.dialer(dial, true)
+	if tr.DialTLSContext != nil {
+		tr.DialTLSContext = p.dialer(tr.DialTLSContext, false)
+	}
+	obs := httptrace.Observer(p)
+	if cfg.observer != nil {
+		obs = httptrace.Multi(p, cfg.observer)
+	}
+	topts := []httptrace.Option{httptrace.WithObserver(obs), httptrace.WithDialerHooks()}
+	if cfg.bodyIdle > 0 {
+		topts = append(topts, httptrace.WithBodyIdleTimeout(cfg.bodyIdle))
+	}
+	if cfg.unclosedReport != nil {
+		topts = append(topts, httptrace.WithUnclosedBodyReport(p.bodyCollected))
+	}
+	traced, err := httptrace.NewTransport(tr, topts...)
+	if err != nil {
+		return nil, err
+	}
+	p.traced = traced
+	p.rt = &roundTripper{p: p}
+	p.client = &http.Client{Transport: p.rt}
+	return p, nil
+}
+
+// roundTripper is the pool's RoundTripper: the tracer, with
+// CloseIdleConnections marked so the pool can name that close reason.
+type roundTripper struct{ p *Pool }
+
+func (r *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	return r.p.traced.RoundTrip(req)
+}
+
+func (r *roundTripper) CloseIdleConnections() { r.p.CloseIdleConnections() }
+
+// Client returns an http.Client whose requests go through the tracer and the
+// tracked transport. It has no Timeout: bounds are the pool's options and the
+// request contexts.
+func (p *Pool) Client() *http.Client { return p.client }
+
+// RoundTripper returns the traced RoundTripper behind [Pool.Client].
+func (p *Pool) RoundTripper() http.RoundTripper { return p.rt }
+
+// Transport returns the tracked http.Transport itself. Requests sent on it
+// directly bypass the tracer: their connections are tracked but not their
+// stages.
+func (p *Pool) Transport() *http.Transport { return p.tr }
+
+// MaxConnsPerHost returns the transport's cap.
+func (p *Pool) MaxConnsPerHost() int { return p.maxConn }
+
+// CloseIdleConnections closes the idle connections; they are recorded as
+// closed by the client with reason [ReasonCloseIdle].
+func (p *Pool) CloseIdleConnections() {
+	p.mu.Lock()
+	p.closingIdle++
+	p.mu.Unlock()
+	p.tr.CloseIdleConnections()
+	p.mu.Lock()
+	p.closingIdle--
+	p.mu.Unlock()
+}
+
+// Close closes the idle connections. Connections still in use stay open
+// until their requests end; [Pool.Check] reports them.
+func (p *Pool) Close() { p.CloseIdleConnections() }
+
+// dialer wraps dial so that every connection is tracked. With
+// tlsHandshake the Transport runs a TLS handshake after the dial for https
+// requests (DialContext); without it the dial returns a finished TLS
+// connection (DialTLSContext).
+func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, error), tlsHandshake bool) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		tlID := httptrace.TimelineID(ctx)
+		ctx = httptrace.DialTrace(ctx)
+		now := time.Now()
+		p.mu.Lock()
+		p.nextConn++
+		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, active: map[uint64]struct{}{}}
+		c.setState(StateDialing, now)
+		p.conns[c.ID] = c
+		h := p.hostLocked(addr)
+		h.dials++
+		h.dialing++
+		p.total.dials++
+		p.total.dialing++
+		p.signalLocked()
+		p.mu.Unlock()
+
+		nc, err := dial(ctx, network, addr)
+
+		now = time.Now()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		defer p.signalLocked()
+		h.dialing--
+		p.total.dialing--
+		delete(p.conns, c.ID)
+		if err != nil {
+			if nc != nil {
+				nc.Close()
+			}
+			c.DialError = err.Error()
+			c.setState(StateFailed, now)
+			h.dialErrors++
+			p.total.dialErrors++
+			p.rememberLocked(c)
+			return nil, err
+		}
+		c.Local, c.Remote = nc.LocalAddr().String(), nc.RemoteAddr().String()
+		p.conns[c.ID] = c
+		if r := p.reqs[tlID]; tlsHandshake && r != nil && r.u.Scheme == "https" {
+			// The Transport handshakes next; the connection opens when
+			// that request's timeline reports the handshake done.
+			c.setState(StateHandshake, now)
+			p.pendingTLS[tlID] = c
+			h.dialing++
+			p.total.dialing++
+		} else {
+			p.openLocked(c, h, now)
+		}
+		return &trackedConn{Conn: nc, p: p, c: c}, nil
+	}
+}
+
+// openLocked marks c open and idle.
+func (p *Pool) openLocked(c *connState, h *counters, now time.Time) {
+	c.setState(StateIdle, now)
+	h.open++
+	h.idle++
+	p.total.open++
+	p.total.idle++
+	// A connection the Transport is closing no longer counts against its
+	// cap, though its Close may not have come yet.
+	h.maxOpen = max(h.maxOpen, h.open-h.doomed)
+	p.total.maxOpen = max(p.total.maxOpen, p.total.open-p.total.doomed)
+}
+
+func (p *Pool) hostLocked(addr string) *counters {
+	h := p.hosts[addr]
+	if h == nil {
+		h = &counters{closedBy: map[CloseReason]int64{}}
+		p.hosts[addr] = h
+	}
+	return h
+}
+
+func (p *Pool) rememberLocked(c *connState) {
+	if p.cfg.keepClosed == 0 {
+		return
+	}
+	if len(p.closed) >= p.cfg.keepClosed {
+		copy(p.closed, p.closed[1:])
+		p.closed = p.closed[:len(p.closed)-1]
+	}
+	p.closed = append(p.closed, c)
+}
+
+func (p *Pool) signalLocked() {
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
+}
+
+// waitChange returns a channel closed at the next change of state.
+func (p *Pool) waitChangeLocked() <-chan struct{} {
+	if p.changed == nil {
+		p.changed = make(chan struct{})
+	}
+	return p.changed
+}
+
+// hostKey returns the address the Transport dials for a request to u's
+// host: host:port with the scheme's default port.
+func hostKey(scheme, host string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	port := 80
+	if scheme == "https" {
+		port = 443
+	}
+	return net.JoinHostPort(trimBrackets(host), strconv.Itoa(port))
+}
+
+func trimBrackets(h string) string {
+	if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+		return h[1 : len(h)-1]
+	}
+	return h
+}

@@ -1,0 +1,184 @@
+package pool
+
+import (
+	"fmt"
+	"maps"
+	"time"
+)
+
+// counters are the live numbers of a host or of the whole pool; guarded
+// by Pool.mu.
+type counters struct {
+	open, active, idle, dialing, waiting, inFlight, openBodies, maxOpen, doomed int
+	dials, dialErrors, closed, byClient, byServer, requests, reused             int64
+	waitCount                                                                   int64
+	waitDuration                                                                time.Duration
+	closedBy                                                                    map[CloseReason]int64
+}
+
+func (c *counters) count(by Closer, reason CloseReason) {
+	if c.closedBy == nil {
+		c.closedBy = map[CloseReason]int64{}
+	}
+	c.closed++
+	c.closedBy[reason]++
+	if by == ClosedByServer {
+		c.byServer++
+	} else {
+		c.byClient++
+	}
+}
+
+func (c *counters) uncount(by Closer, reason CloseReason) {
+	c.closed--
+	c.closedBy[reason]--
+	if c.closedBy[reason] == 0 {
+		delete(c.closedBy, reason)
+	}
+	if by == ClosedByServer {
+		c.byServer--
+	} else {
+		c.byClient--
+	}
+}
+
+// Stats are a pool's numbers at one instant, per host or in total, in the
+// spirit of sql.DBStats.
+type Stats struct {
+	// Open connections: TCP (and TLS, if any) up and not yet closed.
+	Open int `json:"open"`
+	// Active connections serve at least one request.
+	Active int `json:"active"`
+	// Idle connections serve none.
+	Idle int `json:"idle"`
+	// Dialing counts dials (TCP connect and TLS handshake) in progress.
+	Dialing int `json:"dialing"`
+	// Dials counts every dial started; DialErrors those that failed.
+	Dials      int64 `json:"dials"`
+	DialErrors int64 `json:"dial_errors"`
+	// Closed counts connections closed; ClosedBy splits them by reason,
+	// ClosedByClient and ClosedByServer by side.
+	Closed         int64                 `json:"closed"`
+	ClosedBy       map[CloseReason]int64 `json:"closed_by,omitempty"`
+	ClosedByClient int64                 `json:"closed_by_client"`
+	ClosedByServer int64                 `json:"closed_by_server"`
+	// Requests counts requests; ReusedRequests those served by a
+	// connection that had served a request before.
+	Requests       int64 `json:"requests"`
+	ReusedRequests int64 `json:"reused_requests"`
+	// InFlight counts requests not finished (their body not closed).
+	InFlight int `json:"in_flight"`
+	// OpenBodies counts response bodies handed out and not closed.
+	OpenBodies int `json:"open_bodies"`
+	// Waiting counts requests waiting for a connection now; WaitCount
+	// those that ever waited (not served at once from the idle pool) and
+	// WaitDuration their total wait.
+	Waiting      int           `json:"waiting"`
+	WaitCount    int64         `json:"wait_count"`
+	WaitDuration time.Duration `json:"wait_duration_ns"`
+	// MaxOpen is the largest number of connections open at once.
+	MaxOpen int `json:"max_open"`
+}
+
+func (c *counters) stats() Stats {
+	return Stats{
+		Open: c.open, Active: c.active, Idle: c.idle, Dialing: c.dialing,
+		Dials: c.dials, DialErrors: c.dialErrors, Closed: c.closed, ClosedBy: maps.Clone(c.closedBy),
+		ClosedByClient: c.byClient, ClosedByServer: c.byServer,
+		Requests: c.requests, ReusedRequests: c.reused, InFlight: c.inFlight, OpenBodies: c.openBodies,
+		Waiting: c.waiting, WaitCount: c.waitCount, WaitDuration: c.waitDuration, MaxOpen: c.maxOpen,
+	}
+}
+
+// Check returns an error if the invariants do not hold:
+// dials = open + closed + dial errors + dialing, active + idle = open, and
+// no count is negative.
+func (s Stats) Check() error {
+	if s.Dials != int64(s.Open)+s.Closed+s.DialErrors+int64(s.Dialing) {
+		return fmt.Errorf("pool: dials %d != open %d + closed %d + dial errors %d + dialing %d",
+			s.Dials, s.Open, s.Closed, s.DialErrors, s.Dialing)
+	}
+	if s.Active+s.Idle != s.Open {
+		return fmt.Errorf("pool: active %d + idle %d != open %d", s.Active, s.Idle, s.Open)
+	}
+	if s.Open < 0 || s.Active < 0 || s.Idle < 0 || s.Dialing < 0 || s.Waiting < 0 || s.InFlight < 0 || s.OpenBodies < 0 {
+		return fmt.Errorf("pool: negative count in %+v", s)
+	}
+	var by int64
+	for _, n := range s.ClosedBy {
+		by += n
+	}
+	if by != s.Closed || s.ClosedByClient+s.ClosedByServer != s.Closed {
+		return fmt.Errorf("pool: closed %d but %d by reason, %d by side", s.Closed, by, s.ClosedByClient+s.ClosedByServer)
+	}
+	return nil
+}
+
+// Stats returns the pool's totals.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total.stats()
+}
+
+// HostStats returns the numbers of each host ("host:port" as dialed).
+func (p *Pool) HostStats() map[string]Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := make(map[string]Stats, len(p.hosts))
+	for k, h := range p.hosts {
+		m[k] = h.stats()
+	}
+	return m
+}
+
+// Conns returns a snapshot of the connections: those open or dialing, then
+// the most recently closed ones (see [KeepClosed]), in id order.
+func (p *Pool) Conns() []Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Conn, 0, len(p.conns)+len(p.closed))
+	seen := map[uint64]bool{}
+	for _, c := range p.closed {
+		out = append(out, c.snapshot())
+		seen[c.ID] = true
+	}
+	for _, c := range p.conns {
+		if !seen[c.ID] {
+			out = append(out, c.snapshot())
+		}
+	}
+	sortConns(out)
+	return out
+}
+
+// Conn returns a snapshot of connection id, if the pool still knows it.
+func (p *Pool) Conn(id uint64) (Conn, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.conns[id]; c != nil {
+		return c.snapshot(), true
+	}
+	for _, c := range p.closed {
+		if c.ID == id {
+			return c.snapshot(), true
+		}
+	}
+	return Conn{}, false
+}
+
+func (c *connState) snapshot() Conn {
+	s := c.Conn
+	s.BytesRead = c.bytesRead.Load()
+	s.BytesWritten = c.bytesWritten.Load()
+	s.History = append([]StateChange(nil), c.History...)
+	s.RequestIDs = append([]uint64(nil), c.RequestIDs...)
+	s.Active = nil
+	for id := range c.active {
+		if c.State == StateActive {
+			s.Active = append(s.Active, id)
+		}
+	}
+	sortIDs(s.Active)
+	return s
+}

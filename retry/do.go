@@ -1,0 +1,187 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+)
+
+// Do sends req with c under the policy and returns the outcome of the last
+// attempt, exactly as [http.Client.Do] returned it: the response, whose body
+// the caller must close, or the error. Errors of Do's own are an invalid
+// policy ([ErrInvalidPolicy], nothing sent), a retry refused for a body that
+// cannot be rewound ([ErrBodyNotRewindable]), and the caller's context
+// ending during a delay (the error wraps [context.Cause] and, if the last
+// attempt failed, its error). Like [http.Client.Do], Do closes req.Body,
+// even on errors. req itself is not modified.
+//
+// Each attempt runs on a context derived from ctx, bounded by the total and
+// attempt timeouts and numbered with [httptrace.WithAttempt] (ctx replaces
+// req's own context, as with [http.Request.WithContext]); the returned
+// response's body keeps that context alive until it is closed or read to
+// EOF, so [Policy.AttemptTimeout] bounds reading it too.
+func (p Policy) Do(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+	resp, _, err := p.DoWithReport(ctx, c, req)
+	return resp, err
+}
+
+// DoWithReport is [Policy.Do], also returning a [Report] of the attempts
+// made and why they stopped.
+func (p Policy) DoWithReport(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, Report, error) {
+	var rep Report
+	if err := p.check(ctx, c, req); err != nil {
+		if req != nil && req.Body != nil {
+			_ = req.Body.Close()
+		}
+		rep.Stop = StopInvalid
+		return nil, rep, err
+	}
+	retryable := p.Retryable
+	if retryable == nil {
+		retryable = DefaultRetryable
+	}
+	replay := p.mayReplay(req)
+	hasBody := req.Body != nil && req.Body != http.NoBody
+
+	budget, endBudget := ctx, context.CancelFunc(func() {})
+	if p.TotalTimeout > 0 {
+		budget, endBudget = context.WithTimeout(ctx, p.TotalTimeout)
+	}
+	// finish hands the last outcome to the caller, as it came.
+	finish := func(a Attempt, reason StopReason, resp *http.Response, err error, endAttempt context.CancelFunc) (*http.Response, Report, error) {
+		rep.Attempts = append(rep.Attempts, a)
+		rep.Stop = reason
+		end := func() { endAttempt(); endBudget() }
+		if err != nil || resp == nil {
+			end() // with an error, any response's body is already closed
+		} else {
+			keepAlive(resp, end)
+		}
+		return resp, rep, err
+	}
+
+	body := req.Body
+	for n := 1; ; n++ {
+		actx, endAttempt := p.attemptContext(budget, n)
+		areq := req.WithContext(actx)
+		areq.Body = body
+		resp, err := c.Do(areq)
+
+		a := Attempt{N: n, Err: err}
+		if err == nil {
+			a.StatusCode = resp.StatusCode
+		}
+		a.Retryable = retryable(areq, resp, err)
+		switch {
+		case !a.Retryable:
+			return finish(a, StopFinal, resp, err, endAttempt)
+		case ctx.Err() != nil:
+			return finish(a, StopCanceled, resp, err, endAttempt)
+		case budget.Err() != nil:
+			return finish(a, StopBudget, resp, err, endAttempt)
+		case !replay:
+			return finish(a, StopNotReplayable, resp, err, endAttempt)
+		case n > p.MaxRetries:
+			return finish(a, StopRetriesExhausted, resp, err, endAttempt)
+		}
+
+		// A retry is due. Never wait past the deadline: a delay that would
+		// end after it leaves no time for another attempt.
+		d := p.delay(n, rand.Float64())
+		if p.HonorRetryAfter && err == nil {
+			if ra, ok := retryAfter(resp, time.Now()); ok {
+				d = max(d, ra)
+			}
+		}
+		if deadline, ok := budget.Deadline(); ok && !time.Now().Add(d).Before(deadline) {
+			return finish(a, StopBudget, resp, err, endAttempt)
+		}
+		if hasBody && req.GetBody == nil {
+			discard(resp, endAttempt)
+			endBudget()
+			rep.Attempts = append(rep.Attempts, a)
+			rep.Stop = StopBodyNotRewindable
+			return nil, rep, afterAttempt(fmt.Errorf("%w: Request.GetBody is nil", ErrBodyNotRewindable), a)
+		}
+
+		a.Delay = d
+		rep.Attempts = append(rep.Attempts, a)
+		discard(resp, endAttempt)
+		if !sleep(budget, d) {
+			endBudget()
+			rep.Stop = StopBudget
+			if ctx.Err() != nil {
+				rep.Stop = StopCanceled
+			}
+			return nil, rep, afterAttempt(fmt.Errorf("retry: waiting to retry: %w", context.Cause(budget)), a)
+		}
+		if hasBody {
+			b, gerr := req.GetBody()
+			if gerr != nil {
+				endBudget()
+				rep.Stop = StopBodyNotRewindable
+				return nil, rep, fmt.Errorf("%w: Request.GetBody: %w", ErrBodyNotRewindable, gerr)
+			}
+			body = b
+		}
+	}
+}
+
+// afterAttempt adds to err, Do's own reason to stop, the outcome of the
+// last attempt a, wrapping a's error if it has one.
+func afterAttempt(err error, a Attempt) error {
+	if a.Err != nil {
+		return fmt.Errorf("%w; attempt %d failed: %w", err, a.N, a.Err)
+	}
+	return fmt.Errorf("%w; attempt %d: %s", err, a.N, outcome(a.StatusCode, nil))
+}
+
+// check rejects what Do cannot work with, before anything is sent.
+func (p Policy) check(ctx context.Context, c *http.Client, req *http.Request) error {
+	var errs []error
+	if ctx == nil {
+		errs = append(errs, fmt.Errorf("%w: nil context", ErrInvalidPolicy))
+	}
+	if c == nil {
+		errs = append(errs, fmt.Errorf("%w: nil *http.Client", ErrInvalidPolicy))
+	}
+	if req == nil {
+		errs = append(errs, fmt.Errorf("%w: nil *http.Request", ErrInvalidPolicy))
+	}
+	errs = append(errs, p.Validate())
+	return errors.Join(errs...)
+}
+
+// attemptContext returns the context of attempt n: a child of the budget,
+// bounded by AttemptTimeout and numbered for the httptrace timeline.
+func (p Policy) attemptContext(budget context.Context, n int) (context.Context, context.CancelFunc) {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if p.AttemptTimeout > 0 {
+		ctx, cancel = context.WithTimeout(budget, p.AttemptTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(budget)
+	}
+	return httptrace.WithAttempt(ctx, n), cancel
+}
+
+// sleep waits for d or until ctx ends, and reports whether ctx is still
+// alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,37 @@
+// Package retry runs an HTTP request under a bounded retry policy.
+//
+// A retry policy is where connection pools leak and budgets overflow, so
+// [Policy.Do] is strict about a few things:
+//
+//   - Every attempt gets a fresh context bounded by [Policy.AttemptTimeout]
+//     and numbered (1, 2, …) with
+//     [github.com/connaudit/connaudit/httptrace.WithAttempt], so that an
+//     audit can compare the attempts a caller made with the requests a
+//     server saw.
+//   - [Policy.TotalTimeout] bounds all attempts and the delays between them.
+//     A delay that would end after the deadline (the total budget's or the
+//     caller's) is not started: the last outcome is returned at once. A delay
+//     in progress ends early when the context ends.
+//   - Only outcomes that [Policy.Retryable] accepts are retried (by default
+//     [DefaultRetryable]: 503 Service Unavailable), only for requests that
+//     may be replayed: GET and HEAD by default; other methods only through an
+//     explicit opt-in ([Policy.RetryIdempotencyKey],
+//     [Policy.RetryIdempotentMethods] or [Policy.UnsafeRetryNonIdempotent]).
+//     A retried POST repeats its side effect unless the server can
+//     deduplicate it by an Idempotency-Key.
+//   - When retries run out, the caller gets the last response or the last
+//     error itself, never a wrapper that hides it.
+//   - The body of every response that is not returned is drained (at most
+//     64 KiB, at most one second) and closed, so no connection stays pinned.
+//     The returned response's body keeps its attempt context alive until it
+//     is closed or read to EOF.
+//   - A request body is replayed with [http.Request.GetBody]; a request
+//     whose body cannot be rewound is sent once and a retry is refused with
+//     [ErrBodyNotRewindable].
+//
+// [Policy.DoWithReport] also returns a [Report]: one [Attempt] per call of
+// [http.Client.Do], and the [StopReason]. Note that the Transport may itself
+// resend a request on a reused HTTP/1 connection (and HTTP/2 does so up to
+// several times): such hidden retries do not appear as attempts here; they
+// show up only as a server seeing more requests than the report lists.
+package retry
