@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
 )
@@ -44,17 +45,21 @@ func withDeadline(d time.Duration) func(context.Context, *Env) error {
 }
 
 // cancelInHandler cancels the faulted request once the server signals that
-// its handler was entered.
+// its handler was entered and the client recorded the request as written.
 func cancelInHandler(ctx context.Context, e *Env) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	entered := e.Server.Entered(faultPath)
+	wrote := e.signals.on(httptrace.KindWroteRequest)
 	go func() {
-		select {
-		case <-entered:
-			cancel()
-		case <-ctx.Done():
+		for _, ch := range []<-chan struct{}{entered, wrote} {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return
+			}
 		}
+		cancel()
 	}()
 	return single(ctx, e)
 }

@@ -138,13 +138,14 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	}
 	srv.Handle(okPath, faultserver.OK{})
 	col := &httptrace.Collector{}
-	p, err := r.newPool(s, srv, col)
+	sig := newSignals(httptrace.KindWroteRequest)
+	p, err := r.newPool(s, srv, httptrace.Multi(col, sig))
 	if err != nil {
 		srv.Close()
 		res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
 		return res
 	}
-	e := &Env{Server: srv, Pool: p, Client: p.Client(), Target: srv.URL(), collector: col, obs: obs, retries: -1, baseline: baseline}
+	e := &Env{Server: srv, Pool: p, Client: p.Client(), Target: srv.URL(), collector: col, signals: sig, obs: obs, retries: -1, baseline: baseline}
 	closeAll := func() {
 		p.CloseIdleConnections()
 		for i := len(e.cleanups) - 1; i >= 0; i-- {
@@ -189,8 +190,8 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	return res
 }
 
-func (r *Runner) newPool(s Scenario, srv *faultserver.Server, col *httptrace.Collector) (*pool.Pool, error) {
-	opts := []pool.Option{pool.MaxConnsPerHost(1), pool.WithObserver(col), pool.CaptureStacks()}
+func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Observer) (*pool.Pool, error) {
+	opts := []pool.Option{pool.MaxConnsPerHost(1), pool.WithObserver(obs), pool.CaptureStacks()}
 	if r.transport != nil {
 		t := r.transport()
 		if t == nil {

@@ -115,6 +115,7 @@ type Env struct {
 	Target string
 
 	collector *httptrace.Collector
+	signals   *signals
 	mark      uint64 // timelines with a larger id belong to the faulted request
 	obs       *Observed
 	cleanups  []func()

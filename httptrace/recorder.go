@@ -235,6 +235,10 @@ func (r *recorder) connectDone(_, addr string, err error) {
 	r.connects--
 	if err == nil && !r.tl.Finished {
 		r.connectOK = true
+		if !r.gotConn && r.tl.url != nil && r.tl.url.Scheme == "https" {
+			// TCP is up; for https the TLS handshake comes next.
+			r.phase = StageTLS
+		}
 	}
 	r.add(Event{Kind: KindConnectDone, Addr: addr, Err: err})
 	r.mu.Unlock()

@@ -175,6 +175,13 @@ func DialTrace(ctx context.Context) context.Context {
 	if r == nil {
 		return ctx
 	}
+	r.mu.Lock()
+	if !r.tl.Finished && !r.gotConn {
+		// The Transport dials for this request: it is connecting now,
+		// even before the dialer reports DNS or connect events.
+		r.phase = StageConnect
+	}
+	r.mu.Unlock()
 	ct := &stdtrace.ClientTrace{}
 	r.addNetHooks(ct)
 	return stdtrace.WithClientTrace(ctx, ct)

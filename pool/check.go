@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -164,16 +165,34 @@ var leakCauses = []struct{ fn, cause string }{
 	{"crypto/tls.(*Conn).HandshakeContext", "a TLS handshake still in flight"},
 	{"net/http.(*conn).serve", "a server connection still open"},
 	{"net/http.(*Server).Serve", "a server still running"},
+	{"net/http.(*Transport).getConn", "a request waiting for a connection (the pool is at its cap)"},
 	{"net/http.(*persistConn).roundTrip", "a request still in flight"},
 	{"net/http.setRequestCancel", "a request still in flight"},
 }
 
 // nameStacks returns "N × cause (function)" for each known cause among the
-// goroutine stacks in text (blocks separated by blank lines, as printed by
-// runtime.Stack and goleak).
+// goroutine stacks in text: goleak's list, where each goroutine is headed by
+// "Goroutine N in state S, with F on top of the stack:" and goroutines are
+// not separated by blank lines, or runtime.Stack's dump, where each starts
+// with "goroutine N [S]:". A goroutine is named by its own frames, not by
+// the "created by" line naming its parent.
 func nameStacks(text string) []string {
+	start := goleakHeader
+	if !start.MatchString(text) {
+		start = runtimeHeader
+	}
+	var blocks []string
+	idx := start.FindAllStringIndex(text, -1)
+	for i, m := range idx {
+		end := len(text)
+		if i+1 < len(idx) {
+			end = idx[i+1][0]
+		}
+		blocks = append(blocks, text[m[0]:end])
+	}
 	counts := map[string]int{}
-	for _, block := range strings.Split(text, "\n\n") {
+	for _, block := range blocks {
+		block = createdBy.ReplaceAllString(block, "")
 		for _, lc := range leakCauses {
 			if strings.Contains(block, lc.fn) {
 				counts[lc.cause+" ("+lc.fn+")"]++
@@ -188,6 +207,12 @@ func nameStacks(text string) []string {
 	sort.Strings(names)
 	return names
 }
+
+var (
+	goleakHeader  = regexp.MustCompile(`Goroutine \d+ in state `)
+	runtimeHeader = regexp.MustCompile(`(?m)^goroutine \d+ \[`)
+	createdBy     = regexp.MustCompile(`(?m)^created by .*$`)
+)
 
 // NameLeaks returns err (from goleak) with a summary in words of the causes
 // of the net/http goroutines it lists.

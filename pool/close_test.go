@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -144,4 +145,75 @@ func TestClientIdleConnTimeout(t *testing.T) {
 	quiesce(t, p)
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
 	requireClosed(t, p, pool.ClosedByClient, pool.ReasonIdleTimeout)
+}
+
+func TestCancelAwaitingHeaders(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	srv := newServer(t, plainHTTP, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ok" {
+			io.WriteString(w, "ok")
+			return
+		}
+		entered <- struct{}{}
+		<-r.Context().Done() // the client closed the connection
+	}))
+	p := newPool(t)
+	ctx, cancel := context.WithCancel(bounded(t))
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/hang", nil)
+		resp, err := p.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-entered
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	quiesce(t, p)
+	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+	c := requireClosed(t, p, pool.ClosedByClient, pool.ReasonRequestError)
+	require.Equal(t, "canceled", c.CloseDetail)
+
+	require.Equal(t, "ok", get(t, p, srv.URL+"/ok"))
+	quiesce(t, p)
+	require.EqualValues(t, 2, p.Stats().Dials)
+	require.NoError(t, p.Check(bounded(t)))
+}
+
+func TestClientDisableKeepAlives(t *testing.T) {
+	srv := newServer(t, plainHTTP, okHandler)
+	p := newPool(t, pool.DisableKeepAlives(true))
+	for range 2 {
+		require.Equal(t, "ok", get(t, p, srv.URL))
+	}
+	quiesce(t, p)
+	waitStats(t, p, "connections closed", func(s pool.Stats) bool { return s.Closed == 2 })
+	s := p.Stats()
+	require.EqualValues(t, 2, s.Dials)
+	require.EqualValues(t, 2, s.ClosedBy[pool.ReasonKeepAlivesOff], "closed by: %v", s.ClosedBy)
+	require.EqualValues(t, 2, s.ClosedByClient)
+	require.NoError(t, s.Check())
+}
+
+func TestClientIdlePoolFull(t *testing.T) {
+	srv := newServer(t, plainHTTP, okHandler)
+	p := newPool(t, pool.MaxConnsPerHost(0), pool.MaxIdleConnsPerHost(1))
+	ctx := bounded(t)
+	first := open(t, p, ctx, srv.URL)
+	second := open(t, p, ctx, srv.URL) // the first pins its connection: a second dial
+	for _, resp := range []*http.Response{first, second} {
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, "ok", string(b))
+		require.NoError(t, resp.Body.Close())
+	}
+	quiesce(t, p)
+	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+	s := p.Stats()
+	require.EqualValues(t, 2, s.Dials)
+	require.Equal(t, 1, s.Idle)
+	require.EqualValues(t, 1, s.ClosedBy[pool.ReasonIdlePoolFull], "closed by: %v", s.ClosedBy)
+	require.NoError(t, s.Check())
 }

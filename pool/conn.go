@@ -147,8 +147,11 @@ func (t *trackedConn) Write(b []byte) (int, error) {
 }
 
 func (t *trackedConn) Close() error {
+	// Mark the connection closed before closing it, so that the error a
+	// concurrent Read gets from this Close is not taken for the server's.
+	first := t.closed.CompareAndSwap(false, true)
 	err := t.Conn.Close()
-	if t.closed.CompareAndSwap(false, true) {
+	if first {
 		t.p.connClosed(t.c)
 	}
 	return err

@@ -26,6 +26,10 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Signal on every path: some cases change a count and then return
+	// early (a GotConn for a connection the pool no longer knows still
+	// ends the wait).
+	defer p.signalLocked()
 	switch ev.Kind {
 	case httptrace.KindGetConn:
 		r := p.reqs[tl.ID]
@@ -176,14 +180,16 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 			p.doomLocked(c)
 		}
 	}
-	p.signalLocked()
 }
 
 // requestCloseReason says why the Transport closes an HTTP/1 connection
 // after request r ended on it.
 func requestCloseReason(r *request, keepAlivesOff bool) (Closer, CloseReason) {
 	switch {
-	case r.connClose:
+	case r.connClose && !keepAlivesOff:
+		// With keep-alives off the client asked for the close itself
+		// ("Connection: close" on the request), and the server only
+		// echoed it.
 		return ClosedByServer, connCloseReason(r.proto)
 	case r.early && r.class == httptrace.ClassOK:
 		return ClosedByClient, ReasonEarlyBodyClose
@@ -351,9 +357,10 @@ func (p *Pool) activeReqsLocked(c *connState) []*request {
 
 func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseReason) {
 	reqs := p.activeReqsLocked(c)
-	// A response that asked for the close explains it whatever came first.
+	// A response that asked for the close explains it whatever came first
+	// (unless the client asked first: keep-alives off).
 	for _, r := range reqs {
-		if r.connClose {
+		if r.connClose && !p.tr.DisableKeepAlives {
 			return ClosedByServer, connCloseReason(r.proto)
 		}
 	}

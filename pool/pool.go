@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -98,8 +99,11 @@ func New(opts ...Option) (*Pool, error) {
 	return build(tr, dialer.DialContext, cfg, dialer)
 }
 
-// Track returns a pool that audits a clone of base: base itself is never
-// changed (and http.DefaultTransport never touched). The clone keeps base's
+// Track returns a pool that audits a clone of base: base's settings are
+// never changed (and http.DefaultTransport never touched), with one caveat
+// of net/http's: [http.Transport.Clone] runs base's one-time HTTP/2 set-up,
+// as base's first request would, which may fill in base's nil
+// TLSClientConfig and TLSNextProto. The clone keeps base's
 // settings, including its timeouts or their absence, except where an option
 // overrides them; its dialer is wrapped to track connections.
 func Track(base *http.Transport, opts ...Option) (*Pool, error) {
@@ -123,10 +127,6 @@ func Track(base *http.Transport, opts ...Option) (*Pool, error) {
 		}
 	}
 	tr.Dial = nil //nolint:staticcheck
-	if cfg.http2 != nil && !*cfg.http2 {
-		tr.ForceAttemptHTTP2 = false
-		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	}
 	return build(tr, dial, cfg, dialer)
 }
 
@@ -184,6 +184,9 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 	if cfg.disableKeepAlives != nil {
 		tr.DisableKeepAlives = *cfg.disableKeepAlives
 	}
+	if cfg.http2 != nil && !*cfg.http2 {
+		disableHTTP2(tr)
+	}
 	p := &Pool{
 		tr:         tr,
 		cfg:        cfg,
@@ -217,6 +220,25 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 	p.rt = &roundTripper{p: p}
 	p.client = &http.Client{Transport: p.rt}
 	return p, nil
+}
+
+// disableHTTP2 turns HTTP/2 off on tr, a transport of the pool's own. An
+// empty TLSNextProto alone is not enough: a TLS config that still offers
+// "h2" by ALPN (as the clone of a transport that attempted HTTP/2 does) lets
+// the server choose HTTP/2, which the Transport then reads as HTTP/1.
+func disableHTTP2(tr *http.Transport) {
+	tr.ForceAttemptHTTP2 = false
+	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if tr.Protocols != nil {
+		pr := *tr.Protocols
+		pr.SetHTTP2(false)
+		tr.Protocols = &pr
+	}
+	if c := tr.TLSClientConfig; c != nil && slices.Contains(c.NextProtos, "h2") {
+		c = c.Clone() // shares NextProtos' array with the caller's config: copy it
+		c.NextProtos = slices.DeleteFunc(slices.Clone(c.NextProtos), func(p string) bool { return p == "h2" })
+		tr.TLSClientConfig = c
+	}
 }
 
 // roundTripper is the pool's RoundTripper: the tracer, with
@@ -275,6 +297,10 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, active: map[uint64]struct{}{}}
 		c.setState(StateDialing, now)
 		p.conns[c.ID] = c
+		// Whether the Transport handshakes after this dial is known from
+		// the request, looked up now: the request may be cancelled and
+		// forgotten while the dial goes on in the background.
+		handshake := tlsHandshake && p.httpsLocked(tlID)
 		h := p.hostLocked(addr)
 		h.dials++
 		h.dialing++
@@ -305,7 +331,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		}
 		c.Local, c.Remote = nc.LocalAddr().String(), nc.RemoteAddr().String()
 		p.conns[c.ID] = c
-		if r := p.reqs[tlID]; tlsHandshake && r != nil && r.u.Scheme == "https" {
+		if handshake || (tlsHandshake && p.httpsLocked(tlID)) {
 			// The Transport handshakes next; the connection opens when
 			// that request's timeline reports the handshake done.
 			c.setState(StateHandshake, now)
@@ -317,6 +343,13 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		}
 		return &trackedConn{Conn: nc, p: p, c: c}, nil
 	}
+}
+
+// httpsLocked reports whether the request of timeline id, if still known,
+// is an https request.
+func (p *Pool) httpsLocked(id uint64) bool {
+	r := p.reqs[id]
+	return r != nil && r.u.Scheme == "https"
 }
 
 // openLocked marks c open and idle.

@@ -1,0 +1,183 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/connaudit/connaudit/audit"
+	"github.com/stretchr/testify/require"
+)
+
+func scenario(t *testing.T, name string) audit.Scenario {
+	t.Helper()
+	for _, s := range audit.Catalogue() {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no scenario %q", name)
+	return audit.Scenario{}
+}
+
+func TestCatalogueNamesAreUniqueAndComplete(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range audit.Catalogue() {
+		require.False(t, seen[s.Name], "duplicate %s", s.Name)
+		seen[s.Name] = true
+		require.NotEmpty(t, s.Fault, s.Name)
+		require.NotEmpty(t, s.Expect.Class, s.Name)
+		require.Positive(t, s.Expect.ClientAttempts, s.Name)
+	}
+	for _, name := range []string{"ok", "status-503", "status-500", "status-404", "response-header-timeout",
+		"attempt-deadline", "cancel-in-handler", "cancel-waiting-for-conn", "close-before-response", "hidden-retry",
+		"reset", "close-mid-body", "stall-mid-body", "trickle-body", "early-body-close", "unclosed-body",
+		"connection-close", "tls-handshake-stall", "connect-hang", "connect-refused", "h2/goaway", "h2/reset",
+		"retry/503-503-ok", "retry/post-idempotency-key"} {
+		require.True(t, seen[name], "the catalogue has %s", name)
+	}
+}
+
+func TestSelect(t *testing.T) {
+	all := audit.Catalogue()
+	got, err := audit.Select(all, "^h2/")
+	require.NoError(t, err)
+	require.NotEmpty(t, got)
+	for _, s := range got {
+		require.True(t, strings.HasPrefix(s.Name, "h2/"))
+	}
+	got, err = audit.Select(all, "")
+	require.NoError(t, err)
+	require.Len(t, got, len(all))
+	_, err = audit.Select(all, "(")
+	require.ErrorContains(t, err, "bad -run pattern")
+	_, err = audit.Select(all, "no-such-scenario")
+	require.ErrorContains(t, err, "no scenario matches")
+}
+
+func TestNewRunnerRejectsNonsense(t *testing.T) {
+	_, err := audit.NewRunner(audit.GuardDeadline(0))
+	require.Error(t, err)
+	_, err = audit.NewRunner(audit.WithTransport("x", nil))
+	require.Error(t, err)
+	_, err = audit.NewRunner(nil)
+	require.Error(t, err)
+}
+
+// A transport without ResponseHeaderTimeout is audited: the runner reports
+// the stage as unbounded instead of hanging, and the pool still recovers.
+func TestUnboundedTransportIsReported(t *testing.T) {
+	r, err := audit.NewRunner(
+		audit.WithTransport("no timeouts", func() *http.Transport { return &http.Transport{} }),
+		audit.GuardDeadline(500*time.Millisecond))
+	require.NoError(t, err)
+	for _, tc := range []struct{ name, stage string }{
+		{"response-header-timeout", "await-headers"},
+		{"stall-mid-body", "body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := r.RunOne(context.Background(), scenario(t, tc.name))
+			require.False(t, res.Pass)
+			require.True(t, res.Observed.Unbounded)
+			require.Contains(t, res.Mismatches, "unbounded: no timeout fired at stage "+tc.stage)
+			require.True(t, res.Observed.Recovered, "the pool recovers after the guard ended the request")
+			require.Empty(t, res.Observed.Leaks)
+		})
+	}
+}
+
+// The same transport with the bound set passes.
+func TestBoundedTransportPasses(t *testing.T) {
+	r, err := audit.NewRunner(audit.WithTransport("bounded", func() *http.Transport {
+		return &http.Transport{ResponseHeaderTimeout: 150 * time.Millisecond}
+	}))
+	require.NoError(t, err)
+	res := r.RunOne(context.Background(), scenario(t, "response-header-timeout"))
+	require.True(t, res.Pass, "%v", res.Mismatches)
+}
+
+// The Transport's hidden retry is detected: the server saw 2 requests, the
+// caller made 1 attempt.
+func TestHiddenRetryIsDetected(t *testing.T) {
+	r, err := audit.NewRunner()
+	require.NoError(t, err)
+	s := scenario(t, "hidden-retry")
+	res := r.RunOne(context.Background(), s)
+	require.True(t, res.Pass, "%v", res.Mismatches)
+	require.True(t, res.Observed.HiddenRetry)
+	require.EqualValues(t, 2, res.Observed.ServerRequests)
+	require.Equal(t, 1, res.Observed.ClientAttempts)
+	require.Equal(t, 2, res.Observed.GetConns, "the Transport asked for a connection twice")
+
+	// Expecting no retry, the same run reports it as a mismatch.
+	s.Expect.HiddenRetry = false
+	s.Expect.ServerRequests = 1
+	res = r.RunOne(context.Background(), s)
+	require.False(t, res.Pass)
+	require.Contains(t, res.Mismatches, "hidden transport retry: the server saw 2 requests for 1 client attempts")
+}
+
+func TestReports(t *testing.T) {
+	r, err := audit.NewRunner()
+	require.NoError(t, err)
+	ok := scenario(t, "ok")
+	bad := scenario(t, "status-404")
+	bad.Expect.Status = 200 // a deliberate mismatch
+	rep := r.Run(context.Background(), []audit.Scenario{ok, bad})
+	require.Equal(t, 1, rep.Passed)
+	require.Equal(t, 1, rep.Failed)
+	require.False(t, rep.OK())
+
+	var text bytes.Buffer
+	require.NoError(t, audit.WriteText(&text, rep, false))
+	require.Contains(t, text.String(), "SCENARIO")
+	require.Contains(t, text.String(), "status: expected 200, observed 404")
+	require.Contains(t, text.String(), "1 passed, 1 failed")
+
+	var js bytes.Buffer
+	require.NoError(t, audit.WriteJSON(&js, rep))
+	var decoded struct {
+		Results []struct {
+			Name     string         `json:"name"`
+			Pass     bool           `json:"pass"`
+			Expected map[string]any `json:"expected"`
+			Observed map[string]any `json:"observed"`
+		} `json:"results"`
+		Passed int `json:"passed"`
+		Failed int `json:"failed"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &decoded))
+	require.Equal(t, 1, decoded.Passed)
+	require.Equal(t, 1, decoded.Failed)
+	require.Equal(t, "ok", decoded.Results[0].Name)
+	require.True(t, decoded.Results[0].Pass)
+	require.Equal(t, "ok", decoded.Results[0].Observed["class"])
+	require.NotNil(t, decoded.Results[1].Expected["status"])
+
+	var junit bytes.Buffer
+	require.NoError(t, audit.WriteJUnit(&junit, rep))
+	var suites struct {
+		Suites []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Cases    []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(junit.Bytes(), &suites))
+	require.Len(t, suites.Suites, 1)
+	require.Equal(t, 2, suites.Suites[0].Tests)
+	require.Equal(t, 1, suites.Suites[0].Failures)
+	require.Nil(t, suites.Suites[0].Cases[0].Failure)
+	require.NotNil(t, suites.Suites[0].Cases[1].Failure)
+	require.Contains(t, suites.Suites[0].Cases[1].Failure.Message, "status: expected 200")
+}

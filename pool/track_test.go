@@ -1,0 +1,171 @@
+package pool_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/connaudit/connaudit/pool"
+	"github.com/stretchr/testify/require"
+)
+
+// transportSettings are the fields of an http.Transport a caller sets, in
+// a comparable form: funcs by code pointer and nil-ness.
+type transportSettings struct {
+	DialContext, Dial, DialTLSContext, Proxy      uintptr
+	MaxConnsPerHost, MaxIdleConns, MaxIdleConnsPH int
+	IdleConnTimeout, TLSHandshakeTimeout          time.Duration
+	ResponseHeaderTimeout, ExpectContinueTimeout  time.Duration
+	DisableKeepAlives, DisableCompression         bool
+	ForceAttemptHTTP2                             bool
+	TLSClientConfig                               *tls.Config
+	MaxResponseHeaderBytes                        int64
+}
+
+func funcPtr(f any) uintptr {
+	v := reflect.ValueOf(f)
+	if v.IsNil() {
+		return 0
+	}
+	return v.Pointer()
+}
+
+func settingsOf(tr *http.Transport) transportSettings {
+	return transportSettings{
+		DialContext: funcPtr(tr.DialContext), Dial: funcPtr(tr.Dial), //nolint:staticcheck // compared, not used
+		DialTLSContext: funcPtr(tr.DialTLSContext), Proxy: funcPtr(tr.Proxy),
+		MaxConnsPerHost: tr.MaxConnsPerHost, MaxIdleConns: tr.MaxIdleConns, MaxIdleConnsPH: tr.MaxIdleConnsPerHost,
+		IdleConnTimeout: tr.IdleConnTimeout, TLSHandshakeTimeout: tr.TLSHandshakeTimeout,
+		ResponseHeaderTimeout: tr.ResponseHeaderTimeout, ExpectContinueTimeout: tr.ExpectContinueTimeout,
+		DisableKeepAlives: tr.DisableKeepAlives, DisableCompression: tr.DisableCompression,
+		ForceAttemptHTTP2: tr.ForceAttemptHTTP2, TLSClientConfig: tr.TLSClientConfig,
+		MaxResponseHeaderBytes: tr.MaxResponseHeaderBytes,
+	}
+}
+
+func TestTrackLeavesBaseUnchanged(t *testing.T) {
+	srv := newServer(t, plainHTTP, okHandler)
+
+	t.Run("caller's dialer", func(t *testing.T) {
+		var dials atomic.Int64
+		var d net.Dialer
+		base := &http.Transport{
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				return d.DialContext(ctx, network, addr)
+			},
+			MaxConnsPerHost:       3,
+			MaxIdleConnsPerHost:   5,
+			IdleConnTimeout:       7 * time.Second,
+			ResponseHeaderTimeout: 11 * time.Second,
+			TLSHandshakeTimeout:   13 * time.Second,
+			DisableCompression:    true,
+		}
+		defer base.CloseIdleConnections()
+		before := settingsOf(base)
+
+		p, err := pool.Track(base, pool.MaxConnsPerHost(1), pool.IdleConnTimeout(time.Second))
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		require.Equal(t, before, settingsOf(base), "Track changed the caller's transport")
+
+		// The clone keeps the caller's settings except where an option
+		// overrides them, and wraps a dialer of its own.
+		tr := p.Transport()
+		require.NotSame(t, base, tr)
+		require.Equal(t, 1, tr.MaxConnsPerHost)
+		require.Equal(t, 1, p.MaxConnsPerHost())
+		require.Equal(t, time.Second, tr.IdleConnTimeout)
+		require.Equal(t, 5, tr.MaxIdleConnsPerHost)
+		require.Equal(t, 11*time.Second, tr.ResponseHeaderTimeout)
+		require.Equal(t, 13*time.Second, tr.TLSHandshakeTimeout)
+		require.True(t, tr.DisableCompression)
+		require.NotEqual(t, before.DialContext, funcPtr(tr.DialContext), "the clone's dialer is wrapped")
+
+		for range 3 {
+			require.Equal(t, "ok", get(t, p, srv.URL))
+		}
+		quiesce(t, p)
+		require.EqualValues(t, 1, p.Stats().Dials)
+		require.EqualValues(t, 1, dials.Load(), "the pool dials through the caller's dialer")
+		require.Equal(t, before, settingsOf(base))
+
+		// The caller's transport is still its own: its requests dial
+		// through the same dialer but are neither pooled with nor counted
+		// by the pool.
+		resp, err := (&http.Client{Transport: base}).Get(srv.URL)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.EqualValues(t, 2, dials.Load())
+		require.EqualValues(t, 1, p.Stats().Dials)
+		require.EqualValues(t, 3, p.Stats().Requests)
+	})
+
+	t.Run("no dialer", func(t *testing.T) {
+		base := &http.Transport{MaxConnsPerHost: 2}
+		defer base.CloseIdleConnections()
+		before := settingsOf(base)
+		p, err := pool.Track(base)
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		// http.Transport.Clone runs base's HTTP/2 set-up, as its first
+		// request would: that fills in a TLS config offering h2, and
+		// nothing else.
+		require.NotNil(t, base.TLSClientConfig)
+		require.Equal(t, []string{"h2", "http/1.1"}, base.TLSClientConfig.NextProtos)
+		require.True(t, reflect.DeepEqual(&tls.Config{NextProtos: []string{"h2", "http/1.1"}}, base.TLSClientConfig))
+		before.TLSClientConfig = base.TLSClientConfig
+		require.Equal(t, before, settingsOf(base))
+		require.Nil(t, base.DialContext)
+		require.Equal(t, 2, p.Transport().MaxConnsPerHost)
+		require.Zero(t, p.Transport().IdleConnTimeout, "no bound stays no bound")
+
+		require.Equal(t, "ok", get(t, p, srv.URL))
+		quiesce(t, p)
+		require.EqualValues(t, 1, p.Stats().Dials)
+		require.Equal(t, before, settingsOf(base))
+
+		resp, err := (&http.Client{Transport: base}).Get(srv.URL)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.EqualValues(t, 1, p.Stats().Dials, "the caller's own requests are not tracked")
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		_, err := pool.Track(nil)
+		require.Error(t, err)
+		_, err = pool.Track(&http.Transport{}, pool.MaxConnsPerHost(-1))
+		require.Error(t, err)
+		_, err = pool.Track(&http.Transport{}, nil)
+		require.Error(t, err)
+	})
+}
+
+func TestNewDefaults(t *testing.T) {
+	p := newPool(t)
+	tr := p.Transport()
+	require.Equal(t, 1, tr.MaxConnsPerHost)
+	require.Equal(t, 1, tr.MaxIdleConnsPerHost)
+	require.Nil(t, tr.Proxy, "no proxy")
+	require.True(t, tr.ForceAttemptHTTP2)
+	require.Equal(t, 10*time.Second, tr.TLSHandshakeTimeout)
+	require.Equal(t, 90*time.Second, tr.IdleConnTimeout)
+	require.NotSame(t, http.DefaultTransport, tr)
+	require.Same(t, p.RoundTripper(), p.Client().Transport)
+	require.Zero(t, p.Client().Timeout)
+
+	for _, bad := range []pool.Option{
+		pool.MaxConnsPerHost(-1), pool.MaxIdleConnsPerHost(-1), pool.ConnectTimeout(-1),
+		pool.TLSHandshakeTimeout(-1), pool.ResponseHeaderTimeout(-1), pool.IdleConnTimeout(-1),
+		pool.BodyIdleTimeout(-1), pool.TLSConfig(nil), pool.WithObserver(nil), pool.UnclosedBodyReports(nil),
+		pool.KeepClosed(-1), nil,
+	} {
+		_, err := pool.New(bad)
+		require.Error(t, err)
+	}
+}
