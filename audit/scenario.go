@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"path"
 	"regexp"
 	"time"
 
@@ -192,6 +191,3 @@ func Names(scenarios []Scenario) []string {
 	}
 	return out
 }
-
-// base returns the name without its protocol prefix.
-func (s Scenario) base() string { return path.Base(s.Name) }

@@ -1,8 +1,6 @@
 package audit
 
 import (
-	"sync"
-
 	"github.com/connaudit/connaudit/httptrace"
 )
 
@@ -10,8 +8,7 @@ import (
 // when a request for the fault path recorded an event of a kind, so that a
 // scenario can act at a known stage rather than after a guess.
 type signals struct {
-	mu    sync.Mutex
-	chans map[httptrace.Kind]chan struct{}
+	chans map[httptrace.Kind]chan struct{} // written only by newSignals
 }
 
 func newSignals(kinds ...httptrace.Kind) *signals {

@@ -179,11 +179,27 @@ func fullAcceptQueue(t *testing.T) string {
 	return addr
 }
 
+// stalledBody is a request body that produces nothing until ctx ends.
+type stalledBody struct{ ctx context.Context }
+
+func (b stalledBody) Read([]byte) (int, error) {
+	<-b.ctx.Done()
+	return 0, context.Cause(b.ctx)
+}
+
 type classCase struct {
 	name  string
 	class httptrace.Class
 	stage httptrace.Stage // "" when the recorder has no meaningful stage
 	run   func(t *testing.T) failure
+}
+
+// rawClass is what Classify says of the caller's error alone, for the cases
+// where only the recorder knows better.
+var rawClass = map[string]httptrace.Class{
+	// HTTP/2 reports the watchdog's cancel as plain "context canceled",
+	// without its cause; the recorder remembers that its watchdog fired.
+	"http2 body idle timeout": httptrace.ClassCanceled,
 }
 
 var classCases = []classCase{
@@ -301,13 +317,18 @@ var classCases = []classCase{
 	{"canceled writing the request", httptrace.ClassCanceled, httptrace.StageWrite, func(t *testing.T) failure {
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 		tr, c := traced(t, newBase(t, nil), nil)
-		pr, pw := io.Pipe() // a request body that never comes
-		t.Cleanup(func() { pw.CloseWithError(errTestOver) })
 		ctx := cancelOn(t, func(ct *stdtrace.ClientTrace, fire func()) { ct.WroteHeaders = fire })
-		req := newRequest(t, ctx, http.MethodPost, srv.URL, pr)
+		// A body that comes only when the request is cancelled: net/http's
+		// RoundTrip waits for its write loop, so a body Read that ignores
+		// cancellation would hang the cancelled request.
+		req := newRequest(t, ctx, http.MethodPost, srv.URL, stalledBody{ctx})
 		req.ContentLength = 10
 		f := failRoundTrip(t, tr, c, req)
-		requireCounts(t, f.tl, map[httptrace.Kind]int{httptrace.KindWroteHeaders: 1, httptrace.KindWroteRequest: 0})
+		// net/http waits for its write loop, so the failed write is reported.
+		requireCounts(t, f.tl, map[httptrace.Kind]int{httptrace.KindWroteHeaders: 1, httptrace.KindWroteRequest: 1})
+		if e, ok := f.tl.Last(httptrace.KindWroteRequest); assert.True(t, ok) {
+			assert.Error(t, e.Err)
+		}
 		return f
 	}},
 	{"server closed before responding", httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, func(t *testing.T) failure {
@@ -375,6 +396,21 @@ var classCases = []classCase{
 		assert.Equal(t, int64(50), f.tl.BodyBytes)
 		return f
 	}},
+	{"http2 body idle timeout", httptrace.ClassBodyIdleTimeout, httptrace.StageBody, func(t *testing.T) failure {
+		g := newGate(t)
+		srv := startTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "100")
+			w.Write(make([]byte, 50))
+			w.(http.Flusher).Flush()
+			g.hold(r)
+		}), true)
+		base := newBase(t, &http.Transport{TLSClientConfig: trust(srv), ForceAttemptHTTP2: true})
+		tr, c := traced(t, base, nil, httptrace.WithBodyIdleTimeout(short))
+		f := failBody(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, srv.URL, nil))
+		assert.Equal(t, "HTTP/2.0", f.tl.Proto)
+		assert.Equal(t, int64(50), f.tl.BodyBytes)
+		return f
+	}},
 	{"http2 stream reset", httptrace.ClassStreamReset, httptrace.StageAwaitHeaders, func(t *testing.T) failure {
 		srv := startTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler) // HTTP/2: RST_STREAM(INTERNAL_ERROR)
@@ -417,7 +453,11 @@ func TestClassifyRealErrors(t *testing.T) {
 				assert.Error(t, e.Err)
 			}
 			assert.Equal(t, f.err.Error(), tl.Outcome.Err.Error(), "the outcome keeps the error the caller saw")
-			assert.Equal(t, tc.class, httptrace.Classify(f.err, tl.Outcome.Stage), "Classify(%q)", f.err)
+			raw := tc.class
+			if c, ok := rawClass[tc.name]; ok {
+				raw = c
+			}
+			assert.Equal(t, raw, httptrace.Classify(f.err, tl.Outcome.Stage), "Classify(%q)", f.err)
 			j := tl.JSON()
 			assert.Equal(t, tc.class, j.Outcome.Class)
 			assert.NotEmpty(t, j.Outcome.Error)

@@ -67,6 +67,9 @@ func TestEveryEventKind(t *testing.T) {
 	}
 
 	// Orders that causality guarantees, whatever goroutine recorded them.
+	// Not wrote-request: net/http writes a body straight to the socket
+	// (bufio.Writer.ReadFrom) and calls WroteRequest afterwards, so the
+	// server's answer may be recorded first.
 	order := [][2]int{
 		{index(tl, httptrace.KindGetConn, -1), index(tl, httptrace.KindDNSStart, -1)},
 		{index(tl, httptrace.KindDNSStart, -1), index(tl, httptrace.KindDNSDone, -1)},
@@ -80,7 +83,6 @@ func TestEveryEventKind(t *testing.T) {
 		{index(tl, httptrace.KindWroteHeaders, -1), index(tl, httptrace.KindFirstByte, -1)},
 		{index(tl, httptrace.KindFirstByte, -1), index(tl, httptrace.KindGot1xx, 100)},
 		{index(tl, httptrace.KindGot1xx, 100), index(tl, httptrace.KindGot1xx, 103)},
-		{index(tl, httptrace.KindWroteRequest, -1), index(tl, httptrace.KindGot1xx, 103)},
 		{index(tl, httptrace.KindGot1xx, 103), index(tl, httptrace.KindResponse, -1)},
 		{index(tl, httptrace.KindResponse, -1), index(tl, httptrace.KindPutIdleConn, -1)},
 		{index(tl, httptrace.KindPutIdleConn, -1), index(tl, httptrace.KindBodyEOF, -1)},
@@ -294,4 +296,37 @@ func TestEarlyCloseVersusEOF(t *testing.T) {
 		assert.Equal(t, int64(len(payload)), e.N)
 	}
 	assert.Equal(t, httptrace.ClassOK, eof.Outcome.Class)
+}
+
+// TestEmptyBodyIsNotClosedEarly: a response without a body (HEAD, 204,
+// Content-Length: 0) comes with http.NoBody and its connection already back
+// in the pool; closing it unread is no early close and costs nothing.
+func TestEmptyBodyIsNotClosedEarly(t *testing.T) {
+	srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/204":
+			w.WriteHeader(http.StatusNoContent)
+		case "/empty":
+			w.Header().Set("Content-Length", "0")
+		default:
+			io.WriteString(w, "body for GET, none for HEAD")
+		}
+	}))
+	dc := &dialCounter{}
+	tr, c := traced(t, newBase(t, &http.Transport{DialContext: dc.DialContext}), nil)
+	for _, r := range []struct{ method, path string }{{http.MethodHead, "/"}, {http.MethodGet, "/204"}, {http.MethodGet, "/empty"}} {
+		resp, err := tr.RoundTrip(newRequest(t, guardCtx(t), r.method, srv.URL+r.path, nil))
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close()) // unread
+	}
+	tls := waitTimelines(t, c, 3)
+	require.Len(t, tls, 3)
+	for _, tl := range tls {
+		assert.False(t, tl.ClosedEarly, "%s %s", tl.Method, tl.URL())
+		assert.True(t, tl.BodyEOF, "%s %s", tl.Method, tl.URL())
+		assert.Equal(t, int64(0), tl.BodyBytes)
+		assert.Equal(t, 1, tl.Count(httptrace.KindBodyEOF))
+		assert.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
+	}
+	assert.Equal(t, int64(1), dc.dials.Load(), "one connection served all three")
 }

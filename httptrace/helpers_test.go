@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"io"
 	"log"
 	"net"
@@ -397,6 +396,3 @@ func secretsIn(s string, secrets ...string) []string {
 	}
 	return found
 }
-
-// errTestOver ends a request body a test held open.
-var errTestOver = errors.New("test over")

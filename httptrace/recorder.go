@@ -51,6 +51,11 @@ type recorder struct {
 	timer     *time.Timer
 	watchGen  uint64
 	idleFired bool // the watchdog cancelled the request
+	// idleBy is when the body counts as idle. The timer's callback checks
+	// it: a callback that fired for an earlier request of this recycled
+	// recorder, or before the last progress, and then waited on mu, finds
+	// it in the future and does nothing.
+	idleBy time.Time
 }
 
 func newRecorder(t *Transport) *recorder {
@@ -286,9 +291,14 @@ func (r *recorder) wait100Continue() {
 
 func (r *recorder) wroteRequest(info stdtrace.WroteRequestInfo) {
 	r.mu.Lock()
-	r.wrote = true
-	if !r.tl.Finished && r.phase == StageWrite {
-		r.phase = StageAwaitHeaders
+	// A failed write (net/http reports it here too, e.g. when the request
+	// was cancelled while its body was being sent) leaves the request in
+	// the write stage.
+	if info.Err == nil {
+		r.wrote = true
+		if !r.tl.Finished && r.phase == StageWrite {
+			r.phase = StageAwaitHeaders
+		}
 	}
 	r.add(Event{Kind: KindWroteRequest, Conn: r.tl.Conn.ID, Err: info.Err})
 	r.mu.Unlock()
@@ -334,6 +344,7 @@ func (r *recorder) bodyRead(gen uint64, n int, err error) {
 	}
 	r.tl.BodyBytes += int64(n)
 	if n > 0 && r.timer != nil && r.cancel != nil {
+		r.idleBy = time.Now().Add(r.t.bodyIdle)
 		r.timer.Reset(r.t.bodyIdle)
 	}
 	switch {
@@ -400,6 +411,7 @@ func (r *recorder) finishLocked(class Class, stage Stage, err error) {
 // startWatch arms the body idle watchdog; r.mu is held.
 func (r *recorder) startWatchLocked() {
 	r.watchGen = r.gen
+	r.idleBy = time.Now().Add(r.t.bodyIdle)
 	if r.timer == nil {
 		r.timer = time.AfterFunc(r.t.bodyIdle, r.bodyIdleFired)
 		return
@@ -416,7 +428,7 @@ func (r *recorder) stopWatchLocked() {
 func (r *recorder) bodyIdleFired() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.watchGen != r.gen || r.cancel == nil || r.tl.BodyEOF || r.tl.Finished {
+	if r.watchGen != r.gen || r.cancel == nil || r.tl.BodyEOF || r.tl.Finished || time.Now().Before(r.idleBy) {
 		return
 	}
 	r.idleFired = true

@@ -102,7 +102,6 @@ type connState struct {
 	readErr                 error // first read error, seen before Close
 	putIdleErr              error // the last PutIdleConn error
 	closeReq                uint64
-	closingIdle             bool
 	h2                      bool
 	doomed                  bool     // the Transport is closing it
 	last                    *request // the last request that ended while it was active

@@ -151,6 +151,8 @@ func TestVerifyNone(t *testing.T) {
 		require.Contains(t, msg, "connection held by an unclosed response body")
 		require.Contains(t, msg, "1 × connection held by an unclosed response body or an idle connection (net/http.(*persistConn).readLoop)")
 		require.Contains(t, msg, "1 × connection held by an unclosed response body or an idle connection (net/http.(*persistConn).writeLoop)")
+		require.Contains(t, msg, "1 × a server connection still open (net/http.(*conn).serve)")
+		require.Contains(t, msg, "1 × a server still running (net/http.(*Server).Serve)")
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
@@ -34,7 +35,8 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	case httptrace.KindGetConn:
 		r := p.reqs[tl.ID]
 		if r == nil {
-			r = &request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
+			r = requestPool.Get().(*request)
+			*r = request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
 			r.host = hostKey(r.u.Scheme, tl.Host)
 			p.reqs[tl.ID] = r
 			h := p.hostLocked(r.host)
@@ -139,46 +141,59 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 		if r == nil {
 			return
 		}
-		p.bodyClosedLocked(r)
-		delete(p.reqs, tl.ID)
-		h := p.hostLocked(r.host)
-		h.inFlight--
-		p.total.inFlight--
-		if r.waiting {
-			r.waiting = false
-			h.waiting--
-			p.total.waiting--
+		p.requestDoneLocked(tl, r, now)
+		if r.conn == nil || r.conn.last != r {
+			// Nothing refers to r any more: recycle it.
+			*r = request{}
+			requestPool.Put(r)
 		}
-		r.class = tl.Outcome.Class
-		r.early = tl.ClosedEarly
-		r.connClose = tl.ConnClose
-		r.proto = tl.Proto
-		c := r.conn
-		if c == nil {
-			break
-		}
-		if c.h2 || strings.HasPrefix(tl.Proto, "HTTP/2") {
-			p.deactivateLocked(c, tl.ID, now)
-			break
-		}
-		if c.State == StateClosed {
-			if c.closeReq == tl.ID && c.CloseReason == ReasonRequestError {
-				// Refine the reason now that the request's outcome is known.
-				by, reason := requestCloseReason(r, p.tr.DisableKeepAlives)
-				p.recloseLocked(c, by, reason)
-				if reason == ReasonRequestError {
-					c.CloseDetail = string(r.class)
-				}
+	}
+}
+
+// requestPool recycles the pool's request records, one per request.
+var requestPool = sync.Pool{New: func() any { return new(request) }}
+
+// requestDoneLocked records the end of request r.
+func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, now time.Time) {
+	p.bodyClosedLocked(r)
+	delete(p.reqs, tl.ID)
+	h := p.hostLocked(r.host)
+	h.inFlight--
+	p.total.inFlight--
+	if r.waiting {
+		r.waiting = false
+		h.waiting--
+		p.total.waiting--
+	}
+	r.class = tl.Outcome.Class
+	r.early = tl.ClosedEarly
+	r.connClose = tl.ConnClose
+	r.proto = tl.Proto
+	c := r.conn
+	if c == nil {
+		return
+	}
+	if c.h2 || strings.HasPrefix(tl.Proto, "HTTP/2") {
+		p.deactivateLocked(c, tl.ID, now)
+		return
+	}
+	if c.State == StateClosed {
+		if c.closeReq == tl.ID && c.CloseReason == ReasonRequestError {
+			// Refine the reason now that the request's outcome is known.
+			by, reason := requestCloseReason(r, p.tr.DisableKeepAlives)
+			p.recloseLocked(c, by, reason)
+			if reason == ReasonRequestError {
+				c.CloseDetail = string(r.class)
 			}
-			break
 		}
-		if _, ok := c.active[tl.ID]; ok && c.State == StateActive {
-			// The request ended while its HTTP/1 connection is still
-			// active: the Transport is about to close it, and has
-			// already stopped counting it against MaxConnsPerHost.
-			c.last = r
-			p.doomLocked(c)
-		}
+		return
+	}
+	if _, ok := c.active[tl.ID]; ok && c.State == StateActive {
+		// The request ended while its HTTP/1 connection is still
+		// active: the Transport is about to close it, and has
+		// already stopped counting it against MaxConnsPerHost.
+		c.last = r
+		p.doomLocked(c)
 	}
 }
 
@@ -195,6 +210,12 @@ func requestCloseReason(r *request, keepAlivesOff bool) (Closer, CloseReason) {
 		return ClosedByClient, ReasonEarlyBodyClose
 	case keepAlivesOff && r.class == httptrace.ClassOK:
 		return ClosedByClient, ReasonKeepAlivesOff
+	case r.class == httptrace.ClassOK:
+		// The request succeeded, yet the Transport gave the connection
+		// up: it does so when the write goroutine has not reported the
+		// request written 50ms after the response was read (net/http's
+		// maxWriteWaitBeforeConnReuse), which happens under load.
+		return ClosedByClient, ReasonClient
 	}
 	return ClosedByClient, ReasonRequestError
 }

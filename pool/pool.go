@@ -54,7 +54,6 @@ type request struct {
 	early     bool
 	connClose bool
 	proto     string
-	h2        bool
 	u         url.URL // unredacted: redact before any output
 	class     httptrace.Class
 }
@@ -118,15 +117,16 @@ func Track(base *http.Transport, opts ...Option) (*Pool, error) {
 	dial := tr.DialContext
 	var dialer *net.Dialer
 	if dial == nil {
-		if tr.Dial != nil { //nolint:staticcheck // honour the deprecated field if that is what the caller set
-			d := tr.Dial //nolint:staticcheck
+		//lint:ignore SA1019 honour the deprecated field if that is what the caller set
+		if d := tr.Dial; d != nil {
 			dial = func(_ context.Context, network, addr string) (net.Conn, error) { return d(network, addr) }
 		} else {
 			dialer = &net.Dialer{}
 			dial = dialer.DialContext
 		}
 	}
-	tr.Dial = nil //nolint:staticcheck
+	//lint:ignore SA1019 the wrapped DialContext replaces it
+	tr.Dial = nil
 	return build(tr, dial, cfg, dialer)
 }
 

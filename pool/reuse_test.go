@@ -116,7 +116,6 @@ func TestUnclosedBodyPinsConnection(t *testing.T) {
 	err := p.Check(bounded(t))
 	require.Error(t, err)
 	msg := err.Error()
-	t.Log(msg)
 	c := onlyConn(t, p)
 	require.Equal(t, pool.StateActive, c.State)
 	require.Len(t, c.Active, 1)
@@ -158,6 +157,11 @@ func TestUnclosedBodyPinsConnection(t *testing.T) {
 	s := p.Stats()
 	require.EqualValues(t, 1, s.Dials)
 	require.Equal(t, 1, s.Active)
+	// Process-wide, so other tests' goroutines still exiting may be named
+	// too: no counts.
+	named := strings.Join(pool.NetGoroutines(), "; ")
+	require.Contains(t, named, "a request waiting for a connection (the pool is at its cap) (net/http.(*Transport).getConn)")
+	require.Contains(t, named, "connection held by an unclosed response body or an idle connection (net/http.(*persistConn).readLoop)")
 
 	// Closing the body frees the pool: the connection is closed (closed
 	// before EOF) and the waiting request dials its own.

@@ -36,8 +36,10 @@ func funcPtr(f any) uintptr {
 }
 
 func settingsOf(tr *http.Transport) transportSettings {
+	//lint:ignore SA1019 the deprecated field is compared, not used
+	dial := tr.Dial
 	return transportSettings{
-		DialContext: funcPtr(tr.DialContext), Dial: funcPtr(tr.Dial), //nolint:staticcheck // compared, not used
+		DialContext: funcPtr(tr.DialContext), Dial: funcPtr(dial),
 		DialTLSContext: funcPtr(tr.DialTLSContext), Proxy: funcPtr(tr.Proxy),
 		MaxConnsPerHost: tr.MaxConnsPerHost, MaxIdleConns: tr.MaxIdleConns, MaxIdleConnsPH: tr.MaxIdleConnsPerHost,
 		IdleConnTimeout: tr.IdleConnTimeout, TLSHandshakeTimeout: tr.TLSHandshakeTimeout,

@@ -2,11 +2,310 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/audit/probe"
+	"github.com/connaudit/connaudit/httptrace"
 )
 
-func runProbe(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "connaudit probe: not built yet")
-	return exitUsage
+// probeFlags are probe's own flags, beside the shared request flags.
+type probeFlags struct {
+	n, c, conns      int
+	gap, deadline    time.Duration
+	clientIdle       time.Duration
+	asJSON, verbose  bool
+	out, failOn      string
+	cacert           string
+	findMaxRequests  bool
+	maxRequests      int
+	findIdleTimeout  bool
+	maxIdle          time.Duration
+	failLevel        probe.Severity
+	failOnNeverFails bool
+}
+
+func (pf *probeFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&pf.n, "n", probe.DefaultRequests, "number of requests to send (1 to 1000000)")
+	fs.IntVar(&pf.c, "c", 1, "requests in flight at once (at most -n)")
+	fs.IntVar(&pf.conns, "conns", 1, "cap on connections to the host (MaxConnsPerHost; 0: no cap)")
+	fs.DurationVar(&pf.gap, "gap", 0, "pause between one worker's requests")
+	fs.DurationVar(&pf.deadline, "deadline", 5*time.Minute, "bound on the whole probe, discovery included")
+	fs.DurationVar(&pf.clientIdle, "client-idle", probe.DefaultClientIdleTimeout, "how long your client keeps idle connections (IdleConnTimeout), to compare with the server's")
+	fs.BoolVar(&pf.asJSON, "json", false, "write the report as JSON (schema connaudit.probe/v1)")
+	fs.BoolVar(&pf.verbose, "v", false, "also write each request's waterfall (with -json: its timeline)")
+	fs.StringVar(&pf.out, "o", "", "write the report to this file instead of stdout")
+	fs.StringVar(&pf.failOn, "fail-on", "error", "exit 1 on a finding at or above this severity: info, warn, error or none")
+	fs.StringVar(&pf.cacert, "cacert", "", "PEM file of CA certificates to trust instead of the system's")
+	fs.BoolVar(&pf.findMaxRequests, "find-max-requests", false, "discover the server's requests-per-connection limit")
+	fs.IntVar(&pf.maxRequests, "max-requests", probe.DefaultFindMaxRequests, "most requests -find-max-requests sends")
+	fs.BoolVar(&pf.findIdleTimeout, "find-idle-timeout", false, "discover the server's keep-alive idle timeout")
+	fs.DurationVar(&pf.maxIdle, "max-idle", probe.DefaultMaxIdle, "longest idle gap -find-idle-timeout tries")
+}
+
+// validate checks the values the flag package cannot, with one message
+// naming the flag.
+func (pf *probeFlags) validate() error {
+	switch {
+	case pf.n < 1 || pf.n > probe.MaxRequests:
+		return fmt.Errorf("-n %d: want 1 to %d", pf.n, probe.MaxRequests)
+	case pf.c < 1:
+		return fmt.Errorf("-c %d: want at least 1", pf.c)
+	case pf.c > pf.n:
+		return fmt.Errorf("-c %d is more than -n %d: every worker needs a request", pf.c, pf.n)
+	case pf.conns < 0:
+		return fmt.Errorf("-conns %d: want 0 (no cap) or more", pf.conns)
+	case pf.gap < 0:
+		return fmt.Errorf("-gap %v: must not be negative", pf.gap)
+	case pf.deadline <= 0:
+		return fmt.Errorf("-deadline %v: must be positive", pf.deadline)
+	case pf.clientIdle <= 0:
+		return fmt.Errorf("-client-idle %v: must be positive", pf.clientIdle)
+	case pf.maxRequests < 2 || pf.maxRequests > probe.MaxRequests:
+		return fmt.Errorf("-max-requests %d: want 2 to %d", pf.maxRequests, probe.MaxRequests)
+	case pf.maxIdle <= 0:
+		return fmt.Errorf("-max-idle %v: must be positive", pf.maxIdle)
+	}
+	if pf.failOn == "none" {
+		pf.failOnNeverFails = true
+		return nil
+	}
+	level, err := probe.ParseSeverity(pf.failOn)
+	if err != nil {
+		return fmt.Errorf("-fail-on %q: want info, warn, error or none", pf.failOn)
+	}
+	pf.failLevel = level
+	return nil
+}
+
+func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("probe", stderr, "[flags] URL")
+	var (
+		rf requestFlags
+		pf probeFlags
+	)
+	rf.register(fs)
+	pf.register(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "connaudit probe: "+format+"\n", args...)
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		if fs.NArg() > 1 {
+			// Flags after the URL are not parsed: say so.
+			return fail("want exactly one URL, after the flags (got %d arguments)", fs.NArg())
+		}
+		return fail("want exactly one URL")
+	}
+	if err := pf.validate(); err != nil {
+		return fail("%v", err)
+	}
+	req, err := rf.request(ctx, fs.Arg(0))
+	if err != nil {
+		return fail("%v", err)
+	}
+	opts, err := pf.options(&rf)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if rf.insecure {
+		fmt.Fprintln(stderr, "connaudit probe: warning: -k: TLS certificates are not verified")
+	}
+	out, closeOut, err := pf.output(stdout)
+	if err != nil {
+		return fail("%v", err)
+	}
+	// net/http logs to the standard logger when a server sends bytes on
+	// an idle connection ("Unsolicited response …", as a protocol that
+	// speaks first does), quoting those bytes: not on our stderr, whose
+	// error is one line, and never bytes a server may have echoed.
+	defer log.SetOutput(log.Writer())
+	log.SetOutput(io.Discard)
+	progress := newProgressLine(stderr)
+	if progress != nil {
+		opts = append(opts, probe.OnProgress(progress.update))
+	}
+	rep, err := probe.Run(ctx, req, opts...)
+	progress.clear()
+	var unusable *probe.UnusableError
+	if err != nil && !errors.As(err, &unusable) {
+		closeOut()
+		return fail("%s", httptrace.RedactError(err, req.URL))
+	}
+	werr := pf.write(out, rep)
+	if cerr := closeOut(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		fmt.Fprintf(stderr, "connaudit probe: writing the report: %v\n", werr)
+		return exitFail
+	}
+	switch {
+	case unusable != nil:
+		return fail("unusable target: %s%s", httptrace.RedactError(unusable, req.URL), hint(unusable))
+	case rep.Interrupted:
+		fmt.Fprintln(stderr, "connaudit probe: interrupted")
+		return exitFail
+	case !pf.failOnNeverFails && rep.Fails(pf.failLevel):
+		return exitFail
+	}
+	return exitOK
+}
+
+// hint suggests a flag for a failure a flag can get past.
+func hint(e *probe.UnusableError) string {
+	switch e.Class {
+	case httptrace.ClassTLS:
+		return " (-cacert FILE trusts another CA; -k skips verification)"
+	case httptrace.ClassDeadline, httptrace.ClassConnectTimeout, httptrace.ClassTLSHandshakeTimeout:
+		return " (see -timeout and -deadline)"
+	}
+	return ""
+}
+
+// options turns the flags into probe options.
+func (pf *probeFlags) options(rf *requestFlags) ([]probe.Option, error) {
+	opts := []probe.Option{
+		probe.Requests(pf.n), probe.Concurrency(pf.c), probe.MaxConns(pf.conns), probe.Gap(pf.gap),
+		probe.Timeout(rf.timeout), probe.Deadline(pf.deadline), probe.MaxBody(rf.maxBody),
+		probe.ClientIdleTimeout(pf.clientIdle),
+	}
+	tc := &tls.Config{InsecureSkipVerify: rf.insecure} //nolint:gosec // asked for with -k, warned about
+	if pf.cacert != "" {
+		pem, err := os.ReadFile(pf.cacert)
+		if err != nil {
+			return nil, fmt.Errorf("-cacert: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-cacert %s: no PEM certificate in it", pf.cacert)
+		}
+		tc.RootCAs = roots
+	}
+	opts = append(opts, probe.TLSConfig(tc))
+	if rf.http1 {
+		opts = append(opts, probe.HTTP1Only())
+	}
+	if rf.http2 {
+		opts = append(opts, probe.RequireHTTP2())
+	}
+	if pf.findMaxRequests {
+		opts = append(opts, probe.FindMaxRequests(pf.maxRequests))
+	}
+	if pf.findIdleTimeout {
+		opts = append(opts, probe.FindIdleTimeout(pf.maxIdle))
+	}
+	if pf.verbose {
+		opts = append(opts, probe.KeepTimelines())
+	}
+	return opts, nil
+}
+
+// output returns where the report goes, and how to close it.
+func (pf *probeFlags) output(stdout io.Writer) (io.Writer, func() error, error) {
+	if pf.out == "" {
+		return stdout, func() error { return nil }, nil
+	}
+	f, err := os.Create(pf.out)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-o: %w", err)
+	}
+	return f, f.Close, nil
+}
+
+func (pf *probeFlags) write(w io.Writer, rep *probe.Report) error {
+	if pf.asJSON {
+		return probe.WriteJSON(w, rep)
+	}
+	return probe.WriteText(w, rep, probe.TextOptions{Color: useColor(w), Verbose: pf.verbose})
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// useColor reports whether output to w may be coloured: a terminal, and
+// NO_COLOR not set (to anything, even empty).
+func useColor(w io.Writer) bool {
+	if _, set := os.LookupEnv("NO_COLOR"); set {
+		return false
+	}
+	return isTerminal(w)
+}
+
+// progressLine rewrites one line on a terminal's stderr while a probe runs
+// longer than a second.
+type progressLine struct {
+	w       io.Writer
+	last    time.Time
+	printed bool
+}
+
+const (
+	progressAfter = time.Second
+	progressEvery = 100 * time.Millisecond
+)
+
+// newProgressLine returns a progress line for w, or nil when w is not a
+// terminal.
+func newProgressLine(w io.Writer) *progressLine {
+	if !isTerminal(w) {
+		return nil
+	}
+	return &progressLine{w: w}
+}
+
+// update is the probe's progress callback; calls are serialised.
+func (l *progressLine) update(p probe.Progress) {
+	now := time.Now()
+	if p.Elapsed < progressAfter || now.Sub(l.last) < progressEvery {
+		return
+	}
+	l.last = now
+	l.printed = true
+	fmt.Fprintf(l.w, "\r\x1b[K%s", progressText(p))
+}
+
+// progressText says where a probe is.
+func progressText(p probe.Progress) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "probe: %s", p.Phase)
+	if p.Total > 0 {
+		fmt.Fprintf(&b, " %d/%d", p.Done, p.Total)
+	} else {
+		fmt.Fprintf(&b, " %d requests", p.Done)
+	}
+	if p.Phase == "requests" {
+		fmt.Fprintf(&b, ", %d dials", p.Dials)
+	}
+	if p.Idle > 0 {
+		fmt.Fprintf(&b, ", idle %s", p.Idle)
+	}
+	fmt.Fprintf(&b, " (%s)", p.Elapsed.Round(100*time.Millisecond))
+	return b.String()
+}
+
+// clear erases the line, if anything was written.
+func (l *progressLine) clear() {
+	if l == nil || !l.printed {
+		return
+	}
+	fmt.Fprint(l.w, "\r\x1b[K")
 }

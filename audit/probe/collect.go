@@ -1,0 +1,189 @@
+package probe
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+)
+
+// maxFailures bounds the distinct failures a report lists.
+const maxFailures = 10
+
+// aggregator is the main run's [httptrace.Observer]: it folds each finished
+// timeline into counts and stage samples, so that a long run costs memory
+// for its durations only (unless timelines are kept).
+type aggregator struct {
+	ctx  context.Context // the run's: a failure after it ended was cut by it
+	keep bool
+	u    *url.URL
+
+	mu        sync.Mutex
+	outcomes  map[httptrace.Class]int
+	statuses  map[int]int
+	failures  []Failure
+	cut       int
+	hidden    int
+	extra     int
+	newConn   samples
+	reused    samples
+	ev        evidence
+	timelines []*httptrace.Timeline
+}
+
+// evidence is what the findings need beyond the report's numbers.
+type evidence struct {
+	// setups are the connection setup times (DNS + connect + TLS) of the
+	// successful requests on new connections.
+	setups []time.Duration
+	// newConnTimeouts counts, by stage, the requests that ran out of
+	// their timeout while setting up a connection or on a new one.
+	newConnTimeouts map[httptrace.Stage]int
+}
+
+type samples struct {
+	dns, connect, tls, poolWait, write, server, transfer, total []time.Duration
+}
+
+func (s *samples) add(t httptrace.Timings) {
+	s.dns = append(s.dns, t.DNS)
+	s.connect = append(s.connect, t.Connect)
+	s.tls = append(s.tls, t.TLS)
+	s.poolWait = append(s.poolWait, t.PoolWait)
+	s.write = append(s.write, t.Write)
+	s.server = append(s.server, t.Server)
+	s.transfer = append(s.transfer, t.Transfer)
+	s.total = append(s.total, t.Total)
+}
+
+func (s *samples) set() StageSet {
+	return StageSet{
+		Count: len(s.total), DNS: percentiles(s.dns), Connect: percentiles(s.connect), TLS: percentiles(s.tls),
+		PoolWait: percentiles(s.poolWait), Write: percentiles(s.write), Server: percentiles(s.server),
+		Transfer: percentiles(s.transfer), Total: percentiles(s.total),
+	}
+}
+
+// percentiles sorts ds and returns its nearest-rank percentiles.
+func percentiles(ds []time.Duration) Percentiles {
+	if len(ds) == 0 {
+		return Percentiles{}
+	}
+	slices.Sort(ds)
+	rank := func(p int) time.Duration {
+		i := (p*len(ds) + 99) / 100 // ceil(p/100 * n)
+		return ds[max(0, i-1)]
+	}
+	return Percentiles{P50: rank(50), P90: rank(90), P99: rank(99), Max: ds[len(ds)-1]}
+}
+
+func newAggregator(ctx context.Context, keep bool, u *url.URL) *aggregator {
+	return &aggregator{
+		ctx: ctx, keep: keep, u: u,
+		outcomes: map[httptrace.Class]int{},
+		statuses: map[int]int{},
+		ev:       evidence{newConnTimeouts: map[httptrace.Stage]int{}},
+	}
+}
+
+func isTimeout(c httptrace.Class) bool {
+	switch c {
+	case httptrace.ClassDeadline, httptrace.ClassConnectTimeout, httptrace.ClassTLSHandshakeTimeout,
+		httptrace.ClassResponseHeaderTimeout, httptrace.ClassTimeout:
+		return true
+	}
+	return false
+}
+
+// retries counts the attempts the Transport made by itself after the
+// request's first: the connection acquisitions (GetConn) that followed one
+// that succeeded (GotConn). Timeline.GetConns alone over-counts: on a new
+// HTTP/2 connection the http2 connection pool fires GetConn again after
+// the dial, for a request sent once.
+func retries(tl *httptrace.Timeline) int {
+	n, got := 0, false
+	for _, e := range tl.Events {
+		switch {
+		case e.Late:
+		case e.Kind == httptrace.KindGotConn:
+			got = true
+		case e.Kind == httptrace.KindGetConn && got:
+			n++
+			got = false
+		}
+	}
+	return n
+}
+
+// Observe folds one finished timeline in.
+func (a *aggregator) Observe(tl *httptrace.Timeline) {
+	t := tl.Timings()
+	cut := tl.Outcome.Class != httptrace.ClassOK && a.ctx.Err() != nil
+	var kept *httptrace.Timeline
+	if a.keep {
+		kept = tl.Clone()
+	}
+	errText := errorText(tl.Outcome.Err, a.u)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if kept != nil {
+		a.timelines = append(a.timelines, kept)
+	}
+	a.outcomes[tl.Outcome.Class]++
+	if n := retries(tl); n > 0 {
+		a.hidden++
+		a.extra += n
+	}
+	if tl.Outcome.Class == httptrace.ClassOK {
+		a.statuses[tl.Status]++
+		if t.NewConn {
+			a.newConn.add(t)
+			a.ev.setups = append(a.ev.setups, t.DNS+t.Connect+t.TLS)
+		} else {
+			a.reused.add(t)
+		}
+		return
+	}
+	if cut {
+		a.cut++
+	} else if isTimeout(tl.Outcome.Class) {
+		switch st := tl.Outcome.Stage; {
+		case st == httptrace.StageDNS || st == httptrace.StageConnect || st == httptrace.StageTLS:
+			a.ev.newConnTimeouts[st]++
+		case tl.Conn.Dialed && st != httptrace.StagePoolWait:
+			a.ev.newConnTimeouts[st]++
+		}
+	}
+	for i := range a.failures {
+		f := &a.failures[i]
+		if f.Class == tl.Outcome.Class && f.Stage == tl.Outcome.Stage {
+			f.Count++
+			return
+		}
+	}
+	if len(a.failures) < maxFailures {
+		a.failures = append(a.failures, Failure{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Error: errText, Count: 1})
+	}
+}
+
+// fill writes what was aggregated into rep.
+func (a *aggregator) fill(rep *Report) evidence {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rep.Outcomes = a.outcomes
+	rep.Statuses = a.statuses
+	rep.Failures = a.failures
+	rep.Cut = a.cut
+	rep.HiddenRetries, rep.ExtraAttempts = a.hidden, a.extra
+	rep.Stages.New = a.newConn.set()
+	rep.Stages.Reused = a.reused.set()
+	if rep.Stages.New.Count > 0 && rep.Stages.Reused.Count > 0 {
+		d := rep.Stages.New.Total.P50 - rep.Stages.Reused.Total.P50
+		rep.Stages.ReuseSaves = &d
+	}
+	rep.Timelines = a.timelines
+	return a.ev
+}

@@ -1,0 +1,95 @@
+// Package probe audits a real host's connection reuse: it sends a bounded
+// number of requests through a fresh tracked pool ([pool.New]) and reports
+// how many connections they took against the ideal, who closed each
+// connection and why, the protocol and TLS session resumption, and the
+// stage durations on new and reused connections. Optional discovery phases
+// measure the server's requests-per-connection limit and its keep-alive
+// idle timeout. [Run] returns a [Report] with [Finding]s; [WriteText] and
+// [WriteJSON] render it. Nothing here prints or exits.
+//
+// # Bounds
+//
+// A probe never sends more requests than asked: the main run sends at most
+// [Requests] (workers take numbered tickets), redirects are not followed,
+// and requests the Transport retried by itself are counted and reported
+// ([FindingHiddenRetries]), not repeated. Discovery requests run on pools
+// of their own, are counted apart ([Discovery.Requests]) and are bounded:
+// [FindMaxRequests] by its limit, [FindIdleTimeout] by its longest gap and
+// a fixed number of trials. Each request is bounded by [Timeout] (which
+// also bounds each dial and TLS handshake), and the whole probe, discovery
+// included, by [Deadline]: requests not started by then are not sent.
+//
+// # Dials and the ideal
+//
+// Dials are counted at the dialer, never from GotConnInfo.Reused. With
+// perfect keep-alive a probe dials once per connection it may use at
+// once: min(MaxConns, Concurrency) (Concurrency when there is no cap), and
+// once in all over HTTP/2. A server that closes connections makes more.
+//
+// # Findings
+//
+// Each finding has a stable id and a severity (info, warn, error):
+//
+//	request-errors                   error  requests failed (the probe's own deadline aside)
+//	no-keep-alive                    warn   every connection served one response, then the server closed it
+//	server-closes-every-n            warn   the server closes each connection after N ≥ 2 requests (info from N = 100)
+//	server-idle-shorter-than-client  warn   the server closes idle connections the client would still use
+//	h2-not-offered                   info   no HTTP/2 over TLS (error with RequireHTTP2)
+//	hidden-retries                   warn   the Transport retried requests by itself (a GetConn after a GotConn)
+//	slow-new-connection              warn   connection setup > half the timeout, or a new connection ran out of it
+//	tls-not-resumed                  info   no TLS connection resumed a session although some could
+//	deadline-reached                 warn   the deadline cut the probe short
+//
+// # Secrets
+//
+// Every URL in a report is redacted with [httptrace.RedactURL] (no user
+// information, query values masked) and every error with
+// [httptrace.RedactError]. Request header values never appear.
+//
+// # Schema
+//
+// [WriteJSON] writes one object, schema "connaudit.probe/v1" (see
+// [SchemaVersion]). Fields are added, never renamed or given another
+// meaning within a version. Durations are integer nanoseconds in fields
+// ending in _ns.
+//
+//	schema                   "connaudit.probe/v1"
+//	target, method           the redacted URL and the method
+//	requested, requests      requests asked for, and sent
+//	concurrency, max_conns   workers, and the pool's cap per host (0: none)
+//	gap_ns, timeout_ns, deadline_ns, client_idle_timeout_ns, elapsed_ns
+//	deadline_reached         the deadline stopped the probe
+//	cut_by_deadline          main-run requests the deadline ended
+//	interrupted              the caller's context ended the probe
+//	outcomes                 {class: count} over the main run ("ok", "connect-refused", …)
+//	statuses                 {"200": count} over the responses
+//	failures                 [{class, stage, error, count}], up to 10 distinct
+//	hidden_retries           requests the Transport retried by itself
+//	extra_attempts           their attempts beyond the first
+//	dials, dial_errors       dials made by the main run, and those that failed
+//	perfect_dials            dials with perfect keep-alive
+//	requests_per_connection  {min, max, mean} over connections that served a request
+//	protocols                {"HTTP/1.1" | "HTTP/1.0" | "h2": connections}
+//	tls                      {versions {"TLS 1.3": n}, connections, resumed, resumable, alpn}; absent without TLS
+//	connections              [{id, proto, tls_version, tls_resumed, requests, closed_by ("client" | "server"),
+//	                           close_reason, close_detail, idle_before_close_ns, dial_error}], at most 4096
+//	connections_omitted      connections beyond those listed
+//	closed_by                {close_reason: count} over every close
+//	stages                   {new: StageSet, reused: StageSet, reuse_saves_ns}: successful requests only;
+//	                         StageSet is {count, dns, connect, tls, pool_wait, write, server, transfer, total},
+//	                         each {p50_ns, p90_ns, p99_ns, max_ns} (nearest rank); reuse_saves_ns is the
+//	                         median total on new connections minus that on reused ones, absent unless both
+//	discovery                {requests, dials,
+//	                          max_requests: {requests, bound, dials, found, limit, how, hidden_retry, error},
+//	                          idle_timeout: {requests, trials, dials, max_ns, found, survived_ns, closed_ns, complete, error}}
+//	                         absent unless a discovery ran; the idle timeout lies in (survived_ns, closed_ns]
+//	findings                 [{id, severity ("info" | "warn" | "error"), message}], most severe first
+//	timelines                per-request timelines (httptrace.TimelineJSON), only with KeepTimelines
+//
+// Close reasons are those of [pool.CloseReason]: "connection-close" (the
+// server's Connection: close), "http1.0-no-keep-alive", "server-closed-idle",
+// "server-eof", "server-reset", "goaway", "early-body-close" (the client
+// closed a body before its end, as with a body over [MaxBody]),
+// "idle-timeout", "close-idle-connections" (the probe closing its idle
+// connections at the end), "request-error", and others.
+package probe

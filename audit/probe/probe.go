@@ -1,0 +1,496 @@
+package probe
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+)
+
+// errDeadline is the cause with which the probe's own deadline ends its
+// context; errRequestTimeout that of a request's timeout.
+var (
+	errDeadline       = errors.New("probe: deadline reached")
+	errRequestTimeout = errors.New("probe: request timeout reached")
+)
+
+// settleBound bounds the wait, after a phase, for the pool's connections
+// to close once the probe closed its idle ones.
+const settleBound = 3 * time.Second
+
+// UnusableError is returned by [Run] with the report when no main-run
+// request got a response: the target refused, could not be resolved,
+// failed the TLS handshake, spoke no HTTP, or never answered in time.
+type UnusableError struct {
+	// Sent is the number of requests sent, Failed those that failed.
+	Sent, Failed int
+	// Class and Stage are those of the most frequent failure.
+	Class httptrace.Class
+	Stage httptrace.Stage
+	// Err is that failure's first error text, redacted and on one line.
+	Err string
+}
+
+func (e *UnusableError) Error() string {
+	if e.Sent == 0 {
+		return "no request was sent before the deadline"
+	}
+	msg := fmt.Sprintf("no request succeeded (%d of %d failed): %s", e.Failed, e.Sent, e.Class)
+	if e.Stage != "" {
+		msg += " @" + string(e.Stage)
+	}
+	if e.Err != "" {
+		msg += ": " + e.Err
+	}
+	return msg
+}
+
+// Run probes the host of target: it sends the configured number of copies
+// of target through a fresh tracked pool, then runs the discovery phases
+// asked for, and returns what it found.
+//
+// target is a template: its context is ignored (ctx and the options bound
+// the probe) and its body, if any, is replayed with GetBody, which must be
+// set. Redirects are not followed: a 3xx response is an outcome like any
+// other, so the probe never sends more requests than asked.
+//
+// Run returns a nil report and an error when the options or target make
+// no sense; the report and an [*UnusableError] when no request got a
+// response; the report and nil otherwise, however many findings it has. It
+// returns once every request ended and every connection of its pools was
+// closed (or a few seconds after the deadline, at most), and it never
+// writes anywhere.
+func Run(ctx context.Context, target *http.Request, opts ...Option) (*Report, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("probe: nil option")
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if err := checkTarget(target, &cfg); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if cfg.deadline > 0 {
+		runCtx, cancel = context.WithDeadlineCause(ctx, start.Add(cfg.deadline), errDeadline)
+	}
+	defer cancel()
+	pr := &prober{cfg: cfg, target: target, start: start, ctx: runCtx}
+	rep, err := pr.mainRun()
+	if err != nil {
+		return nil, err
+	}
+	var unusable *UnusableError
+	if rep.Outcomes[httptrace.ClassOK] == 0 {
+		unusable = pr.unusable(rep)
+	}
+	if unusable == nil && (cfg.findMaxReqs > 0 || cfg.findIdle) {
+		rep.Discovery = &Discovery{}
+		if cfg.findMaxReqs > 0 {
+			rep.Discovery.MaxRequests = pr.findMaxRequests()
+			rep.Discovery.Requests += rep.Discovery.MaxRequests.Requests
+			rep.Discovery.Dials += rep.Discovery.MaxRequests.Dials
+		}
+		if cfg.findIdle {
+			rep.Discovery.IdleTimeout = pr.findIdleTimeout()
+			rep.Discovery.Requests += rep.Discovery.IdleTimeout.Requests
+			rep.Discovery.Dials += rep.Discovery.IdleTimeout.Dials
+		}
+	}
+	if pr.stopped.Load() {
+		// A phase stops early for the deadline (its context ended with
+		// errDeadline, or discovery saw too little time left before it) or
+		// because the caller's context ended.
+		if runCtx.Err() == nil || errors.Is(context.Cause(runCtx), errDeadline) {
+			rep.DeadlineReached = true
+		} else {
+			rep.Interrupted = true
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	rep.Findings = findings(rep, &pr.cfg, &pr.ev, target.URL.Scheme == "https")
+	sortFindings(rep.Findings)
+	if unusable != nil {
+		return rep, unusable
+	}
+	return rep, nil
+}
+
+func checkTarget(target *http.Request, cfg *config) error {
+	if target == nil || target.URL == nil {
+		return errors.New("probe: nil target request")
+	}
+	u := target.URL
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("probe: URL %s: scheme must be http or https", httptrace.RedactURL(u))
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("probe: URL %s has no host", httptrace.RedactURL(u))
+	}
+	if cfg.requireHTTP2 && u.Scheme != "https" {
+		return errors.New("probe: HTTP/2 can only be required of an https URL")
+	}
+	if target.Body != nil && target.Body != http.NoBody && target.GetBody == nil {
+		return errors.New("probe: a target request with a body needs GetBody to replay it")
+	}
+	return nil
+}
+
+// prober holds the state of one Run.
+type prober struct {
+	cfg    config
+	target *http.Request
+	start  time.Time
+	ctx    context.Context // the run's context, with the deadline
+	// stopped is set when the run's context ended a phase early.
+	stopped atomic.Bool
+
+	ev evidence
+
+	progressMu sync.Mutex
+	mainDials  func() int64
+}
+
+func (pr *prober) progress(p Progress) {
+	if pr.cfg.progress == nil {
+		return
+	}
+	p.Elapsed = time.Since(pr.start)
+	if pr.mainDials != nil {
+		p.Dials = pr.mainDials()
+	}
+	pr.progressMu.Lock()
+	defer pr.progressMu.Unlock()
+	pr.cfg.progress(p)
+}
+
+// newPool returns a pool for one phase of the probe.
+func (pr *prober) newPool(obs httptrace.Observer, maxConns, maxIdle int, idle time.Duration) (*pool.Pool, *http.Client, error) {
+	tc := &tls.Config{}
+	if pr.cfg.tlsConfig != nil {
+		tc = pr.cfg.tlsConfig.Clone()
+	}
+	if tc.ClientSessionCache == nil {
+		tc.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	}
+	opts := []pool.Option{
+		pool.MaxConnsPerHost(maxConns),
+		pool.MaxIdleConnsPerHost(maxIdle),
+		pool.ConnectTimeout(pr.cfg.timeout),
+		pool.TLSHandshakeTimeout(pr.cfg.timeout),
+		pool.IdleConnTimeout(idle),
+		pool.TLSConfig(tc),
+		pool.KeepClosed(maxKeptConns),
+		pool.WithObserver(obs),
+	}
+	if pr.cfg.http1 {
+		opts = append(opts, pool.HTTP2(false))
+	}
+	p, err := pool.New(opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("probe: %w", err)
+	}
+	client := &http.Client{
+		Transport: p.RoundTripper(),
+		// Never follow a redirect: it would be a request not asked for.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return p, client, nil
+}
+
+// settle closes the pool's idle connections, which also cancels dials left
+// behind by requests that gave up, and waits (bounded) until none is open.
+func settle(ctx context.Context, p *pool.Pool) {
+	p.CloseIdleConnections()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleBound)
+	defer cancel()
+	p.WaitFor(sctx, func(s pool.Stats) bool { return s.Open == 0 && s.Dialing == 0 && s.InFlight == 0 })
+}
+
+// send sends one copy of the target on client and reads the response body
+// (up to the body bound). It returns false when the run's context had
+// ended before the request could be sent.
+func (pr *prober) send(client *http.Client) bool {
+	if pr.ctx.Err() != nil {
+		pr.stopped.Store(true)
+		return false
+	}
+	rctx, cancel := context.WithTimeoutCause(pr.ctx, pr.cfg.timeout, errRequestTimeout)
+	defer cancel()
+	req := pr.target.Clone(rctx)
+	if pr.target.GetBody != nil {
+		body, err := pr.target.GetBody()
+		if err != nil {
+			// The template's own GetBody failed: send without the body
+			// would be another request; count it as not sent.
+			return false
+		}
+		req.Body = body
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if pr.ctx.Err() != nil {
+			pr.stopped.Store(true)
+		}
+		return true
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, pr.cfg.maxBody))
+	resp.Body.Close()
+	if pr.ctx.Err() != nil {
+		pr.stopped.Store(true)
+	}
+	return true
+}
+
+// sleep waits d or until the run's context ends; it reports whether the
+// whole of d passed.
+func (pr *prober) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return pr.ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-pr.ctx.Done():
+		pr.stopped.Store(true)
+		return false
+	}
+}
+
+// mainRun sends the requests and builds the report's main-run part.
+func (pr *prober) mainRun() (*Report, error) {
+	cfg := &pr.cfg
+	agg := newAggregator(pr.ctx, cfg.keepTimelines, pr.target.URL)
+	maxIdle := max(cfg.conns, cfg.concurrency)
+	p, client, err := pr.newPool(agg, cfg.conns, maxIdle, cfg.clientIdle)
+	if err != nil {
+		return nil, err
+	}
+	pr.mainDials = func() int64 { return p.Stats().Dials }
+	var (
+		next, sent atomic.Int64
+		wg         sync.WaitGroup
+	)
+	for range cfg.concurrency {
+		wg.Go(func() {
+			for first := true; ; first = false {
+				if next.Add(1) > int64(cfg.requests) {
+					return
+				}
+				if !first && !pr.sleep(cfg.gap) {
+					return
+				}
+				if !pr.send(client) {
+					return
+				}
+				done := int(sent.Add(1))
+				pr.progress(Progress{Phase: "requests", Done: done, Total: cfg.requests})
+			}
+		})
+	}
+	wg.Wait()
+	settle(pr.ctx, p)
+	pr.mainDials = nil
+	dials := p.Stats().Dials
+	pr.progress(Progress{Phase: "requests", Done: int(sent.Load()), Total: cfg.requests, Dials: dials})
+
+	rep := &Report{
+		Schema:            SchemaVersion,
+		Target:            httptrace.RedactURL(pr.target.URL),
+		Method:            methodOf(pr.target),
+		Requested:         cfg.requests,
+		Requests:          int(sent.Load()),
+		Concurrency:       cfg.concurrency,
+		MaxConns:          cfg.conns,
+		Gap:               cfg.gap,
+		Timeout:           cfg.timeout,
+		Deadline:          cfg.deadline,
+		ClientIdleTimeout: cfg.clientIdle,
+	}
+	if rep.Requests < rep.Requested {
+		pr.stopped.Store(true)
+	}
+	pr.ev = agg.fill(rep)
+	st := p.Stats()
+	rep.Dials, rep.DialErrors = st.Dials, st.DialErrors
+	rep.ClosedBy = st.ClosedBy
+	if rep.ClosedBy == nil {
+		rep.ClosedBy = map[pool.CloseReason]int64{}
+	}
+	if rep.Cut > 0 {
+		pr.stopped.Store(true)
+	}
+	fillConns(rep, p.Conns(), int(st.Dials))
+	rep.PerfectDials = perfectDials(rep, cfg)
+	return rep, nil
+}
+
+func methodOf(r *http.Request) string {
+	if r.Method == "" {
+		return http.MethodGet
+	}
+	return r.Method
+}
+
+// perfectDials is the number of dials with perfect keep-alive: one per
+// connection the pool may use at once (HTTP/2: one in all), never more than
+// the requests sent.
+func perfectDials(rep *Report, cfg *config) int {
+	m := cfg.concurrency
+	if cfg.conns > 0 {
+		m = min(cfg.conns, cfg.concurrency)
+	}
+	if rep.Protocols["h2"] > 0 {
+		m = 1
+	}
+	return min(m, rep.Requests)
+}
+
+// fillConns fills the connection part of rep from the pool's snapshot.
+func fillConns(rep *Report, conns []pool.Conn, dials int) {
+	rep.Protocols = map[string]int{}
+	rep.Connections = []Connection{}
+	rep.ConnectionsOmitted = max(0, dials-len(conns))
+	var (
+		tlsSum   TLSSummary
+		firstTLS time.Time
+		served   int
+		total    int
+	)
+	tlsSum.Versions = map[string]int{}
+	for _, c := range conns {
+		if c.TLSVersion != "" {
+			if at, ok := openedAt(c); ok && (firstTLS.IsZero() || at.Before(firstTLS)) {
+				firstTLS = at
+			}
+		}
+	}
+	for _, c := range conns {
+		conn := Connection{ID: c.ID, Proto: c.Proto, TLSVersion: c.TLSVersion, TLSResumed: c.TLSResumed,
+			Requests: c.Requests, ClosedBy: c.ClosedBy, CloseReason: c.CloseReason, CloseDetail: c.CloseDetail,
+			DialError: oneLine(c.DialError)}
+		if c.CloseReason == pool.ReasonServerClosedIdle {
+			conn.IdleBeforeClose = idleBeforeClose(c)
+		}
+		rep.Connections = append(rep.Connections, conn)
+		if c.Requests > 0 {
+			served++
+			total += c.Requests
+			if served == 1 || c.Requests < rep.PerConn.Min {
+				rep.PerConn.Min = c.Requests
+			}
+			rep.PerConn.Max = max(rep.PerConn.Max, c.Requests)
+			if c.Proto != "" {
+				rep.Protocols[c.Proto]++
+			}
+		}
+		if c.TLSVersion != "" {
+			tlsSum.Connections++
+			tlsSum.Versions[c.TLSVersion]++
+			if c.TLSResumed {
+				tlsSum.Resumed++
+			}
+			if !firstTLS.IsZero() && c.DialedAt.After(firstTLS) {
+				tlsSum.Resumable++
+			}
+			if tlsSum.Connections == 1 {
+				tlsSum.ALPN = alpnOf(c)
+			}
+		}
+	}
+	if served > 0 {
+		rep.PerConn.Mean = float64(total) / float64(served)
+	}
+	if tlsSum.Connections > 0 {
+		rep.TLS = &tlsSum
+	}
+}
+
+func alpnOf(c pool.Conn) string {
+	if c.Proto == "h2" {
+		return "h2"
+	}
+	if strings.HasPrefix(c.Proto, "HTTP/1") {
+		return "http/1.1"
+	}
+	return ""
+}
+
+// openedAt returns when c first became usable (idle or active).
+func openedAt(c pool.Conn) (time.Time, bool) {
+	for _, h := range c.History {
+		if h.State == pool.StateIdle || h.State == pool.StateActive {
+			return h.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// idleBeforeClose returns how long c had been idle when it was closed.
+func idleBeforeClose(c pool.Conn) time.Duration {
+	var idleAt time.Time
+	for _, h := range c.History {
+		if h.State == pool.StateIdle {
+			idleAt = h.At
+		}
+	}
+	if idleAt.IsZero() || c.ClosedAt.Before(idleAt) {
+		return 0
+	}
+	return c.ClosedAt.Sub(idleAt)
+}
+
+// unusable returns the error for a main run in which no request got a
+// response.
+func (pr *prober) unusable(rep *Report) *UnusableError {
+	e := &UnusableError{Sent: rep.Requests, Failed: rep.Requests}
+	best := -1
+	for _, f := range rep.Failures {
+		if f.Count > best {
+			best = f.Count
+			e.Class, e.Stage, e.Err = f.Class, f.Stage, f.Error
+		}
+	}
+	return e
+}
+
+// errorText is err's text for a report: redacted, on one line, and said
+// plainly where net/http's is obscure.
+func errorText(err error, u *url.URL) string {
+	if err == nil {
+		return ""
+	}
+	msg := oneLine(httptrace.RedactError(err, u))
+	if strings.HasPrefix(msg, "readLoopPeekFailLocked") {
+		// net/http's readLoop found bytes on the connection before any
+		// request was written on it (it logs them as an "Unsolicited
+		// response") and gave the connection up.
+		return "the server sent data before the request was written (not HTTP, or a protocol that speaks first): " + msg
+	}
+	return msg
+}
+
+// oneLine makes s fit on one line.
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\r", " ")
+	return strings.ReplaceAll(s, "\n", " ")
+}

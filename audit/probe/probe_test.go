@@ -1,0 +1,498 @@
+package probe_test
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/connaudit/connaudit/audit/probe"
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+	"github.com/stretchr/testify/require"
+)
+
+// requireConns checks that every connection that served a request served
+// n of them and was closed by and for the given side and reason.
+func requireConns(t *testing.T, rep *probe.Report, n int, by pool.Closer, reason pool.CloseReason) {
+	t.Helper()
+	require.NotEmpty(t, rep.Connections)
+	for _, c := range rep.Connections {
+		require.Equal(t, n, c.Requests, "connection %+v", c)
+		require.Equal(t, by, c.ClosedBy, "connection %+v", c)
+		require.Equal(t, reason, c.CloseReason, "connection %+v", c)
+	}
+}
+
+func TestKeepAliveServer(t *testing.T) {
+	t.Parallel()
+	s := goServer(t, 0)
+	rep := mustProbe(t, s, probe.Requests(20))
+	require.Equal(t, 20, rep.Requests)
+	require.Equal(t, map[httptrace.Class]int{httptrace.ClassOK: 20}, rep.Outcomes)
+	require.Equal(t, map[int]int{200: 20}, rep.Statuses)
+	require.EqualValues(t, 1, rep.Dials)
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	require.EqualValues(t, 20, s.requests.Load())
+	require.Equal(t, 1, rep.PerfectDials)
+	require.Equal(t, probe.PerConn{Min: 20, Max: 20, Mean: 20}, rep.PerConn)
+	// The one connection is closed by the probe at the end.
+	requireConns(t, rep, 20, pool.ClosedByClient, pool.ReasonCloseIdle)
+	require.Equal(t, map[string]int{"HTTP/1.1": 1}, rep.Protocols)
+	require.Nil(t, rep.TLS)
+	require.Equal(t, 1, rep.Stages.New.Count)
+	require.Equal(t, 19, rep.Stages.Reused.Count)
+	require.NotNil(t, rep.Stages.ReuseSaves)
+	require.Zero(t, rep.HiddenRetries)
+	requireFindings(t, rep)
+}
+
+func TestConcurrencyWithinCap(t *testing.T) {
+	t.Parallel()
+	s := goServer(t, 0)
+	rep := mustProbe(t, s, probe.Requests(40), probe.Concurrency(4), probe.MaxConns(4))
+	require.Equal(t, 40, rep.Requests)
+	require.Equal(t, 40, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 4, rep.PerfectDials)
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	require.LessOrEqual(t, rep.Dials, int64(4), "never more connections than the cap")
+	require.EqualValues(t, 40, s.requests.Load(), "never more requests than asked")
+	requireFindings(t, rep)
+}
+
+func TestServerClosesEveryN(t *testing.T) {
+	t.Parallel()
+	s := goServer(t, 5)
+	rep := mustProbe(t, s, probe.Requests(20))
+	require.Equal(t, 20, rep.Outcomes[httptrace.ClassOK])
+	require.EqualValues(t, 4, rep.Dials, "ceil(20/5)")
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	require.Equal(t, 1, rep.PerfectDials)
+	requireConns(t, rep, 5, pool.ClosedByServer, pool.ReasonConnectionClose)
+	require.EqualValues(t, 4, rep.ClosedBy[pool.ReasonConnectionClose])
+	requireFindings(t, rep, probe.FindingServerClosesEveryN)
+	f, _ := rep.Has(probe.FindingServerClosesEveryN)
+	require.Equal(t, probe.SeverityWarn, f.Severity)
+	require.Contains(t, f.Message, "after 5 requests")
+}
+
+func TestNoKeepAliveConnectionClose(t *testing.T) {
+	t.Parallel()
+	s := goServer(t, 1)
+	rep := mustProbe(t, s, probe.Requests(6))
+	require.Equal(t, 6, rep.Outcomes[httptrace.ClassOK])
+	require.EqualValues(t, 6, rep.Dials)
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireConns(t, rep, 1, pool.ClosedByServer, pool.ReasonConnectionClose)
+	requireFindings(t, rep, probe.FindingNoKeepAlive)
+	f, _ := rep.Has(probe.FindingNoKeepAlive)
+	require.Contains(t, f.Message, "Connection: close")
+}
+
+func TestNoKeepAliveHTTP10(t *testing.T) {
+	t.Parallel()
+	s := rawServer(t, http10)
+	rep := mustProbe(t, s, probe.Requests(5))
+	require.Equal(t, 5, rep.Outcomes[httptrace.ClassOK])
+	require.EqualValues(t, 5, rep.Dials)
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	require.Equal(t, map[string]int{"HTTP/1.0": 5}, rep.Protocols)
+	requireConns(t, rep, 1, pool.ClosedByServer, pool.ReasonHTTP10)
+	requireFindings(t, rep, probe.FindingNoKeepAlive)
+	f, _ := rep.Has(probe.FindingNoKeepAlive)
+	require.Contains(t, f.Message, "HTTP/1.0 without keep-alive")
+}
+
+func TestServerIdleTimeoutShorterThanGap(t *testing.T) {
+	t.Parallel()
+	// The server closes a connection idle for 50ms; the probe pauses
+	// 250ms between requests, so each request finds its connection gone.
+	s := goServer(t, 0, withIdleTimeout(50*time.Millisecond))
+	rep := mustProbe(t, s, probe.Requests(3), probe.Gap(250*time.Millisecond))
+	require.Equal(t, 3, rep.Outcomes[httptrace.ClassOK])
+	require.EqualValues(t, 3, rep.Dials)
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	require.EqualValues(t, 3, s.requests.Load())
+	// The last connection is closed by the probe or, if the server was
+	// quicker, by the server while idle; the others by the server.
+	for _, c := range rep.Connections[:2] {
+		require.Equal(t, pool.ClosedByServer, c.ClosedBy, "%+v", c)
+		require.Equal(t, pool.ReasonServerClosedIdle, c.CloseReason, "%+v", c)
+	}
+	requireFindings(t, rep, probe.FindingServerIdleShorterThanClient)
+}
+
+func TestServerIdleTimeoutLongerThanGap(t *testing.T) {
+	t.Parallel()
+	// The same server idle timeout, but the client's is shorter than the
+	// gap: the client closes first, so nothing is wrong with the server.
+	s := goServer(t, 0, withIdleTimeout(10*time.Second))
+	rep := mustProbe(t, s, probe.Requests(3), probe.Gap(100*time.Millisecond), probe.ClientIdleTimeout(20*time.Millisecond))
+	require.EqualValues(t, 3, rep.Dials)
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	require.EqualValues(t, 2, rep.ClosedBy[pool.ReasonIdleTimeout], "closed by the client's idle timeout")
+	requireFindings(t, rep)
+}
+
+func TestHTTP2(t *testing.T) {
+	t.Parallel()
+	s := goServer(t, 0, withH2)
+	rep := mustProbe(t, s, probe.Requests(10), probe.Concurrency(2))
+	require.Equal(t, 10, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	require.Equal(t, 1, rep.PerfectDials, "one connection in all over HTTP/2")
+	// Two requests that start together may each dial before either
+	// connection is known to speak HTTP/2 (MaxConnsPerHost does not cap
+	// HTTP/2 connections).
+	require.Equal(t, map[string]int{"h2": int(rep.Dials)}, rep.Protocols)
+	require.NotNil(t, rep.TLS)
+	require.Equal(t, "h2", rep.TLS.ALPN)
+	require.Equal(t, int(rep.Dials), rep.TLS.Versions["TLS 1.3"])
+	requireFindings(t, rep)
+}
+
+func TestH2NotOffered(t *testing.T) {
+	t.Parallel()
+	// TLS with ALPN http/1.1 only; closing every 2nd response makes new
+	// connections, which resume the first one's TLS session.
+	s := goServer(t, 2, withTLS)
+	rep := mustProbe(t, s, probe.Requests(6))
+	require.Equal(t, 6, rep.Outcomes[httptrace.ClassOK])
+	require.EqualValues(t, 3, rep.Dials)
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	require.Equal(t, map[string]int{"HTTP/1.1": 3}, rep.Protocols)
+	require.NotNil(t, rep.TLS)
+	require.Equal(t, "http/1.1", rep.TLS.ALPN)
+	require.Equal(t, 3, rep.TLS.Connections)
+	require.Equal(t, 2, rep.TLS.Resumable)
+	require.Equal(t, 2, rep.TLS.Resumed, "a Go server resumes TLS 1.3 sessions")
+	requireFindings(t, rep, probe.FindingH2NotOffered, probe.FindingServerClosesEveryN)
+	f, _ := rep.Has(probe.FindingH2NotOffered)
+	require.Equal(t, probe.SeverityInfo, f.Severity)
+
+	t.Run("required", func(t *testing.T) {
+		rep := mustProbe(t, s, probe.Requests(1), probe.RequireHTTP2())
+		f, ok := rep.Has(probe.FindingH2NotOffered)
+		require.True(t, ok)
+		require.Equal(t, probe.SeverityError, f.Severity)
+		require.True(t, rep.Fails(probe.SeverityError))
+	})
+	t.Run("HTTP1Only", func(t *testing.T) {
+		rep := mustProbe(t, s, probe.Requests(1), probe.HTTP1Only())
+		requireFindings(t, rep)
+	})
+	t.Run("no session cache", func(t *testing.T) {
+		// A server that issues no session tickets cannot resume.
+		s := goServer(t, 1, func(hs *httptest.Server) { hs.TLS = &tls.Config{SessionTicketsDisabled: true} })
+		rep := mustProbe(t, s, probe.Requests(3))
+		require.Zero(t, rep.TLS.Resumed)
+		requireFindings(t, rep, probe.FindingH2NotOffered, probe.FindingNoKeepAlive, probe.FindingTLSNotResumed)
+	})
+}
+
+func TestHiddenRetries(t *testing.T) {
+	t.Parallel()
+	// Each connection answers one request and drops the next: the
+	// Transport sends that one again on a new connection by itself.
+	s := rawServer(t, closeAfterReadingSecond)
+	rep := mustProbe(t, s, probe.Requests(4))
+	require.Equal(t, 4, rep.Requests)
+	require.Equal(t, 4, rep.Outcomes[httptrace.ClassOK], "the caller sees no failure")
+	require.Equal(t, 3, rep.HiddenRetries)
+	require.Equal(t, 3, rep.ExtraAttempts)
+	require.EqualValues(t, 4, rep.Dials)
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	require.EqualValues(t, 7, s.requests.Load(), "the server saw the retried requests twice")
+	requireFindings(t, rep, probe.FindingHiddenRetries)
+}
+
+func TestSlowNewConnection(t *testing.T) {
+	t.Parallel()
+	// The server accepts one connection, serves two requests on it and
+	// closes it; by then its accept queue is full, so the next dial hangs
+	// until the request's timeout.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	setBacklog0(t, ln)
+	var (
+		mu       sync.Mutex
+		filler   net.Conn
+		accepted atomic.Int64
+		served   atomic.Int64
+	)
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1) == 2 {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err == nil {
+				mu.Lock()
+				filler = c
+				mu.Unlock()
+			}
+			w.Header().Set("Connection", "close")
+		}
+		io.WriteString(w, "ok")
+	}))
+	hs.Listener.Close()
+	hs.Listener = &oneShotListener{Listener: ln, closed: make(chan struct{})}
+	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			accepted.Add(1)
+		}
+	}
+	hs.Start()
+	t.Cleanup(func() {
+		hs.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		if filler != nil {
+			filler.Close()
+		}
+	})
+	rep := mustProbe(t, &server{URL: hs.URL}, probe.Requests(3), probe.Timeout(300*time.Millisecond))
+	require.Equal(t, 2, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 1, rep.Requests-rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, accepted.Load(), rep.Dials-rep.DialErrors, "connected dials = server accepts")
+	require.EqualValues(t, 1, accepted.Load())
+	// The server also closed its one connection after 2 requests.
+	requireFindings(t, rep, probe.FindingSlowNewConnection, probe.FindingRequestErrors, probe.FindingServerClosesEveryN)
+	f, _ := rep.Has(probe.FindingRequestErrors)
+	require.Equal(t, probe.SeverityError, f.Severity)
+	require.Contains(t, f.Message, "@connect")
+}
+
+func TestNeverMoreRequestsThanAsked(t *testing.T) {
+	t.Parallel()
+	var seen atomic.Int64
+	s := startCounting(t, httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	})))
+	rep := mustProbe(t, s, probe.Requests(7), probe.Concurrency(3), probe.MaxConns(0))
+	require.Equal(t, 7, rep.Requests)
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	require.LessOrEqual(t, rep.Dials, int64(3))
+	require.Equal(t, map[int]int{http.StatusFound: 7}, rep.Statuses, "redirects are not followed")
+	require.EqualValues(t, 7, seen.Load())
+	require.Equal(t, 3, rep.PerfectDials, "no cap: one connection per worker")
+}
+
+func TestBodyOverMaxBody(t *testing.T) {
+	t.Parallel()
+	s := goServer(t, 0)
+	rep := mustProbe(t, s, probe.Requests(3), probe.MaxBody(1))
+	require.Equal(t, 3, rep.Outcomes[httptrace.ClassOK])
+	require.EqualValues(t, 3, rep.Dials, "a body closed early closes its connection")
+	require.Equal(t, s.accepted.Load(), rep.Dials)
+	requireConns(t, rep, 1, pool.ClosedByClient, pool.ReasonEarlyBodyClose)
+	requireFindings(t, rep)
+}
+
+func TestUnusableTarget(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+
+	cases := []struct {
+		name  string
+		srv   *server
+		opts  []probe.Option
+		class httptrace.Class
+		also  []string
+	}{
+		{"refused", &server{URL: closed}, nil, httptrace.ClassConnectRefused, nil},
+		{"connect hangs", &server{URL: "http://" + fullBacklog(t)}, []probe.Option{probe.Timeout(200 * time.Millisecond)},
+			httptrace.ClassDeadline, []string{probe.FindingSlowNewConnection}},
+		{"garbage", rawServer(t, garbage), nil, httptrace.ClassProtocol, nil},
+		// Whether the banner arrives before or after the request is
+		// written decides the class: any failure will do.
+		{"banner", rawServer(t, banner), nil, "", nil},
+		{"untrusted certificate", goServer(t, 0, withTLS), nil, httptrace.ClassTLS, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// The server's certificate is not trusted here.
+			rep, err := runProbe(t, &server{URL: tc.srv.URL}, append([]probe.Option{probe.Requests(2)}, tc.opts...)...)
+			var ue *probe.UnusableError
+			require.ErrorAs(t, err, &ue)
+			require.NotNil(t, rep, "the report comes with the error")
+			switch tc.class {
+			case "":
+				require.NotEqual(t, httptrace.ClassOK, ue.Class)
+			case httptrace.ClassDeadline:
+				// The request's timeout and the dial's (the same) race.
+				require.Contains(t, []httptrace.Class{httptrace.ClassDeadline, httptrace.ClassConnectTimeout}, ue.Class, "%v", err)
+			default:
+				require.Equal(t, tc.class, ue.Class, "%v", err)
+			}
+			require.Equal(t, 2, ue.Sent)
+			require.NotContains(t, err.Error(), "\n")
+			require.Equal(t, tc.srv.accepted.Load(), rep.Dials-rep.DialErrors, "connected dials = server accepts")
+			requireFindings(t, rep, append(tc.also, probe.FindingRequestErrors)...)
+		})
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	t.Parallel()
+	// Two quick responses, then a handler that waits for the client to
+	// go away: the probe's deadline ends the third request.
+	var served atomic.Int64
+	s := startCounting(t, httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1) > 2 {
+			<-r.Context().Done()
+			return
+		}
+		io.WriteString(w, "ok")
+	})))
+	req, err := http.NewRequest(http.MethodGet, s.URL, nil)
+	require.NoError(t, err)
+	rep, err := probe.Run(t.Context(), req, probe.Requests(10), probe.Deadline(300*time.Millisecond), probe.FindMaxRequests(5))
+	require.NoError(t, err)
+	require.True(t, rep.DeadlineReached)
+	require.Equal(t, 3, rep.Requests, "requests not started by the deadline are not sent")
+	require.Equal(t, 1, rep.Cut)
+	require.Equal(t, 2, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 1, rep.Outcomes[httptrace.ClassDeadline])
+	require.Zero(t, rep.Discovery.Requests, "no discovery after the deadline")
+	require.EqualValues(t, 1, rep.Dials)
+	require.Equal(t, s.accepted.Load(), rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
+	requireFindings(t, rep, probe.FindingDeadlineReached)
+
+	t.Run("nothing answered", func(t *testing.T) {
+		rep, err := probe.Run(t.Context(), req, probe.Requests(2), probe.Deadline(200*time.Millisecond))
+		var ue *probe.UnusableError
+		require.ErrorAs(t, err, &ue)
+		require.Equal(t, httptrace.ClassDeadline, ue.Class)
+		require.True(t, rep.DeadlineReached)
+	})
+}
+
+func TestRedaction(t *testing.T) {
+	t.Parallel()
+	s := goServer(t, 0)
+	secretURL := strings.Replace(s.URL, "://", "://alice:hunter2@", 1) + "/path?token=s3cr3t-value"
+	req, err := http.NewRequest(http.MethodGet, secretURL, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer s3cr3t-bearer")
+	req.Header.Set("Cookie", "session=s3cr3t-cookie")
+	rep, err := probe.Run(t.Context(), req, probe.Requests(2), probe.KeepTimelines(), probe.Deadline(guard))
+	require.NoError(t, err)
+	var text, js strings.Builder
+	require.NoError(t, probe.WriteText(&text, rep, probe.TextOptions{Verbose: true}))
+	require.NoError(t, probe.WriteJSON(&js, rep))
+	for _, out := range []string{text.String(), js.String()} {
+		for _, secret := range []string{"hunter2", "alice", "s3cr3t"} {
+			require.NotContains(t, out, secret)
+		}
+		require.Contains(t, out, "token="+httptrace.Masked)
+	}
+
+	// Errors too.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	req, err = http.NewRequest(http.MethodGet, "http://alice:hunter2@"+addr+"/?token=s3cr3t-value", nil)
+	require.NoError(t, err)
+	rep, err = probe.Run(t.Context(), req, probe.Requests(1), probe.Deadline(guard))
+	require.Error(t, err)
+	text.Reset()
+	require.NoError(t, probe.WriteText(&text, rep, probe.TextOptions{}))
+	for _, out := range []string{err.Error(), text.String()} {
+		require.NotContains(t, out, "hunter2")
+		require.NotContains(t, out, "s3cr3t")
+	}
+}
+
+func TestOptionErrors(t *testing.T) {
+	t.Parallel()
+	req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/", nil)
+	require.NoError(t, err)
+	bad := map[string][]probe.Option{
+		"no requests":         {probe.Requests(0)},
+		"too many requests":   {probe.Requests(probe.MaxRequests + 1)},
+		"no concurrency":      {probe.Concurrency(0)},
+		"concurrency > n":     {probe.Requests(2), probe.Concurrency(3)},
+		"negative cap":        {probe.MaxConns(-1)},
+		"negative gap":        {probe.Gap(-time.Second)},
+		"zero timeout":        {probe.Timeout(0)},
+		"zero deadline":       {probe.Deadline(0)},
+		"negative max body":   {probe.MaxBody(-1)},
+		"discovery bound 1":   {probe.FindMaxRequests(1)},
+		"zero max idle":       {probe.FindIdleTimeout(0)},
+		"h1 and h2":           {probe.HTTP1Only(), probe.RequireHTTP2()},
+		"h2 over http":        {probe.RequireHTTP2()},
+		"nil option":          {nil},
+		"nil TLS config":      {probe.TLSConfig(nil)},
+		"nil progress":        {probe.OnProgress(nil)},
+		"zero client idle":    {probe.ClientIdleTimeout(0)},
+		"h2 and h1 (reverse)": {probe.RequireHTTP2(), probe.HTTP1Only()},
+	}
+	for name, opts := range bad {
+		rep, err := probe.Run(t.Context(), req, opts...)
+		require.Error(t, err, name)
+		require.Nil(t, rep, name)
+		var ue *probe.UnusableError
+		require.False(t, errors.As(err, &ue), name)
+	}
+	_, err = probe.Run(t.Context(), nil)
+	require.Error(t, err)
+	ftp, err := http.NewRequest(http.MethodGet, "ftp://127.0.0.1/", nil)
+	require.NoError(t, err)
+	_, err = probe.Run(t.Context(), ftp)
+	require.Error(t, err)
+	withBody, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", io.NopCloser(strings.NewReader("x")))
+	require.NoError(t, err)
+	_, err = probe.Run(t.Context(), withBody)
+	require.ErrorContains(t, err, "GetBody")
+}
+
+func TestBodyReplayed(t *testing.T) {
+	t.Parallel()
+	var bodies atomic.Int64
+	s := startCounting(t, httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.Method == http.MethodPost && string(b) == "payload" {
+			bodies.Add(1)
+		}
+	})))
+	req, err := http.NewRequest(http.MethodPost, s.URL, strings.NewReader("payload"))
+	require.NoError(t, err)
+	rep, err := probe.Run(t.Context(), req, probe.Requests(3), probe.Deadline(guard))
+	require.NoError(t, err)
+	require.Equal(t, "POST", rep.Method)
+	require.EqualValues(t, 3, bodies.Load(), "each request carries the body")
+	require.EqualValues(t, 1, rep.Dials)
+	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+}
+
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	s := goServer(t, 0)
+	var calls []probe.Progress
+	rep := mustProbe(t, s, probe.Requests(3), probe.FindMaxRequests(2),
+		probe.OnProgress(func(p probe.Progress) { calls = append(calls, p) }))
+	require.Equal(t, 3, rep.Requests)
+	var main, disc int
+	for _, p := range calls {
+		switch p.Phase {
+		case "requests":
+			main++
+			require.Equal(t, 3, p.Total)
+		case "find-max-requests":
+			disc++
+		}
+	}
+	require.Equal(t, 4, main, "one per request and one at the end")
+	require.Equal(t, 2, disc)
+}

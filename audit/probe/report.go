@@ -1,0 +1,224 @@
+package probe
+
+import (
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+)
+
+// SchemaVersion names the JSON form of a [Report]; it changes only when a
+// field changes meaning or goes away (fields may be added).
+const SchemaVersion = "connaudit.probe/v1"
+
+// Report is what a probe found. It marshals to the stable JSON form
+// described in the package documentation. Every URL and error in it is
+// redacted.
+type Report struct {
+	Schema string `json:"schema"`
+	// Target is the redacted URL; Method the request method.
+	Target string `json:"target"`
+	Method string `json:"method"`
+	// Requested is the number of requests asked for; Requests those sent
+	// (fewer when the deadline or an interruption stopped the run).
+	Requested   int           `json:"requested"`
+	Requests    int           `json:"requests"`
+	Concurrency int           `json:"concurrency"`
+	MaxConns    int           `json:"max_conns"`
+	Gap         time.Duration `json:"gap_ns"`
+	Timeout     time.Duration `json:"timeout_ns"`
+	Deadline    time.Duration `json:"deadline_ns,omitempty"`
+	// ClientIdleTimeout is how long the probe's client kept idle
+	// connections.
+	ClientIdleTimeout time.Duration `json:"client_idle_timeout_ns"`
+	Elapsed           time.Duration `json:"elapsed_ns"`
+	// DeadlineReached is set when the deadline stopped the probe; Cut
+	// counts the main-run requests it ended.
+	DeadlineReached bool `json:"deadline_reached"`
+	Cut             int  `json:"cut_by_deadline,omitempty"`
+	// Interrupted is set when the caller's context ended the probe.
+	Interrupted bool `json:"interrupted,omitempty"`
+
+	// Outcomes counts the main-run requests by outcome class; Statuses
+	// the responses by status code.
+	Outcomes map[httptrace.Class]int `json:"outcomes"`
+	Statuses map[int]int             `json:"statuses"`
+	// Failures lists up to 10 distinct failures, with a count each.
+	Failures []Failure `json:"failures,omitempty"`
+	// HiddenRetries counts requests the Transport sent more than once by
+	// itself: their timeline asked for a connection (GetConn) again after
+	// it had got one (GotConn). ExtraAttempts counts those attempts.
+	// Timeline.GetConns > 1 alone is not used: a request on a new HTTP/2
+	// connection fires GetConn twice (http.Transport's, then the http2
+	// connection pool's) and is sent once.
+	HiddenRetries int `json:"hidden_retries"`
+	ExtraAttempts int `json:"extra_attempts"`
+
+	// Dials counts the connections the main run dialed (failed dials
+	// included); DialErrors the dials that failed. PerfectDials is what
+	// Dials would be with perfect keep-alive.
+	Dials        int64 `json:"dials"`
+	DialErrors   int64 `json:"dial_errors"`
+	PerfectDials int   `json:"perfect_dials"`
+	// PerConn summarises the requests per connection.
+	PerConn PerConn `json:"requests_per_connection"`
+	// Protocols counts connections by protocol ("HTTP/1.1", "h2",
+	// "HTTP/1.0").
+	Protocols map[string]int `json:"protocols"`
+	// TLS summarises the TLS connections, nil without TLS.
+	TLS *TLSSummary `json:"tls,omitempty"`
+	// Connections lists the main run's connections in dial order (at most
+	// 4096; ConnectionsOmitted counts the others); ClosedBy counts every
+	// close by reason.
+	Connections        []Connection               `json:"connections"`
+	ConnectionsOmitted int                        `json:"connections_omitted,omitempty"`
+	ClosedBy           map[pool.CloseReason]int64 `json:"closed_by"`
+	// Stages are the stage durations of the successful requests.
+	Stages Stages `json:"stages"`
+
+	// Discovery holds the results of the discovery phases that ran.
+	Discovery *Discovery `json:"discovery,omitempty"`
+	// Findings are what the probe concluded, most severe first.
+	Findings []Finding `json:"findings"`
+	// Timelines are the main run's timelines, with [KeepTimelines].
+	Timelines []*httptrace.Timeline `json:"timelines,omitempty"`
+}
+
+// Failure is one kind of failed request.
+type Failure struct {
+	Class httptrace.Class `json:"class"`
+	Stage httptrace.Stage `json:"stage"`
+	// Error is the first such error's text, redacted.
+	Error string `json:"error"`
+	Count int    `json:"count"`
+}
+
+// PerConn summarises the requests per connection, over the connections
+// that carried at least one request.
+type PerConn struct {
+	Min  int     `json:"min"`
+	Max  int     `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+// TLSSummary describes the TLS connections of the main run.
+type TLSSummary struct {
+	// Versions counts connections by TLS version ("TLS 1.3").
+	Versions map[string]int `json:"versions"`
+	// Connections counts TLS connections; Resumed those whose handshake
+	// resumed an earlier session; Resumable those dialed after an earlier
+	// handshake had finished, the only ones that could resume.
+	Connections int `json:"connections"`
+	Resumed     int `json:"resumed"`
+	Resumable   int `json:"resumable"`
+	// ALPN is the protocol the server selected on the first connection,
+	// "" when it selected none.
+	ALPN string `json:"alpn"`
+}
+
+// Connection is one connection of the main run.
+type Connection struct {
+	ID         uint64 `json:"id"`
+	Proto      string `json:"proto,omitempty"`
+	TLSVersion string `json:"tls_version,omitempty"`
+	TLSResumed bool   `json:"tls_resumed,omitempty"`
+	// Requests counts the requests it carried, a request the Transport
+	// retried on another connection included.
+	Requests int `json:"requests"`
+	// ClosedBy is "client" or "server"; CloseReason says why (see
+	// [pool.CloseReason]); CloseDetail adds the failed request's class.
+	ClosedBy    pool.Closer      `json:"closed_by,omitempty"`
+	CloseReason pool.CloseReason `json:"close_reason,omitempty"`
+	CloseDetail string           `json:"close_detail,omitempty"`
+	// IdleBeforeClose is how long it had been idle when the server closed
+	// it while idle.
+	IdleBeforeClose time.Duration `json:"idle_before_close_ns,omitempty"`
+	// DialError is set on a dial that failed.
+	DialError string `json:"dial_error,omitempty"`
+}
+
+// Stages are stage-duration percentiles of the successful main-run
+// requests, split by whether the request dialed a new connection.
+type Stages struct {
+	New    StageSet `json:"new"`
+	Reused StageSet `json:"reused"`
+	// ReuseSaves is the median total of requests on new connections
+	// minus that of requests on reused ones, when there are both.
+	ReuseSaves *time.Duration `json:"reuse_saves_ns,omitempty"`
+}
+
+// StageSet are the percentiles of each stage over Count requests.
+type StageSet struct {
+	Count    int         `json:"count"`
+	DNS      Percentiles `json:"dns"`
+	Connect  Percentiles `json:"connect"`
+	TLS      Percentiles `json:"tls"`
+	PoolWait Percentiles `json:"pool_wait"`
+	Write    Percentiles `json:"write"`
+	Server   Percentiles `json:"server"`
+	Transfer Percentiles `json:"transfer"`
+	Total    Percentiles `json:"total"`
+}
+
+// Percentiles of a stage's durations (nearest rank).
+type Percentiles struct {
+	P50 time.Duration `json:"p50_ns"`
+	P90 time.Duration `json:"p90_ns"`
+	P99 time.Duration `json:"p99_ns"`
+	Max time.Duration `json:"max_ns"`
+}
+
+// Discovery holds the results of the discovery phases.
+type Discovery struct {
+	// Requests and Dials count the discovery requests and dials, apart
+	// from the main run's.
+	Requests    int                `json:"requests"`
+	Dials       int64              `json:"dials"`
+	MaxRequests *MaxRequestsResult `json:"max_requests,omitempty"`
+	IdleTimeout *IdleTimeoutResult `json:"idle_timeout,omitempty"`
+}
+
+// MaxRequestsResult is what the requests-per-connection discovery found.
+type MaxRequestsResult struct {
+	// Requests counts the requests it sent; Bound is the most it would.
+	// Dials counts the connections it dialed.
+	Requests int   `json:"requests"`
+	Bound    int   `json:"bound"`
+	Dials    int64 `json:"dials"`
+	// Found is set when the server closed the connection; Limit is then
+	// the number of responses it gave on it.
+	Found bool `json:"found"`
+	Limit int  `json:"limit,omitempty"`
+	// How says how the server closed it: "connection-close" (it said so
+	// on the last response), "http1.0-no-keep-alive", "goaway", or the
+	// pool's close reason when it closed without notice.
+	How string `json:"how,omitempty"`
+	// HiddenRetry is set when the Transport had to retry the next request
+	// because the server closed without notice.
+	HiddenRetry bool `json:"hidden_retry,omitempty"`
+	// Error is why the discovery stopped early, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// IdleTimeoutResult is what the idle-timeout discovery found: the server's
+// idle timeout lies in (Survived, Closed].
+type IdleTimeoutResult struct {
+	// Requests counts the requests it sent; Trials the idle gaps tried;
+	// Dials the connections it dialed.
+	Requests int   `json:"requests"`
+	Trials   int   `json:"trials"`
+	Dials    int64 `json:"dials"`
+	// Max is the longest gap it would try.
+	Max time.Duration `json:"max_ns"`
+	// Found is set when some gap was too long for the server.
+	Found bool `json:"found"`
+	// Survived is the longest gap a connection survived (0 if none);
+	// Closed the shortest it did not (0 if none).
+	Survived time.Duration `json:"survived_ns"`
+	Closed   time.Duration `json:"closed_ns,omitempty"`
+	// Complete is set when the search reached its resolution or max; it
+	// is unset when the deadline or an error stopped it.
+	Complete bool `json:"complete"`
+	// Error is why the discovery stopped early, if it did.
+	Error string `json:"error,omitempty"`
+}

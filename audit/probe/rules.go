@@ -1,0 +1,330 @@
+package probe
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+)
+
+// closesEveryNInfo is the requests-per-connection limit from which a
+// server that closes every N requests is only worth knowing about.
+const closesEveryNInfo = 100
+
+// findings draws the findings from a finished report. Each rule says when
+// it fires; each id fires at most once.
+func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
+	fs := []Finding{}
+	add := func(id string, sev Severity, format string, args ...any) {
+		fs = append(fs, Finding{ID: id, Severity: sev, Message: fmt.Sprintf(format, args...)})
+	}
+	has := func(id string) bool {
+		return slices.ContainsFunc(fs, func(f Finding) bool { return f.ID == id })
+	}
+	ok := rep.Outcomes[httptrace.ClassOK]
+	served := servedConns(rep)
+
+	// request-errors: a request failed, other than by the probe's own
+	// deadline or an interruption.
+	if failed := rep.Requests - ok - rep.Cut; failed > 0 {
+		add(FindingRequestErrors, SeverityError, "%d of %d requests failed: %s", failed, rep.Requests, failureSummary(rep.Failures))
+	}
+
+	// no-keep-alive: every connection that carried a request carried one
+	// and the server closed it after that response.
+	if len(served) > 0 && ok > 0 && allOneAndServerClosed(served) {
+		add(FindingNoKeepAlive, SeverityWarn,
+			"the server closed every connection after one response (%s): %d dials for %d requests; with keep-alive %d would do",
+			reasonList(served), rep.Dials, rep.Requests, rep.PerfectDials)
+	}
+	var disc *MaxRequestsResult
+	if rep.Discovery != nil {
+		disc = rep.Discovery.MaxRequests
+	}
+	if disc != nil && disc.Found && disc.Limit == 1 && !has(FindingNoKeepAlive) {
+		add(FindingNoKeepAlive, SeverityWarn, "the server closed the connection after its first response (%s)", howText(disc.How))
+	}
+
+	// server-closes-every-n: the server closed connections after N ≥ 2
+	// requests, saying so (Connection: close, or GOAWAY); or discovery
+	// found its limit.
+	if !has(FindingNoKeepAlive) {
+		switch {
+		case disc != nil && disc.Found && disc.Limit >= 2:
+			sev := SeverityWarn
+			if disc.Limit >= closesEveryNInfo {
+				sev = SeverityInfo
+			}
+			msg := fmt.Sprintf("the server closes each connection after %d requests (%s)", disc.Limit, howText(disc.How))
+			if !announced(disc.How) {
+				msg += ": it does so without notice, so the next request on the connection fails or is retried by the Transport"
+			}
+			if rep.Dials > int64(rep.PerfectDials) {
+				msg += fmt.Sprintf("; the main run dialed %d times for %d requests, %d with perfect keep-alive", rep.Dials, rep.Requests, rep.PerfectDials)
+			}
+			add(FindingServerClosesEveryN, sev, "%s", msg)
+		default:
+			lo, hi, n := 0, 0, 0
+			for _, c := range served {
+				if c.ClosedBy != pool.ClosedByServer || !announced(string(c.CloseReason)) || c.Requests < 2 {
+					continue
+				}
+				if n == 0 || c.Requests < lo {
+					lo = c.Requests
+				}
+				hi = max(hi, c.Requests)
+				n++
+			}
+			if n > 0 {
+				sev := SeverityWarn
+				if lo >= closesEveryNInfo {
+					sev = SeverityInfo
+				}
+				every := fmt.Sprintf("%d", lo)
+				if hi != lo {
+					every = fmt.Sprintf("%d to %d", lo, hi)
+				}
+				add(FindingServerClosesEveryN, sev,
+					"the server closed %d connection(s) after %s requests each (%s): %d dials for %d requests, %d with perfect keep-alive",
+					n, every, reasonList(served), rep.Dials, rep.Requests, rep.PerfectDials)
+			}
+		}
+	}
+
+	// server-idle-shorter-than-client: the server closed idle connections
+	// the client would have kept, or discovery found its idle timeout
+	// below the client's.
+	var idleClosed []time.Duration
+	for _, c := range served {
+		if c.CloseReason == pool.ReasonServerClosedIdle {
+			idleClosed = append(idleClosed, c.IdleBeforeClose)
+		}
+	}
+	var idle *IdleTimeoutResult
+	if rep.Discovery != nil {
+		idle = rep.Discovery.IdleTimeout
+	}
+	switch {
+	case idle != nil && idle.Found && idle.Closed < cfg.clientIdle:
+		add(FindingServerIdleShorterThanClient, SeverityWarn,
+			"the server's idle timeout is %s; the client keeps idle connections for %s, so it may send a request on a connection the server is closing (a failed request or a hidden retry): keep the client's idle timeout below %s",
+			bracket(idle.Survived, idle.Closed), human(cfg.clientIdle), human(max(idle.Survived, idle.Closed/2)))
+	case len(idleClosed) > 0:
+		slices.Sort(idleClosed)
+		add(FindingServerIdleShorterThanClient, SeverityWarn,
+			"the server closed %d idle connection(s), after %s idle; the client keeps idle connections for %s, so it may send a request on a connection the server is closing (a failed request or a hidden retry)",
+			len(idleClosed), spread(idleClosed), human(cfg.clientIdle))
+	}
+
+	// h2-not-offered: over TLS, with HTTP/2 allowed, no connection
+	// negotiated it.
+	if https && !cfg.http1 && rep.TLS != nil && len(served) > 0 && rep.Protocols["h2"] == 0 {
+		sev := SeverityInfo
+		if cfg.requireHTTP2 {
+			sev = SeverityError
+		}
+		alpn := rep.TLS.ALPN
+		if alpn == "" {
+			alpn = "none"
+		}
+		add(FindingH2NotOffered, sev, "the server did not select HTTP/2 over TLS (ALPN: %s): each concurrent request needs its own connection", alpn)
+	}
+
+	// hidden-retries: the Transport retried requests by itself.
+	if rep.HiddenRetries > 0 {
+		add(FindingHiddenRetries, SeverityWarn,
+			"the Transport retried %d request(s) by itself (%d extra attempt(s)): the server saw requests the probe sent once, because it closed kept-alive connections without notice",
+			rep.HiddenRetries, rep.ExtraAttempts)
+	}
+
+	// slow-new-connection: setting up a connection takes more than half of
+	// the per-request budget, or a request on a new connection ran out of
+	// it.
+	half := cfg.timeout / 2
+	var slow []time.Duration
+	for _, d := range ev.setups {
+		if d > half {
+			slow = append(slow, d)
+		}
+	}
+	timedOut := 0
+	for _, n := range ev.newConnTimeouts {
+		timedOut += n
+	}
+	if len(slow) > 0 || timedOut > 0 {
+		var parts []string
+		if timedOut > 0 {
+			parts = append(parts, fmt.Sprintf("%d request(s) ran out of the %s timeout while setting up or on a new connection (%s)",
+				timedOut, human(cfg.timeout), stageCounts(ev.newConnTimeouts)))
+		}
+		if len(slow) > 0 {
+			slices.Sort(slow)
+			parts = append(parts, fmt.Sprintf("%d connection setup(s) took more than half of it (up to %s)", len(slow), human(slow[len(slow)-1])))
+		}
+		add(FindingSlowNewConnection, SeverityWarn, "%s: reuse hides it until a new connection is needed", strings.Join(parts, "; "))
+	}
+
+	// tls-not-resumed: connections dialed after a handshake had finished
+	// could have resumed its session, and none did.
+	if t := rep.TLS; t != nil && t.Resumable > 0 && t.Resumed == 0 {
+		add(FindingTLSNotResumed, SeverityInfo,
+			"none of the %d TLS connection(s) that could have resumed a session did: each new connection pays a full handshake", t.Resumable)
+	}
+
+	// deadline-reached: the probe's deadline cut it short.
+	if rep.DeadlineReached {
+		add(FindingDeadlineReached, SeverityWarn, "the %s deadline stopped the probe: %d of %d requests sent, %d cut short%s",
+			human(cfg.deadline), rep.Requests, rep.Requested, rep.Cut, discoveryCut(rep))
+	}
+	return fs
+}
+
+// servedConns returns the connections that carried at least one request.
+func servedConns(rep *Report) []Connection {
+	var out []Connection
+	for _, c := range rep.Connections {
+		if c.Requests > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// announced reports whether a close reason is one the server announced.
+func announced(reason string) bool {
+	switch pool.CloseReason(reason) {
+	case pool.ReasonConnectionClose, pool.ReasonHTTP10, pool.ReasonServerGoAway:
+		return true
+	}
+	return false
+}
+
+// allOneAndServerClosed reports whether every connection carried one
+// request and was closed by the server after it, not for being idle.
+func allOneAndServerClosed(cs []Connection) bool {
+	for _, c := range cs {
+		if c.Requests != 1 || c.ClosedBy != pool.ClosedByServer {
+			return false
+		}
+		switch c.CloseReason {
+		case pool.ReasonConnectionClose, pool.ReasonHTTP10, pool.ReasonServerGoAway, pool.ReasonServerEOF, pool.ReasonServerReset:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// reasonList names the server close reasons among cs, most frequent first.
+func reasonList(cs []Connection) string {
+	counts := map[pool.CloseReason]int{}
+	var order []pool.CloseReason
+	for _, c := range cs {
+		if c.ClosedBy != pool.ClosedByServer {
+			continue
+		}
+		if counts[c.CloseReason] == 0 {
+			order = append(order, c.CloseReason)
+		}
+		counts[c.CloseReason]++
+	}
+	slices.SortStableFunc(order, func(a, b pool.CloseReason) int { return counts[b] - counts[a] })
+	parts := make([]string, 0, len(order))
+	for _, r := range order {
+		parts = append(parts, howText(string(r)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// howText says a close reason in words.
+func howText(reason string) string {
+	switch pool.CloseReason(reason) {
+	case pool.ReasonConnectionClose:
+		return "Connection: close"
+	case pool.ReasonHTTP10:
+		return "HTTP/1.0 without keep-alive"
+	case pool.ReasonServerGoAway:
+		return "HTTP/2 GOAWAY"
+	case pool.ReasonServerEOF:
+		return "closed during a request"
+	case pool.ReasonServerReset:
+		return "reset"
+	case pool.ReasonServerClosedIdle:
+		return "closed while idle"
+	}
+	return reason
+}
+
+func failureSummary(fs []Failure) string {
+	parts := make([]string, 0, len(fs))
+	for _, f := range fs {
+		parts = append(parts, fmt.Sprintf("%s @%s ×%d", f.Class, f.Stage, f.Count))
+	}
+	s := strings.Join(parts, ", ")
+	if len(fs) > 0 && fs[0].Error != "" {
+		s += "; first: " + fs[0].Error
+	}
+	return s
+}
+
+func stageCounts(m map[httptrace.Stage]int) string {
+	stages := make([]string, 0, len(m))
+	for st := range m {
+		stages = append(stages, string(st))
+	}
+	slices.Sort(stages)
+	parts := make([]string, 0, len(stages))
+	for _, st := range stages {
+		parts = append(parts, fmt.Sprintf("%s ×%d", st, m[httptrace.Stage(st)]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func discoveryCut(rep *Report) string {
+	if rep.Discovery == nil {
+		return ""
+	}
+	var cut []string
+	if m := rep.Discovery.MaxRequests; m != nil && !m.Found && m.Error != "" {
+		cut = append(cut, "find-max-requests")
+	}
+	if i := rep.Discovery.IdleTimeout; i != nil && !i.Complete {
+		cut = append(cut, "find-idle-timeout")
+	}
+	if len(cut) == 0 {
+		return ""
+	}
+	return "; incomplete: " + strings.Join(cut, ", ")
+}
+
+// bracket says where an idle timeout lies.
+func bracket(survived, closed time.Duration) string {
+	if survived == 0 {
+		return "less than " + human(closed)
+	}
+	return fmt.Sprintf("between %s and %s", human(survived), human(closed))
+}
+
+// spread says a sorted list of durations as a range.
+func spread(ds []time.Duration) string {
+	if ds[0] == ds[len(ds)-1] {
+		return human(ds[0])
+	}
+	return fmt.Sprintf("%s to %s", human(ds[0]), human(ds[len(ds)-1]))
+}
+
+// human rounds d for reading.
+func human(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}

@@ -1,0 +1,369 @@
+package probe
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+)
+
+// TextOptions shape [WriteText]'s output.
+type TextOptions struct {
+	// Color marks severities with ANSI colours. Set it only for a
+	// terminal, and never when NO_COLOR is set.
+	Color bool
+	// Verbose writes each kept timeline's waterfall ([KeepTimelines])
+	// before the summary.
+	Verbose bool
+}
+
+// WriteJSON writes r in its stable JSON form (see the package
+// documentation), indented.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+const (
+	ansiReset  = "\x1b[0m"
+	ansiRed    = "\x1b[31m"
+	ansiYellow = "\x1b[33m"
+	ansiCyan   = "\x1b[36m"
+	ansiBold   = "\x1b[1m"
+)
+
+// WriteText writes r for a reader: the requests and their outcomes, dials
+// against the ideal, the connections grouped by fate, the stage
+// percentiles, discovery and the findings.
+func WriteText(w io.Writer, r *Report, o TextOptions) error {
+	var b strings.Builder
+	paint := func(code, s string) string {
+		if !o.Color {
+			return s
+		}
+		return code + s + ansiReset
+	}
+	if o.Verbose {
+		for _, tl := range r.Timelines {
+			if err := httptrace.WriteWaterfall(&b, tl); err != nil {
+				return err
+			}
+			b.WriteByte('\n')
+		}
+	}
+	fmt.Fprintf(&b, "%s %s %s\n", paint(ansiBold, "probe"), r.Method, r.Target)
+	capText := "uncapped"
+	if r.MaxConns > 0 {
+		capText = fmt.Sprintf("capped at %d", r.MaxConns)
+	}
+	fmt.Fprintf(&b, "  %d requests, concurrency %d, connections %s", r.Requested, r.Concurrency, capText)
+	if r.Gap > 0 {
+		fmt.Fprintf(&b, ", gap %s", human(r.Gap))
+	}
+	fmt.Fprintf(&b, ", timeout %s", human(r.Timeout))
+	if r.Deadline > 0 {
+		fmt.Fprintf(&b, ", deadline %s", human(r.Deadline))
+	}
+	b.WriteString("\n\n")
+
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	sent := fmt.Sprintf("%d", r.Requests)
+	if r.Requests != r.Requested {
+		sent = fmt.Sprintf("%d of %d", r.Requests, r.Requested)
+	}
+	fmt.Fprintf(tw, "requests\t%s in %s: %s\n", sent, human(r.Elapsed), outcomeText(r))
+	for _, f := range r.Failures {
+		fmt.Fprintf(tw, "  failed\t%s @%s ×%d: %s\n", f.Class, f.Stage, f.Count, f.Error)
+	}
+	if r.HiddenRetries > 0 {
+		fmt.Fprintf(tw, "hidden retries\t%d request(s), %d extra attempt(s)\n", r.HiddenRetries, r.ExtraAttempts)
+	}
+	dials := fmt.Sprintf("%d", r.Dials)
+	if r.DialErrors > 0 {
+		dials += fmt.Sprintf(" (%d failed)", r.DialErrors)
+	}
+	fmt.Fprintf(tw, "dials\t%s; would be %d with perfect keep-alive\n", dials, r.PerfectDials)
+	if r.PerConn.Max > 0 {
+		fmt.Fprintf(tw, "per connection\t%.1f requests (min %d, max %d)\n", r.PerConn.Mean, r.PerConn.Min, r.PerConn.Max)
+	}
+	if len(r.Protocols) > 0 {
+		fmt.Fprintf(tw, "protocol\t%s\n", countList(r.Protocols))
+	}
+	if t := r.TLS; t != nil {
+		fmt.Fprintf(tw, "tls\t%s; ALPN %s; resumed %d of %d connection(s) that could\n", countList(t.Versions), orNone(t.ALPN), t.Resumed, t.Resumable)
+	}
+	tw.Flush()
+
+	b.WriteString("\nconnections\n")
+	writeConnGroups(&b, r.Connections)
+	if r.ConnectionsOmitted > 0 {
+		fmt.Fprintf(&b, "  (%d more not listed)\n", r.ConnectionsOmitted)
+	}
+	if len(r.ClosedBy) > 0 {
+		reasons := slices.Sorted(maps.Keys(r.ClosedBy))
+		parts := make([]string, 0, len(reasons))
+		for _, k := range reasons {
+			parts = append(parts, fmt.Sprintf("%s ×%d", k, r.ClosedBy[k]))
+		}
+		fmt.Fprintf(&b, "  closes: %s\n", strings.Join(parts, ", "))
+	}
+
+	if r.Stages.New.Count+r.Stages.Reused.Count > 0 {
+		b.WriteString("\nstages of successful requests\n")
+		writeStages(&b, r.Stages)
+	}
+
+	if d := r.Discovery; d != nil {
+		fmt.Fprintf(&b, "\ndiscovery (%d requests, %d dials, apart from the above)\n", d.Requests, d.Dials)
+		if m := d.MaxRequests; m != nil {
+			fmt.Fprintf(&b, "  max requests per connection: %s\n", maxRequestsText(m))
+		}
+		if i := d.IdleTimeout; i != nil {
+			fmt.Fprintf(&b, "  idle timeout: %s\n", idleText(i))
+		}
+	}
+
+	b.WriteString("\nfindings\n")
+	if len(r.Findings) == 0 {
+		b.WriteString("  none\n")
+	}
+	for _, f := range r.Findings {
+		label := strings.ToUpper(string(f.Severity))
+		switch f.Severity {
+		case SeverityError:
+			label = paint(ansiRed, label)
+		case SeverityWarn:
+			label = paint(ansiYellow, label)
+		default:
+			label = paint(ansiCyan, label)
+		}
+		pad := strings.Repeat(" ", max(0, 5-len(f.Severity)))
+		fmt.Fprintf(&b, "  %s%s %s: %s\n", label, pad, f.ID, f.Message)
+	}
+	if r.DeadlineReached {
+		b.WriteString("\n(the deadline stopped the probe: the numbers above cover part of it)\n")
+	}
+	if r.Interrupted {
+		b.WriteString("\n(interrupted: the numbers above cover part of the probe)\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func outcomeText(r *Report) string {
+	if len(r.Outcomes) == 0 {
+		return "none"
+	}
+	classes := slices.Sorted(maps.Keys(r.Outcomes))
+	// ok first, then failures by name.
+	slices.SortStableFunc(classes, func(a, b httptrace.Class) int {
+		switch {
+		case a == httptrace.ClassOK:
+			return -1
+		case b == httptrace.ClassOK:
+			return 1
+		}
+		return 0
+	})
+	parts := make([]string, 0, len(classes))
+	for _, c := range classes {
+		s := fmt.Sprintf("%s %d", c, r.Outcomes[c])
+		if c == httptrace.ClassOK && len(r.Statuses) > 0 {
+			codes := slices.Sorted(maps.Keys(r.Statuses))
+			var cs []string
+			for _, code := range codes {
+				cs = append(cs, fmt.Sprintf("%d ×%d", code, r.Statuses[code]))
+			}
+			s += " (" + strings.Join(cs, ", ") + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func countList(m map[string]int) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// connGroup is a set of connections with the same fate.
+type connGroup struct {
+	key string
+	ids []uint64
+}
+
+func fateOf(c Connection) string {
+	if c.DialError != "" {
+		return "dial failed: " + c.DialError
+	}
+	var b strings.Builder
+	proto := c.Proto
+	if proto == "" {
+		proto = "-"
+	}
+	b.WriteString(proto)
+	if c.TLSVersion != "" {
+		b.WriteString(", " + c.TLSVersion)
+		if c.TLSResumed {
+			b.WriteString(" resumed")
+		}
+	}
+	fmt.Fprintf(&b, ", %d request(s), ", c.Requests)
+	switch {
+	case c.ClosedBy == "":
+		b.WriteString("still open")
+	case c.ClosedBy == pool.ClosedByClient && c.CloseReason == pool.ReasonCloseIdle:
+		b.WriteString("closed by the probe at the end")
+	default:
+		fmt.Fprintf(&b, "closed by %s: %s", c.ClosedBy, c.CloseReason)
+		if c.CloseDetail != "" {
+			fmt.Fprintf(&b, " (%s)", c.CloseDetail)
+		}
+	}
+	return b.String()
+}
+
+func writeConnGroups(b *strings.Builder, conns []Connection) {
+	if len(conns) == 0 {
+		b.WriteString("  none\n")
+		return
+	}
+	var groups []*connGroup
+	byKey := map[string]*connGroup{}
+	for _, c := range conns {
+		k := fateOf(c)
+		g := byKey[k]
+		if g == nil {
+			g = &connGroup{key: k}
+			byKey[k] = g
+			groups = append(groups, g)
+		}
+		g.ids = append(g.ids, c.ID)
+	}
+	for _, g := range groups {
+		fmt.Fprintf(b, "  %-14s %s\n", idList(g.ids), g.key)
+	}
+}
+
+// idList says a list of connection ids briefly: "#1", "#1-#4", "#1,#3 (2)".
+func idList(ids []uint64) string {
+	if len(ids) == 1 {
+		return fmt.Sprintf("#%d", ids[0])
+	}
+	contiguous := true
+	for i := 1; i < len(ids); i++ {
+		if ids[i] != ids[i-1]+1 {
+			contiguous = false
+			break
+		}
+	}
+	if contiguous {
+		return fmt.Sprintf("#%d-#%d", ids[0], ids[len(ids)-1])
+	}
+	return fmt.Sprintf("%d conns", len(ids))
+}
+
+func writeStages(b *strings.Builder, s Stages) {
+	const col = "%10s"
+	fmt.Fprintf(b, "  %-10s  %-40s  %s\n", "", fmt.Sprintf("new connection (%d)", s.New.Count), fmt.Sprintf("reused connection (%d)", s.Reused.Count))
+	fmt.Fprintf(b, "  %-10s", "")
+	for range 2 {
+		b.WriteString("  ")
+		for _, h := range []string{"p50", "p90", "p99", "max"} {
+			fmt.Fprintf(b, col, h)
+		}
+	}
+	b.WriteByte('\n')
+	rows := []struct {
+		name string
+		n, r Percentiles
+	}{
+		{"dns", s.New.DNS, s.Reused.DNS},
+		{"connect", s.New.Connect, s.Reused.Connect},
+		{"tls", s.New.TLS, s.Reused.TLS},
+		{"pool wait", s.New.PoolWait, s.Reused.PoolWait},
+		{"write", s.New.Write, s.Reused.Write},
+		{"server", s.New.Server, s.Reused.Server},
+		{"transfer", s.New.Transfer, s.Reused.Transfer},
+		{"total", s.New.Total, s.Reused.Total},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(b, "  %-10s", row.name)
+		for _, g := range []struct {
+			p     Percentiles
+			count int
+		}{{row.n, s.New.Count}, {row.r, s.Reused.Count}} {
+			b.WriteString("  ")
+			for _, d := range []time.Duration{g.p.P50, g.p.P90, g.p.P99, g.p.Max} {
+				cell := "-"
+				if g.count > 0 {
+					cell = ms(d)
+				}
+				fmt.Fprintf(b, col, cell)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	if s.ReuseSaves != nil {
+		fmt.Fprintf(b, "  reuse saves %s per request (median total, new minus reused)\n", ms(*s.ReuseSaves))
+	}
+}
+
+// ms writes d in milliseconds with three decimals.
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond))
+}
+
+func maxRequestsText(m *MaxRequestsResult) string {
+	var s string
+	switch {
+	case m.Found:
+		s = fmt.Sprintf("%d (%s)", m.Limit, howText(m.How))
+		if m.HiddenRetry {
+			s += "; the Transport retried the next request by itself"
+		}
+	case m.Error != "":
+		s = "unknown: " + m.Error
+	default:
+		s = fmt.Sprintf("none up to %d", m.Bound)
+	}
+	return s + fmt.Sprintf(" [%d requests]", m.Requests)
+}
+
+func idleText(i *IdleTimeoutResult) string {
+	var s string
+	switch {
+	case i.Found:
+		s = bracket(i.Survived, i.Closed)
+		if !i.Complete {
+			s += " (search stopped early: " + i.Error + ")"
+		}
+	case i.Error != "":
+		s = "unknown: " + i.Error
+		if i.Survived > 0 {
+			s += fmt.Sprintf("; survived %s", human(i.Survived))
+		}
+	default:
+		s = fmt.Sprintf("none up to %s (the connection survived every gap)", human(i.Max))
+	}
+	return s + fmt.Sprintf(" [%d trials, %d requests]", i.Trials, i.Requests)
+}
