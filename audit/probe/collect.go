@@ -40,7 +40,8 @@ type evidence struct {
 	// successful requests on new connections.
 	setups []time.Duration
 	// newConnTimeouts counts, by stage, the requests that ran out of
-	// their timeout while setting up a connection or on a new one.
+	// their timeout while setting up a connection or later on a new one
+	// (not those the probe's deadline cut).
 	newConnTimeouts map[httptrace.Stage]int
 }
 
@@ -150,10 +151,7 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if cut {
 		a.cut++
 	} else if isTimeout(tl.Outcome.Class) {
-		switch st := tl.Outcome.Stage; {
-		case st == httptrace.StageDNS || st == httptrace.StageConnect || st == httptrace.StageTLS:
-			a.ev.newConnTimeouts[st]++
-		case tl.Conn.Dialed && st != httptrace.StagePoolWait:
+		if st := tl.Outcome.Stage; setupStage(st) || (tl.Conn.Dialed && st != httptrace.StagePoolWait) {
 			a.ev.newConnTimeouts[st]++
 		}
 	}

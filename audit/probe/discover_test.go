@@ -106,11 +106,13 @@ func TestFindIdleTimeout(t *testing.T) {
 		require.True(t, idle.Found, "%+v", idle)
 		require.True(t, idle.Complete, "%+v", idle)
 		require.Empty(t, idle.Error)
-		// A connection survives only gaps shorter than the server's
-		// timeout; the bracket is ordered and within the bound.
-		require.Less(t, idle.Survived, serverIdle)
+		// The bracket is ordered, within the bound and as narrow as the
+		// search's resolution. Where it falls around 300ms depends on
+		// scheduling (the server arms its idle timer after it flushed the
+		// response, the probe after it read it): not asserted.
 		require.Less(t, idle.Survived, idle.Closed)
 		require.LessOrEqual(t, idle.Closed, time.Second)
+		require.LessOrEqual(t, idle.Closed-idle.Survived, max(50*time.Millisecond, idle.Survived/10))
 		require.Equal(t, 2*idle.Trials, idle.Requests)
 		require.Equal(t, s.accepted.Load(), rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
 		requireFindings(t, rep, probe.FindingServerIdleShorterThanClient)

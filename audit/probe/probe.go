@@ -98,7 +98,8 @@ func Run(ctx context.Context, target *http.Request, opts ...Option) (*Report, er
 		return nil, err
 	}
 	var unusable *UnusableError
-	if rep.Outcomes[httptrace.ClassOK] == 0 {
+	if rep.Outcomes[httptrace.ClassOK] == 0 && ctx.Err() == nil {
+		// Nothing answered, and not because the caller gave up.
 		unusable = pr.unusable(rep)
 	}
 	if unusable == nil && (cfg.findMaxReqs > 0 || cfg.findIdle) {

@@ -276,8 +276,10 @@ func TestNeverMoreRequestsThanAsked(t *testing.T) {
 	})))
 	rep := mustProbe(t, s, probe.Requests(7), probe.Concurrency(3), probe.MaxConns(0))
 	require.Equal(t, 7, rep.Requests)
+	// Without a cap the Transport may dial more than one connection per
+	// worker: a dial started for a request that then got an idle
+	// connection goes on, and its connection joins the pool.
 	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
-	require.LessOrEqual(t, rep.Dials, int64(3))
 	require.Equal(t, map[int]int{http.StatusFound: 7}, rep.Statuses, "redirects are not followed")
 	require.EqualValues(t, 7, seen.Load())
 	require.Equal(t, 3, rep.PerfectDials, "no cap: one connection per worker")

@@ -29,8 +29,16 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 
 	// request-errors: a request failed, other than by the probe's own
 	// deadline or an interruption.
-	if failed := rep.Requests - ok - rep.Cut; failed > 0 {
-		add(FindingRequestErrors, SeverityError, "%d of %d requests failed: %s", failed, rep.Requests, failureSummary(rep.Failures))
+	ended := 0
+	for _, n := range rep.Outcomes {
+		ended += n
+	}
+	if failed := ended - ok - rep.Cut; failed > 0 {
+		msg := fmt.Sprintf("%d of %d requests failed: %s", failed, rep.Requests, failureSummary(rep.Failures))
+		if rep.Cut > 0 {
+			msg += fmt.Sprintf(" (%d more cut short by the deadline)", rep.Cut)
+		}
+		add(FindingRequestErrors, SeverityError, "%s", msg)
 	}
 
 	// no-keep-alive: every connection that carried a request carried one
@@ -150,15 +158,22 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 			slow = append(slow, d)
 		}
 	}
+	// A timeout in a setup stage always counts; one later on a new
+	// connection only when requests on reused connections made it in
+	// time, so that the cost of the new connection is what tipped it.
+	timeouts := map[httptrace.Stage]int{}
 	timedOut := 0
-	for _, n := range ev.newConnTimeouts {
-		timedOut += n
+	for st, n := range ev.newConnTimeouts {
+		if setupStage(st) || rep.Stages.Reused.Count > 0 {
+			timeouts[st] += n
+			timedOut += n
+		}
 	}
 	if len(slow) > 0 || timedOut > 0 {
 		var parts []string
 		if timedOut > 0 {
 			parts = append(parts, fmt.Sprintf("%d request(s) ran out of the %s timeout while setting up or on a new connection (%s)",
-				timedOut, human(cfg.timeout), stageCounts(ev.newConnTimeouts)))
+				timedOut, human(cfg.timeout), stageCounts(timeouts)))
 		}
 		if len(slow) > 0 {
 			slices.Sort(slow)
@@ -180,6 +195,10 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 			human(cfg.deadline), rep.Requests, rep.Requested, rep.Cut, discoveryCut(rep))
 	}
 	return fs
+}
+
+func setupStage(st httptrace.Stage) bool {
+	return st == httptrace.StageDNS || st == httptrace.StageConnect || st == httptrace.StageTLS
 }
 
 // servedConns returns the connections that carried at least one request.

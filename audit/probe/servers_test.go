@@ -262,10 +262,3 @@ func requireFindings(t *testing.T, rep *probe.Report, ids ...string) {
 	}
 	require.ElementsMatch(t, ids, got, "findings: %+v", rep.Findings)
 }
-
-// allFindings lists every finding id, to assert absences.
-var allFindings = []string{
-	probe.FindingRequestErrors, probe.FindingNoKeepAlive, probe.FindingServerClosesEveryN,
-	probe.FindingServerIdleShorterThanClient, probe.FindingH2NotOffered, probe.FindingHiddenRetries,
-	probe.FindingSlowNewConnection, probe.FindingTLSNotResumed, probe.FindingDeadlineReached,
-}
