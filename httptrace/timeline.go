@@ -106,8 +106,15 @@ type ConnInfo struct {
 	Dialed bool
 }
 
-// New reports whether the request was served by a new connection.
-func (c ConnInfo) New() bool { return c.Dialed || !c.Reused }
+// New reports whether the request was served by a new connection: one its
+// own dial made, or one that served no request before. A request that never
+// got a connection was served by none, new or not.
+func (c ConnInfo) New() bool {
+	if c.Remote == nil && c.ID == 0 && !c.Dialed {
+		return false
+	}
+	return c.Dialed || !c.Reused
+}
 
 // DNSInfo describes a DNS lookup.
 type DNSInfo struct {

@@ -97,7 +97,7 @@ func TestTimings(t *testing.T) {
 				ev(httptrace.KindGetConn, 0), ev(httptrace.KindConnectStart, 1), failed(ev(httptrace.KindConnectDone, 4)),
 				failed(ev(httptrace.KindDone, 4)),
 			},
-			want: httptrace.Timings{Connect: 3 * ms, Total: 4 * ms, NewConn: true},
+			want: httptrace.Timings{Connect: 3 * ms, Total: 4 * ms},
 		},
 		{
 			name: "late events of a background dial are ignored",
@@ -106,7 +106,7 @@ func TestTimings(t *testing.T) {
 				ev(httptrace.KindGetConn, 0), ev(httptrace.KindConnectStart, 1), failed(ev(httptrace.KindDone, 2)),
 				late(ev(httptrace.KindConnectDone, 50)), late(ev(httptrace.KindTLSStart, 50)), late(ev(httptrace.KindTLSDone, 60)),
 			},
-			want: httptrace.Timings{Total: 2 * ms, NewConn: true},
+			want: httptrace.Timings{Total: 2 * ms},
 		},
 		{
 			name: "reused but not idle: no idle time",
@@ -127,7 +127,7 @@ func TestTimings(t *testing.T) {
 		},
 		{
 			name: "empty",
-			want: httptrace.Timings{NewConn: true},
+			want: httptrace.Timings{}, // no connection: neither new nor reused
 		},
 	}
 	for _, c := range cases {

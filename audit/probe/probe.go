@@ -41,6 +41,8 @@ type UnusableError struct {
 	Err string
 }
 
+// Error says what no request got past, on one line: "no request succeeded
+// (2 of 2 failed): connect-refused @connect: dial tcp …".
 func (e *UnusableError) Error() string {
 	if e.Sent == 0 {
 		return "no request was sent before the deadline"

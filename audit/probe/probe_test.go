@@ -1,6 +1,7 @@
 package probe_test
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -318,6 +319,9 @@ func TestUnusableTarget(t *testing.T) {
 		// written decides the class: any failure will do.
 		{"banner", rawServer(t, banner), nil, "", nil},
 		{"untrusted certificate", goServer(t, 0, withTLS), nil, httptrace.ClassTLS, nil},
+		// A server that never answers: its slowness is not the new
+		// connection's, so no slow-new-connection.
+		{"never answers", neverAnswers(t), []probe.Option{probe.Timeout(100 * time.Millisecond)}, httptrace.ClassDeadline, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -497,4 +501,41 @@ func TestProgress(t *testing.T) {
 	}
 	require.Equal(t, 4, main, "one per request and one at the end")
 	require.Equal(t, 2, disc)
+}
+
+// neverAnswers starts a server whose handler waits for the client to go.
+func neverAnswers(t *testing.T) *server {
+	t.Helper()
+	return startCounting(t, httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	})))
+}
+
+func TestInterrupted(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{}, 1)
+	s := startCounting(t, httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done()
+	})))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		<-entered
+		cancel()
+	}()
+	req, err := http.NewRequest(http.MethodGet, s.URL, nil)
+	require.NoError(t, err)
+	rep, err := probe.Run(ctx, req, probe.Requests(5), probe.Deadline(guard), probe.FindIdleTimeout(time.Second))
+	require.NoError(t, err, "an interruption is not an unusable target")
+	require.True(t, rep.Interrupted)
+	require.False(t, rep.DeadlineReached)
+	require.Equal(t, 1, rep.Requests)
+	require.Equal(t, 1, rep.Cut)
+	require.Equal(t, map[httptrace.Class]int{httptrace.ClassCanceled: 1}, rep.Outcomes)
+	require.Equal(t, s.accepted.Load(), rep.Dials)
+	requireFindings(t, rep)
 }
