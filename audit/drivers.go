@@ -153,7 +153,10 @@ func unclosedBody(ctx context.Context, e *Env) error {
 		e.obs.LeakFound = append(e.obs.LeakFound, "goroutine: "+g)
 	}
 
-	// Does /ok wait for the pinned connection?
+	// Does /ok wait for the pinned connection? Over HTTP/2 the connection
+	// multiplexes: /ok must complete while the body stays open. Over
+	// HTTP/1 it must queue for the one connection and complete only once
+	// the body is closed.
 	okctx, okcancel := context.WithCancel(ctx)
 	defer okcancel()
 	okdone := make(chan error, 1)
@@ -165,28 +168,43 @@ func unclosedBody(ctx context.Context, e *Env) error {
 		}
 		okdone <- err
 	}()
-	wctx, wcancel := context.WithCancel(ctx)
-	waited := make(chan bool, 1)
-	go func() { waited <- e.Pool.WaitFor(wctx, func(s pool.Stats) bool { return s.Waiting >= 1 }) == nil }()
 	var okErr error
-	finished := false
-	select {
-	case okErr = <-okdone:
-		finished = true
-	case w := <-waited:
-		e.obs.BlockedOK = w
-	}
-	wcancel()
-	if finished {
-		<-waited
-	}
-	resp.Body.Close()
-	if !finished {
+	if resp.ProtoMajor >= 2 {
 		select {
 		case okErr = <-okdone:
 		case <-ctx.Done():
+			e.obs.BlockedOK = true
 			okcancel()
 			okErr = <-okdone
+		}
+		resp.Body.Close()
+	} else {
+		wctx, wcancel := context.WithCancel(ctx)
+		queued := make(chan error, 1)
+		go func() {
+			queued <- e.Pool.WaitFor(wctx, func(s pool.Stats) bool { return s.Waiting >= 1 && s.Dialing == 0 })
+		}()
+		finished := false
+		select {
+		case okErr = <-okdone:
+			finished = true // /ok did not wait for the pinned connection
+		case err := <-queued:
+			select {
+			case okErr = <-okdone:
+				finished = true
+			default:
+				e.obs.BlockedOK = err == nil
+			}
+		}
+		wcancel()
+		resp.Body.Close()
+		if !finished {
+			select {
+			case okErr = <-okdone:
+			case <-ctx.Done():
+				okcancel()
+				okErr = <-okdone
+			}
 		}
 	}
 	if okErr != nil {

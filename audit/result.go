@@ -20,6 +20,9 @@ type Observed struct {
 	// the faulted request: more than ClientAttempts means it retried by
 	// itself.
 	GetConns int `json:"get_conns"`
+	// TransportRetries counts the times the Transport sent the faulted
+	// request again on another connection, by itself.
+	TransportRetries int `json:"transport_retries,omitempty"`
 	// Dials is the number of dials before recovery.
 	Dials int64 `json:"dials"`
 	// Fate is the faulted connection's fate after recovery.

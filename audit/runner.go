@@ -227,6 +227,7 @@ func (r *Runner) observe(s Scenario, e *Env, unbounded bool) {
 	obs.ClientAttempts = len(faulted)
 	for _, tl := range faulted {
 		obs.GetConns += tl.GetConns
+		obs.TransportRetries += tl.Retries
 	}
 	if n := len(faulted); n > 0 {
 		last := faulted[n-1]

@@ -113,6 +113,7 @@ func TestHiddenRetryIsDetected(t *testing.T) {
 	require.EqualValues(t, 2, res.Observed.ServerRequests)
 	require.Equal(t, 1, res.Observed.ClientAttempts)
 	require.Equal(t, 2, res.Observed.GetConns, "the Transport asked for a connection twice")
+	require.Equal(t, 1, res.Observed.TransportRetries, "and sent the request again on a second one")
 
 	// Expecting no retry, the same run reports it as a mismatch.
 	s.Expect.HiddenRetry = false

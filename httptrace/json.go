@@ -28,6 +28,7 @@ type TimelineJSON struct {
 	Closed    bool              `json:"body_closed"`
 	Early     bool              `json:"closed_early"`
 	GetConns  int               `json:"get_conns"`
+	Retries   int               `json:"transport_retries,omitempty"`
 	Composed  bool              `json:"composed,omitempty"`
 	Header    map[string]string `json:"header,omitempty"`
 	Outcome   OutcomeJSON       `json:"outcome"`
@@ -103,7 +104,7 @@ func (tl *Timeline) JSON() TimelineJSON {
 	j := TimelineJSON{
 		ID: tl.ID, Attempt: tl.Attempt, Method: tl.Method, URL: tl.URL(), Host: tl.Host, Start: tl.Start,
 		Status: tl.Status, Proto: tl.Proto, BodyBytes: tl.BodyBytes, BodyEOF: tl.BodyEOF, Closed: tl.BodyClosed,
-		Early: tl.ClosedEarly, GetConns: tl.GetConns, Composed: tl.Composed, Header: tl.Header, Dropped: tl.Dropped,
+		Early: tl.ClosedEarly, GetConns: tl.GetConns, Retries: tl.Retries, Composed: tl.Composed, Header: tl.Header, Dropped: tl.Dropped,
 		Conn: ConnJSON{ID: tl.Conn.ID, New: tl.Conn.New(), Reused: tl.Conn.Reused, WasIdle: tl.Conn.WasIdle,
 			IdleNS: int64(tl.Conn.IdleTime)},
 		Outcome: OutcomeJSON{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Status: tl.Outcome.Status, Error: errText(tl.Outcome.Err)},

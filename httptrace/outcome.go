@@ -68,6 +68,10 @@ type Outcome struct {
 // body made no progress for the body idle bound ([WithBodyIdleTimeout]).
 var ErrBodyIdleTimeout = errors.New("connaudit: response body idle timeout")
 
+// errTooMany1xx ends a request whose informational (1xx) responses
+// exceeded the response header bound (see recorder.got1xxResponse).
+var errTooMany1xx = errors.New("httptrace: informational (1xx) responses exceeded the response header limit")
+
 // Classify returns the class of a request that ended with err while at
 // stage. It reads typed errors first (errors.Is, errors.As,
 // net.Error.Timeout); it falls back to error text only where net/http
@@ -86,6 +90,9 @@ func Classify(err error, stage Stage) Class {
 	}
 	if errors.Is(err, context.Canceled) {
 		return ClassCanceled
+	}
+	if errors.Is(err, errTooMany1xx) {
+		return ClassProtocol
 	}
 	msg := err.Error()
 	// net/http's errTimeout and http2's errTimeout are unexported; their
@@ -151,8 +158,12 @@ func Classify(err error, stage Stage) Class {
 	}
 	// Malformed replies come back as unexported errors whose text starts
 	// with "malformed" or contains "invalid" (badStringError and friends).
+	// "readLoopPeekFailLocked" is net/http's error for a connection on
+	// which the server sent bytes before any request was written (an
+	// "Unsolicited response").
 	if strings.Contains(msg, "malformed") || strings.Contains(msg, "invalid") ||
-		strings.Contains(msg, "too large") || strings.Contains(msg, "HTTP/1.x transport connection broken") {
+		strings.Contains(msg, "too large") || strings.Contains(msg, "HTTP/1.x transport connection broken") ||
+		strings.Contains(msg, "readLoopPeekFailLocked") {
 		return ClassProtocol
 	}
 	return ClassError

@@ -3,6 +3,7 @@ package httptrace
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	stdtrace "net/http/httptrace"
@@ -15,6 +16,12 @@ import (
 const (
 	inlineEvents = 24  // events stored without allocating
 	maxEvents    = 256 // events stored at most; more are counted as Dropped
+	// endEvents is the room kept, once the timeline is nearly full, for
+	// the events that end a request (response, body EOF, body close,
+	// done), each recorded at most once: a server that floods 1xx
+	// responses, or a Transport that retries many times, must not push
+	// the request's outcome out of its own timeline.
+	endEvents = 4
 )
 
 var timelineIDs atomic.Uint64
@@ -40,11 +47,13 @@ type recorder struct {
 	netEvents  bool  // a DNS, connect or TLS event was seen
 	gotIdle    int   // GotConn answers with WasIdle set
 	gotConn    bool  // the current acquisition got its connection
+	gotAny     bool  // some acquisition of this request got a connection
 	wrote      bool
 	firstByte  bool
 	response   bool
 	readErr    error
 	roundTrips int
+	size1xx    int64 // bytes of 1xx responses received, roughly
 
 	// body idle watchdog
 	cancel    context.CancelCauseFunc
@@ -123,8 +132,8 @@ func (r *recorder) reset() {
 	r.tl = Timeline{Events: buf}
 	r.ctx = nil
 	r.phase, r.connects, r.connectOK, r.netEvents = "", 0, false, false
-	r.gotIdle, r.gotConn, r.wrote, r.firstByte, r.response = 0, false, false, false, false
-	r.readErr, r.roundTrips = nil, 0
+	r.gotIdle, r.gotConn, r.gotAny, r.wrote, r.firstByte, r.response = 0, false, false, false, false, false
+	r.readErr, r.roundTrips, r.size1xx = nil, 0, 0
 	r.cancel, r.idleFired = nil, false
 	r.mu.Unlock()
 }
@@ -135,7 +144,7 @@ func (r *recorder) add(e Event) {
 	if r.tl.Finished {
 		e.Late = true
 	}
-	if len(r.tl.Events) < maxEvents {
+	if n := len(r.tl.Events); n < maxEvents-endEvents || (n < maxEvents && endsRequest(e.Kind)) {
 		r.tl.Events = append(r.tl.Events, e)
 	} else {
 		r.tl.Dropped++
@@ -145,9 +154,19 @@ func (r *recorder) add(e Event) {
 	}
 }
 
+// endsRequest reports whether k is one of the endEvents kinds.
+func endsRequest(k Kind) bool {
+	return k == KindResponse || k == KindBodyEOF || k == KindBodyClose || k == KindDone
+}
+
 func (r *recorder) getConn(string) {
 	r.mu.Lock()
 	r.tl.GetConns++
+	if r.gotAny {
+		// A connection was already handed to this request: the
+		// Transport is sending it again on another one.
+		r.tl.Retries++
+	}
 	r.phase = StagePoolWait
 	r.gotConn, r.wrote, r.firstByte = false, false, false
 	r.add(Event{Kind: KindGetConn})
@@ -161,7 +180,7 @@ func (r *recorder) gotConnHook(info stdtrace.GotConnInfo) {
 		if info.WasIdle {
 			r.gotIdle++
 		}
-		r.gotConn = true
+		r.gotConn, r.gotAny = true, true
 		r.phase = StageWrite
 		r.tl.Conn = ConnInfo{
 			ID:       id,
@@ -195,10 +214,25 @@ func (r *recorder) gotFirstResponseByte() {
 	r.mu.Unlock()
 }
 
-func (r *recorder) got1xxResponse(code int, _ textproto.MIMEHeader) error {
+// got1xxResponse records an informational response. net/http stops
+// bounding the size of 1xx responses once a Got1xxResponse hook sees them
+// (the hook's owner is then responsible), so the recorder bounds them
+// itself, as net/http would without it: past the base Transport's
+// MaxResponseHeaderBytes in all, the request fails ([Classify]: protocol).
+func (r *recorder) got1xxResponse(code int, h textproto.MIMEHeader) error {
+	size := int64(len("HTTP/1.1 100 Continue\r\n\r\n"))
+	for k, vs := range h {
+		for _, v := range vs {
+			size += int64(len(k) + len(v) + len(": \r\n"))
+		}
+	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.size1xx += size
 	r.add(Event{Kind: KindGot1xx, Conn: r.tl.Conn.ID, N: int64(code)})
-	r.mu.Unlock()
+	if limit := r.t.max1xx; r.size1xx > limit {
+		return fmt.Errorf("%w (%d bytes)", errTooMany1xx, limit)
+	}
 	return nil
 }
 

@@ -54,8 +54,8 @@ func (s *SlogObserver) Observe(tl *Timeline) {
 	if tl.Attempt > 0 {
 		attrs = append(attrs, slog.Int("attempt", tl.Attempt))
 	}
-	if tl.GetConns > 1 {
-		attrs = append(attrs, slog.Int("get_conns", tl.GetConns))
+	if tl.Retries > 0 {
+		attrs = append(attrs, slog.Int("transport_retries", tl.Retries))
 	}
 	if tl.ClosedEarly {
 		attrs = append(attrs, slog.Bool("closed_early", true))

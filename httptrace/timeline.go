@@ -52,9 +52,14 @@ type Timeline struct {
 	// ClosedEarly is set when the body was closed before EOF, which makes
 	// an HTTP/1 Transport close the connection.
 	ClosedEarly bool
-	// GetConns counts the times the Transport asked for a connection; more
-	// than one means the Transport retried the request by itself.
+	// GetConns counts the times the Transport asked for a connection.
+	// HTTP/2 asks twice for a request that opens a new connection, so
+	// more than one is no retry by itself: see Retries.
 	GetConns int
+	// Retries counts the times the Transport sent the request again on
+	// another connection after one had been handed to it: its hidden
+	// retry, invisible to the caller.
+	Retries int
 	// Composed is set when the request carried the caller's own
 	// ClientTrace, which was composed with the recorder's.
 	Composed bool

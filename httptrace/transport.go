@@ -24,8 +24,13 @@ type Transport struct {
 	bodyIdle  time.Duration
 	headers   []string
 	unclosed  func(UnclosedBody)
+	max1xx    int64 // bound on the bytes of a request's 1xx responses
 	recorders sync.Pool
 }
+
+// defaultMax1xx is net/http's default MaxResponseHeaderBytes, the bound on
+// 1xx responses when the base is not an *http.Transport that sets one.
+const defaultMax1xx = 10 << 20
 
 // Option configures a [Transport].
 type Option interface {
@@ -129,7 +134,10 @@ func NewTransport(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if base == nil {
 		return nil, errors.New("httptrace: nil base RoundTripper")
 	}
-	t := &Transport{base: base}
+	t := &Transport{base: base, max1xx: defaultMax1xx}
+	if ht, ok := base.(*http.Transport); ok && ht.MaxResponseHeaderBytes > 0 {
+		t.max1xx = ht.MaxResponseHeaderBytes
+	}
 	for _, o := range opts {
 		if err := o.apply(t); err != nil {
 			return nil, err

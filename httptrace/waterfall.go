@@ -56,8 +56,8 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 		outcome += ": " + RedactError(tl.Outcome.Err, tl.url)
 	}
 	fmt.Fprintf(&b, "  outcome     %s\n", outcome)
-	if tl.GetConns > 1 {
-		fmt.Fprintf(&b, "  note        the Transport asked for a connection %d times: it retried the request by itself\n", tl.GetConns)
+	if tl.Retries > 0 {
+		fmt.Fprintf(&b, "  note        the Transport sent the request again on another connection %d time(s): a hidden retry\n", tl.Retries)
 	}
 	stages := []struct {
 		name string

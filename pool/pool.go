@@ -58,9 +58,18 @@ type request struct {
 	class     httptrace.Class
 }
 
+// DefaultMaxResponseHeaderBytes is the bound New puts on the size of a
+// response's headers (http.Transport.MaxResponseHeaderBytes), 1xx
+// responses included: 1 MiB, where net/http's default is 10 MiB. Real
+// servers send a few KiB; a reply with more is treated as hostile and fails
+// ([httptrace.ClassProtocol]) before it costs the client 10 MiB per
+// connection. [Track] keeps the caller's own setting.
+const DefaultMaxResponseHeaderBytes = 1 << 20
+
 // New returns a pool that owns a fresh http.Transport with
-// MaxConnsPerHost=1, ForceAttemptHTTP2, no proxy, and the defaults named on
-// each option.
+// MaxConnsPerHost=1, ForceAttemptHTTP2, no proxy, response headers bounded
+// by [DefaultMaxResponseHeaderBytes], and the defaults named on each
+// option.
 func New(opts ...Option) (*Pool, error) {
 	cfg, err := configure(opts)
 	if err != nil {
@@ -90,7 +99,7 @@ func New(opts ...Option) (*Pool, error) {
 	if cfg.http2 != nil {
 		h2 = *cfg.http2
 	}
-	tr := &http.Transport{ForceAttemptHTTP2: h2}
+	tr := &http.Transport{ForceAttemptHTTP2: h2, MaxResponseHeaderBytes: DefaultMaxResponseHeaderBytes}
 	if !h2 {
 		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	}
