@@ -16,9 +16,12 @@ import (
 // fires first.
 const (
 	boundShort   = 150 * time.Millisecond // header, attempt, connect, TLS and body-idle bounds
-	trickleIdle  = 400 * time.Millisecond // the body-idle bound a trickle must not trip
-	trickleEvery = 25 * time.Millisecond  // the trickle's interval, a sixteenth of that bound
-	trickleBytes = 12
+	// A trickle lasts longer than its body-idle bound, to show that the
+	// bound is not a total deadline, with a byte every fifteenth of it, so
+	// that a loaded machine's scheduling delays do not trip it.
+	trickleIdle  = time.Second
+	trickleEvery = 50 * time.Millisecond
+	trickleBytes = 25 // 1.2s in all
 )
 
 func n(v int64) *int64 { return &v }
@@ -104,7 +107,7 @@ func http1Scenarios() []Scenario {
 		{Name: "stall-mid-body", Proto: HTTP1, Fault: "sends half the body, stalls", Bound: "body idle 150ms",
 			Wait: boundShort, Expect: stall, Bounds: []pool.Option{pool.BodyIdleTimeout(boundShort)},
 			setup: handle(faultserver.StallMidBody{Length: 10000, Send: 5000}), drive: single},
-		{Name: "trickle-body", Proto: HTTP1, Fault: "a byte every 25ms for 300ms", Bound: "body idle 400ms",
+		{Name: "trickle-body", Proto: HTTP1, Fault: "a byte every 50ms for 1.2s", Bound: "body idle 1s",
 			Wait: trickleEvery * (trickleBytes - 1), Expect: trickle, Bounds: []pool.Option{pool.BodyIdleTimeout(trickleIdle)},
 			setup: handle(faultserver.Trickle{Bytes: trickleBytes, Interval: trickleEvery}), drive: single},
 		{Name: "early-body-close", Proto: HTTP1, Fault: "1 MiB body", Bound: "client closes after 10 bytes",
@@ -194,7 +197,10 @@ func retryScenarios() []Scenario {
 	}
 	attemptLimited := fast
 	attemptLimited.AttemptTimeout = boundShort
-	budget := retry.Policy{AttemptTimeout: 2 * boundShort, TotalTimeout: 3 * boundShort, MaxRetries: 5, Delay: 2 * boundShort}
+	// Exactly two attempts fit: the first delay ends 200ms before the
+	// budget, a second would end 200ms after it, whatever the attempts
+	// themselves take up to those margins.
+	budget := retry.Policy{AttemptTimeout: 300 * time.Millisecond, TotalTimeout: 600 * time.Millisecond, MaxRetries: 5, Delay: 400 * time.Millisecond}
 	rhtExp := exp(httptrace.ClassResponseHeaderTimeout, 0, 1, 1)
 	unsafe := fast
 	unsafe.UnsafeRetryNonIdempotent = true
@@ -225,7 +231,7 @@ func retryScenarios() []Scenario {
 		{Name: "retry/response-header-timeout", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "ResponseHeaderTimeout 150ms < attempt limit 1s", Retry: true,
 			Wait: boundShort, Expect: rhtExp, Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)},
 			setup: handle(faultserver.Hang{}), drive: retried(fast, http.MethodGet, "")},
-		{Name: "retry/total-budget", Proto: HTTP1, Fault: "503 every time", Bound: "budget 450ms, attempt 300ms, delay 300ms", Retry: true,
+		{Name: "retry/total-budget", Proto: HTTP1, Fault: "503 every time", Bound: "budget 600ms, attempt 300ms, delay 400ms", Retry: true,
 			Wait: budget.Delay, Expect: exp(httptrace.ClassOK, 503, 2, 2), setup: handle(s503), drive: retried(budget, http.MethodGet, "")},
 		{Name: "retry/post-not-retried", Proto: HTTP1, Fault: "commits the write, answers 503", Bound: "default: POST never retried", Retry: true,
 			Expect: postExp(1, 1, 1, 503), setup: seq(write503, write200), drive: retried(fast, http.MethodPost, "")},
