@@ -140,7 +140,16 @@ func Classify(err error, stage Stage) Class {
 		}
 		return ClassServerClosed
 	}
-	if errors.Is(err, io.EOF) || strings.Contains(msg, "server closed idle connection") {
+	// The bundled http2's connection errors are unexported too: "force
+	// closed via ClientConn.Close" is what the other streams of a
+	// connection get when a write on it failed because the server broke
+	// it; "client connection lost" is a connection whose PINGs went
+	// unanswered (ReadIdleTimeout, PingTimeout).
+	if strings.Contains(msg, "client connection lost") {
+		return ClassTimeout
+	}
+	if errors.Is(err, io.EOF) || strings.Contains(msg, "server closed idle connection") ||
+		strings.Contains(msg, "force closed via ClientConn.Close") {
 		// errServerClosedIdle is unexported; its text is fixed.
 		return ClassServerClosed
 	}
