@@ -40,7 +40,7 @@ func TestKeepAliveServer(t *testing.T) {
 	require.Equal(t, map[httptrace.Class]int{httptrace.ClassOK: 20}, rep.Outcomes)
 	require.Equal(t, map[int]int{200: 20}, rep.Statuses)
 	require.EqualValues(t, 1, rep.Dials)
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 20, s.requests.Load())
 	require.Equal(t, 1, rep.PerfectDials)
 	require.Equal(t, probe.PerConn{Min: 20, Max: 20, Mean: 20}, rep.PerConn)
@@ -62,7 +62,7 @@ func TestConcurrencyWithinCap(t *testing.T) {
 	require.Equal(t, 40, rep.Requests)
 	require.Equal(t, 40, rep.Outcomes[httptrace.ClassOK])
 	require.Equal(t, 4, rep.PerfectDials)
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.LessOrEqual(t, rep.Dials, int64(4), "never more connections than the cap")
 	require.EqualValues(t, 40, s.requests.Load(), "never more requests than asked")
 	requireFindings(t, rep)
@@ -74,7 +74,7 @@ func TestServerClosesEveryN(t *testing.T) {
 	rep := mustProbe(t, s, probe.Requests(20))
 	require.Equal(t, 20, rep.Outcomes[httptrace.ClassOK])
 	require.EqualValues(t, 4, rep.Dials, "ceil(20/5)")
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.Equal(t, 1, rep.PerfectDials)
 	requireConns(t, rep, 5, pool.ClosedByServer, pool.ReasonConnectionClose)
 	require.EqualValues(t, 4, rep.ClosedBy[pool.ReasonConnectionClose])
@@ -90,7 +90,7 @@ func TestNoKeepAliveConnectionClose(t *testing.T) {
 	rep := mustProbe(t, s, probe.Requests(6))
 	require.Equal(t, 6, rep.Outcomes[httptrace.ClassOK])
 	require.EqualValues(t, 6, rep.Dials)
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	requireConns(t, rep, 1, pool.ClosedByServer, pool.ReasonConnectionClose)
 	requireFindings(t, rep, probe.FindingNoKeepAlive)
 	f, _ := rep.Has(probe.FindingNoKeepAlive)
@@ -103,7 +103,7 @@ func TestNoKeepAliveHTTP10(t *testing.T) {
 	rep := mustProbe(t, s, probe.Requests(5))
 	require.Equal(t, 5, rep.Outcomes[httptrace.ClassOK])
 	require.EqualValues(t, 5, rep.Dials)
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.Equal(t, map[string]int{"HTTP/1.0": 5}, rep.Protocols)
 	requireConns(t, rep, 1, pool.ClosedByServer, pool.ReasonHTTP10)
 	requireFindings(t, rep, probe.FindingNoKeepAlive)
@@ -119,7 +119,7 @@ func TestServerIdleTimeoutShorterThanGap(t *testing.T) {
 	rep := mustProbe(t, s, probe.Requests(3), probe.Gap(250*time.Millisecond))
 	require.Equal(t, 3, rep.Outcomes[httptrace.ClassOK])
 	require.EqualValues(t, 3, rep.Dials)
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 3, s.requests.Load())
 	// The last connection is closed by the probe or, if the server was
 	// quicker, by the server while idle; the others by the server.
@@ -137,7 +137,7 @@ func TestServerIdleTimeoutLongerThanGap(t *testing.T) {
 	s := goServer(t, 0, withIdleTimeout(10*time.Second))
 	rep := mustProbe(t, s, probe.Requests(3), probe.Gap(100*time.Millisecond), probe.ClientIdleTimeout(20*time.Millisecond))
 	require.EqualValues(t, 3, rep.Dials)
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 2, rep.ClosedBy[pool.ReasonIdleTimeout], "closed by the client's idle timeout")
 	requireFindings(t, rep)
 }
@@ -147,7 +147,7 @@ func TestHTTP2(t *testing.T) {
 	s := goServer(t, 0, withH2)
 	rep := mustProbe(t, s, probe.Requests(10), probe.Concurrency(2))
 	require.Equal(t, 10, rep.Outcomes[httptrace.ClassOK])
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.Equal(t, 1, rep.PerfectDials, "one connection in all over HTTP/2")
 	// Two requests that start together may each dial before either
 	// connection is known to speak HTTP/2 (MaxConnsPerHost does not cap
@@ -167,7 +167,7 @@ func TestH2NotOffered(t *testing.T) {
 	rep := mustProbe(t, s, probe.Requests(6))
 	require.Equal(t, 6, rep.Outcomes[httptrace.ClassOK])
 	require.EqualValues(t, 3, rep.Dials)
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.Equal(t, map[string]int{"HTTP/1.1": 3}, rep.Protocols)
 	require.NotNil(t, rep.TLS)
 	require.Equal(t, "http/1.1", rep.TLS.ALPN)
@@ -209,7 +209,7 @@ func TestHiddenRetries(t *testing.T) {
 	require.Equal(t, 3, rep.HiddenRetries)
 	require.Equal(t, 3, rep.ExtraAttempts)
 	require.EqualValues(t, 4, rep.Dials)
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 7, s.requests.Load(), "the server saw the retried requests twice")
 	requireFindings(t, rep, probe.FindingHiddenRetries)
 }
@@ -280,7 +280,7 @@ func TestNeverMoreRequestsThanAsked(t *testing.T) {
 	// Without a cap the Transport may dial more than one connection per
 	// worker: a dial started for a request that then got an idle
 	// connection goes on, and its connection joins the pool.
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.Equal(t, map[int]int{http.StatusFound: 7}, rep.Statuses, "redirects are not followed")
 	require.EqualValues(t, 7, seen.Load())
 	require.Equal(t, 3, rep.PerfectDials, "no cap: one connection per worker")
@@ -292,7 +292,7 @@ func TestBodyOverMaxBody(t *testing.T) {
 	rep := mustProbe(t, s, probe.Requests(3), probe.MaxBody(1))
 	require.Equal(t, 3, rep.Outcomes[httptrace.ClassOK])
 	require.EqualValues(t, 3, rep.Dials, "a body closed early closes its connection")
-	require.Equal(t, s.accepted.Load(), rep.Dials)
+	requireAccepted(t, s, rep.Dials)
 	requireConns(t, rep, 1, pool.ClosedByClient, pool.ReasonEarlyBodyClose)
 	requireFindings(t, rep)
 }
@@ -342,7 +342,7 @@ func TestUnusableTarget(t *testing.T) {
 			}
 			require.Equal(t, 2, ue.Sent)
 			require.NotContains(t, err.Error(), "\n")
-			require.Equal(t, tc.srv.accepted.Load(), rep.Dials-rep.DialErrors, "connected dials = server accepts")
+			requireAccepted(t, tc.srv, rep.Dials-rep.DialErrors, "connected dials = server accepts")
 			requireFindings(t, rep, append(tc.also, probe.FindingRequestErrors)...)
 		})
 	}
@@ -371,7 +371,7 @@ func TestDeadline(t *testing.T) {
 	require.Equal(t, 1, rep.Outcomes[httptrace.ClassDeadline])
 	require.Zero(t, rep.Discovery.Requests, "no discovery after the deadline")
 	require.EqualValues(t, 1, rep.Dials)
-	require.Equal(t, s.accepted.Load(), rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
 	requireFindings(t, rep, probe.FindingDeadlineReached)
 
 	t.Run("nothing answered", func(t *testing.T) {
@@ -479,7 +479,7 @@ func TestBodyReplayed(t *testing.T) {
 	require.Equal(t, "POST", rep.Method)
 	require.EqualValues(t, 3, bodies.Load(), "each request carries the body")
 	require.EqualValues(t, 1, rep.Dials)
-	require.Equal(t, s.accepted.Load(), rep.Dials, "probe dials = server accepts")
+	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 }
 
 func TestProgress(t *testing.T) {
@@ -536,6 +536,6 @@ func TestInterrupted(t *testing.T) {
 	require.Equal(t, 1, rep.Requests)
 	require.Equal(t, 1, rep.Cut)
 	require.Equal(t, map[httptrace.Class]int{httptrace.ClassCanceled: 1}, rep.Outcomes)
-	require.Equal(t, s.accepted.Load(), rep.Dials)
+	requireAccepted(t, s, rep.Dials)
 	requireFindings(t, rep)
 }
