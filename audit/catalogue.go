@@ -15,7 +15,7 @@ import (
 // seconds, and far from each other, so that the bound under audit always
 // fires first.
 const (
-	boundShort   = 150 * time.Millisecond // header, attempt, connect, TLS and body-idle bounds
+	boundShort = 150 * time.Millisecond // header, attempt, connect, TLS and body-idle bounds
 	// A trickle lasts longer than its body-idle bound, to show that the
 	// bound is not a total deadline, with a byte every fifteenth of it, so
 	// that a loaded machine's scheduling delays do not trip it.

@@ -127,8 +127,11 @@ func (r *recorder) begin(req *http.Request) {
 func (r *recorder) reset() {
 	r.mu.Lock()
 	r.gen++
+	// Clear only the events this request stored inline (they hold
+	// strings and errors the GC must not keep alive): a 24-event clear
+	// with write barriers on, per request, showed in profiles.
+	clear(r.buf[:min(len(r.tl.Events), inlineEvents)])
 	buf := r.buf[:0]
-	clear(r.buf[:])
 	r.tl = Timeline{Events: buf}
 	r.ctx = nil
 	r.phase, r.connects, r.connectOK, r.netEvents = "", 0, false, false

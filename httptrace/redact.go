@@ -72,8 +72,10 @@ func redactHeader(name string, values []string) string {
 }
 
 // RedactError returns err's text with every occurrence of the raw URL u
-// (and its user password) replaced by the redacted form, for errors such as
-// *url.Error that quote the URL they were given.
+// replaced by the redacted form, for errors such as *url.Error that quote
+// the URL they were given, and u's password and query values (of 3 bytes
+// or more), as decoded and as written in u, masked wherever else they
+// appear.
 func RedactError(err error, u *url.URL) string {
 	if err == nil {
 		return ""
@@ -84,6 +86,14 @@ func RedactError(err error, u *url.URL) string {
 	}
 	redacted := RedactURL(u)
 	msg = strings.ReplaceAll(msg, u.String(), redacted)
+	// The secrets are then masked wherever they appear, not only inside
+	// u: an error may quote the request line ("malformed HTTP status code
+	// \"/p?token=…\"") or a URL a redirect kept the query for. Each is
+	// masked as decoded and as written in the URL (a base64 token is
+	// written escaped): the password, whatever its length, and each query
+	// value of 3 bytes or more, also when the query does not parse (a ';'
+	// separator, a bad escape).
+	var secrets []string
 	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
 			// http.Client's *url.Error quotes the URL with the password
@@ -92,23 +102,61 @@ func RedactError(err error, u *url.URL) string {
 			msg = strings.ReplaceAll(msg, starred, redacted)
 		}
 		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, Masked)
+			secrets = append(secrets, secretForms(p, passwordAsWritten(u.User))...)
 		}
+	}
+	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		if _, v, ok := strings.Cut(pair, "="); ok {
+			d, err := url.QueryUnescape(v)
+			if err != nil {
+				d = v
+			}
+			for _, s := range secretForms(d, v) {
+				if len(s) >= 3 {
+					secrets = append(secrets, s)
+				}
+			}
+		}
+	}
+	msg = maskAll(msg, secrets)
+	if u.User != nil {
 		if n := u.User.Username(); n != "" {
 			msg = strings.ReplaceAll(msg, n+":***@", "")
 			msg = strings.ReplaceAll(msg, n+"@", "")
 		}
 	}
-	if u.RawQuery != "" {
-		if q, err := url.ParseQuery(u.RawQuery); err == nil {
-			for _, vs := range q {
-				for _, v := range vs {
-					if len(v) >= 3 {
-						msg = strings.ReplaceAll(msg, v, Masked)
-					}
-				}
-			}
+	return msg
+}
+
+// passwordAsWritten returns the password of user as it is written in a URL
+// (escaped).
+func passwordAsWritten(user *url.Userinfo) string {
+	_, p, _ := strings.Cut(user.String(), ":")
+	return p
+}
+
+// secretForms returns the decoded form of a secret and, if it differs, the
+// form written in the URL.
+func secretForms(decoded, written string) []string {
+	if written == decoded || written == "" {
+		return []string{decoded}
+	}
+	return []string{decoded, written}
+}
+
+// maskAll replaces every occurrence of each secret in msg by [Masked],
+// longest first, so that masking a secret never leaves behind part of a
+// longer one that contains it, and the result does not depend on the order
+// of secrets.
+func maskAll(msg string, secrets []string) string {
+	sort.Slice(secrets, func(i, j int) bool {
+		if len(secrets[i]) != len(secrets[j]) {
+			return len(secrets[i]) > len(secrets[j])
 		}
+		return secrets[i] < secrets[j]
+	})
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, Masked)
 	}
 	return msg
 }

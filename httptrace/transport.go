@@ -159,6 +159,84 @@ func (t *Transport) CloseIdleConnections() {
 
 type recorderKey struct{}
 
+// requestContext is the context of a request traced by a Transport built
+// [WithDialerHooks] whose caller set no ClientTrace: a single value that
+// net/http reads as carrying the recorder's ClientTrace and [DialTrace]
+// reads as carrying the recorder, where stdtrace.WithClientTrace and
+// context.WithValue would allocate one layer each. It is immutable and
+// allocated per request (a recycled one could be read by net/http after
+// the request ended, for instance when its readLoop cancels the request's
+// child context).
+type requestContext struct {
+	context.Context
+	trace *stdtrace.ClientTrace
+	r     *recorder
+}
+
+func (c *requestContext) Value(key any) any {
+	switch key {
+	case clientTraceKey:
+		return c.trace
+	case recorderKey{}:
+		return c.r
+	}
+	return c.Context.Value(key)
+}
+
+func (c *requestContext) String() string {
+	return fmt.Sprintf("%v.WithValue(httptrace)", c.Context)
+}
+
+// clientTraceKey is the key under which net/http/httptrace stores a
+// ClientTrace in a context: a value of an unexported type, learnt by asking
+// [stdtrace.ContextClientTrace] to look one up. It is nil, and
+// requestContext unused, unless a context answering that key is read as
+// carrying the trace, and WithClientTrace stores it under that key.
+var clientTraceKey = findClientTraceKey()
+
+// keyProbe records the first key it is asked for.
+type keyProbe struct {
+	context.Context
+	key  any
+	asks int
+}
+
+func (p *keyProbe) Value(key any) any {
+	p.asks++
+	if p.asks == 1 {
+		p.key = key
+	}
+	return nil
+}
+
+func findClientTraceKey() any {
+	p := &keyProbe{Context: context.Background()}
+	if stdtrace.ContextClientTrace(p) != nil || p.asks != 1 || p.key == nil {
+		return nil
+	}
+	ct := &stdtrace.ClientTrace{}
+	if stdtrace.WithClientTrace(context.Background(), ct).Value(p.key) != ct {
+		return nil
+	}
+	if stdtrace.ContextClientTrace(&keyAnswer{Context: context.Background(), key: p.key, val: ct}) != ct {
+		return nil
+	}
+	return p.key
+}
+
+// keyAnswer answers one key, as requestContext does.
+type keyAnswer struct {
+	context.Context
+	key, val any
+}
+
+func (a *keyAnswer) Value(key any) any {
+	if key == a.key {
+		return a.val
+	}
+	return a.Context.Value(key)
+}
+
 // TimelineID returns the id of the timeline of the request on whose behalf
 // net/http dials with ctx, for a [Transport] built [WithDialerHooks], or 0.
 // A dialer uses it to tie the connection it makes to the request that
@@ -218,9 +296,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		*ct = r.hooks
 		r.tl.Composed = true
 	}
-	ctx = stdtrace.WithClientTrace(ctx, ct)
-	if t.dialHooks {
+	switch {
+	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil:
+		// One context value instead of two: it answers both net/http's
+		// ClientTrace lookup and DialTrace's recorder lookup. The hooks
+		// carry no DNS or connect hooks (the dialer adds them), so
+		// WithClientTrace would add nothing else.
+		ctx = &requestContext{Context: ctx, trace: ct, r: r}
+	case t.dialHooks:
+		ctx = stdtrace.WithClientTrace(ctx, ct)
 		ctx = context.WithValue(ctx, recorderKey{}, r)
+	default:
+		ctx = stdtrace.WithClientTrace(ctx, ct)
 	}
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
 	if err == nil && resp == nil {

@@ -18,7 +18,15 @@ func (p *Pool) Observe(*httptrace.Timeline) {}
 // ObserveEvent implements [httptrace.EventObserver]: the pool follows each
 // request's events to keep connection states and statistics.
 func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
-	now := tl.Start.Add(ev.At)
+	switch ev.Kind {
+	case httptrace.KindGetConn, httptrace.KindGotConn, httptrace.KindTLSDone, httptrace.KindPutIdleConn,
+		httptrace.KindResponse, httptrace.KindBodyClose, httptrace.KindDone:
+	default:
+		// The other events (writes, first byte, body EOF, DNS and
+		// connect, which the dialer sees itself) change nothing here:
+		// no lock for them.
+		return
+	}
 	var stack []uintptr
 	if ev.Kind == httptrace.KindResponse && p.cfg.captureStacks {
 		var pcs [32]uintptr
@@ -31,19 +39,21 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	// early (a GotConn for a connection the pool no longer knows still
 	// ends the wait).
 	defer p.signalLocked()
+	p.observeLocked(tl, ev, stack)
+}
+
+// observeLocked applies ev to the pool's state; p.mu is held. It is apart
+// from ObserveEvent so that the latter's defers stay open-coded: with two
+// defers and a return per case of this switch, the compiler falls back to
+// slower deferred calls, which showed in profiles. ObserveEvent passes
+// only the kinds it lists: a kind handled here must be listed there.
+func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack []uintptr) {
+	now := tl.Start.Add(ev.At)
 	switch ev.Kind {
 	case httptrace.KindGetConn:
 		r := p.reqs[tl.ID]
 		if r == nil {
-			r = requestPool.Get().(*request)
-			*r = request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
-			r.host = hostKey(r.u.Scheme, tl.Host)
-			p.reqs[tl.ID] = r
-			h := p.hostLocked(r.host)
-			h.requests++
-			h.inFlight++
-			p.total.requests++
-			p.total.inFlight++
+			r = p.newRequestLocked(tl)
 		}
 		if !r.waiting {
 			r.waiting = true
@@ -55,7 +65,14 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	case httptrace.KindGotConn:
 		r := p.reqs[tl.ID]
 		if r == nil {
-			return
+			if ev.Late {
+				return
+			}
+			// net/http's HTTP/2 connection pool skips GetConn for the
+			// first request to take a connection the Transport dialed
+			// for another request (it marks the connection, not the
+			// request, as announced): such a request starts here.
+			r = p.newRequestLocked(tl)
 		}
 		h := p.hostLocked(r.host)
 		if r.waiting {
@@ -148,6 +165,20 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 			requestPool.Put(r)
 		}
 	}
+}
+
+// newRequestLocked starts the pool's record of the request of tl.
+func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
+	r := requestPool.Get().(*request)
+	*r = request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
+	r.host = hostKey(r.u.Scheme, tl.Host)
+	p.reqs[tl.ID] = r
+	h := p.hostLocked(r.host)
+	h.requests++
+	h.inFlight++
+	p.total.requests++
+	p.total.inFlight++
+	return r
 }
 
 // requestPool recycles the pool's request records, one per request.

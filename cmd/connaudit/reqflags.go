@@ -24,10 +24,10 @@ type headerFlags []string
 
 func (h *headerFlags) String() string { return fmt.Sprintf("%d header(s)", len(*h)) }
 
+// Set keeps v; [requestFlags.validate] checks it. The flag package quotes
+// the value of a flag whose Set fails in its error, and a header's value
+// (a credential, often) must never be printed.
 func (h *headerFlags) Set(v string) error {
-	if _, _, err := parseHeader(v); err != nil {
-		return err
-	}
 	*h = append(*h, v)
 	return nil
 }
@@ -116,6 +116,11 @@ func (rf *requestFlags) validate() error {
 	}
 	if rf.method != "" && !validMethod(rf.method) {
 		return fmt.Errorf("invalid method %q", rf.method)
+	}
+	for _, h := range rf.headers {
+		if _, _, err := parseHeader(h); err != nil {
+			return fmt.Errorf("-H: %w", err)
+		}
 	}
 	return nil
 }

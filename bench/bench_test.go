@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"io"
+	"net"
+	"net/http"
+	stdtrace "net/http/httptrace"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+)
+
+// BenchmarkSequential: one goroutine, one kept-alive connection, GET +
+// read to EOF + close, through each client of [Clients]. Compare columns
+// with `benchstat -col /client`.
+func BenchmarkSequential(b *testing.B) { benchClients(b, 1) }
+
+// BenchmarkParallel: the same with 4 goroutines sharing a client capped at
+// 4 connections (MaxConnsPerHost=4, all of which may stay idle).
+func BenchmarkParallel(b *testing.B) { benchClients(b, 4) }
+
+func benchClients(b *testing.B, workers int) {
+	target, stop, err := Target()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stop()
+	for _, name := range Clients {
+		b.Run("client="+name, func(b *testing.B) {
+			c, err := NewClient(name, workers)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			// Dial outside the measurement.
+			if err := Run(c, target, workers, 4*workers); err != nil {
+				b.Fatal(err)
+			}
+			reqs := make([]*http.Request, workers)
+			for i := range reqs {
+				if reqs[i], err = http.NewRequest(http.MethodGet, target, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			cpu := ProcessCPU()
+			b.ResetTimer()
+			if workers == 1 {
+				for b.Loop() {
+					if err := c.Get(reqs[0]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			} else {
+				var (
+					next  atomic.Int64
+					wg    sync.WaitGroup
+					fails atomic.Value
+				)
+				for _, req := range reqs {
+					wg.Go(func() {
+						for next.Add(1) <= int64(b.N) {
+							if err := c.Get(req); err != nil {
+								fails.CompareAndSwap(nil, err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				if err, _ := fails.Load().(error); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			// Connections dialed beyond the workers' own: 0 unless the
+			// Transport gave a connection up, which net/http does when its
+			// write goroutine is not scheduled within 50ms of the
+			// response (maxWriteWaitBeforeConnReuse), under heavy load.
+			if d := c.Dials(); d >= 0 {
+				b.ReportMetric(float64(max(0, d-int64(workers))), "redials")
+			}
+		})
+	}
+}
+
+// BenchmarkTracer isolates the tracer's own cost: a fake base RoundTripper
+// fires the hooks net/http fires for a request served by an idle HTTP/1
+// connection (GetConn, GotConn, WroteHeaders, WroteRequest,
+// GotFirstResponseByte, PutIdleConn at body EOF) and returns a 2-byte body,
+// allocating nothing itself. No network, no server: the figures are the
+// tracer's alone, without the noise of sockets and scheduling.
+func BenchmarkTracer(b *testing.B) {
+	noop := httptrace.ObserverFunc(func(*httptrace.Timeline) {})
+	p, err := pool.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	cases := []struct {
+		name string
+		rt   func(base http.RoundTripper) (http.RoundTripper, error)
+	}{
+		{"plain", func(base http.RoundTripper) (http.RoundTripper, error) { return base, nil }},
+		{"traced", func(base http.RoundTripper) (http.RoundTripper, error) {
+			return httptrace.NewTransport(base, httptrace.WithObserver(noop))
+		}},
+		{"traced-dialhooks", func(base http.RoundTripper) (http.RoundTripper, error) {
+			return httptrace.NewTransport(base, httptrace.WithObserver(noop), httptrace.WithDialerHooks())
+		}},
+		// The pool as the observer, as pool.New wires it; the fake
+		// connection is unknown to the pool, so connection bookkeeping
+		// is skipped but request bookkeeping is not.
+		{"traced+pool-observer", func(base http.RoundTripper) (http.RoundTripper, error) {
+			return httptrace.NewTransport(base, httptrace.WithObserver(p), httptrace.WithDialerHooks())
+		}},
+	}
+	for _, c := range cases {
+		b.Run("client="+c.name, func(b *testing.B) {
+			rt, err := c.rt(&fakeTransport{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/ok", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// fakeTransport answers from memory, firing the hooks of a request served
+// by an idle HTTP/1 connection. It serves one request at a time and
+// allocates nothing.
+type fakeTransport struct {
+	resp http.Response
+	body fakeBody
+	conn fakeConn
+}
+
+func (f *fakeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ct := stdtrace.ContextClientTrace(req.Context())
+	if ct != nil {
+		if ct.GetConn != nil {
+			ct.GetConn("127.0.0.1:1")
+		}
+		if ct.GotConn != nil {
+			ct.GotConn(stdtrace.GotConnInfo{Conn: &f.conn, Reused: true, WasIdle: true})
+		}
+		if ct.WroteHeaders != nil {
+			ct.WroteHeaders()
+		}
+		if ct.WroteRequest != nil {
+			ct.WroteRequest(stdtrace.WroteRequestInfo{})
+		}
+		if ct.GotFirstResponseByte != nil {
+			ct.GotFirstResponseByte()
+		}
+	}
+	f.body = fakeBody{left: len(Payload), trace: ct}
+	f.resp = http.Response{
+		Status: "200 OK", StatusCode: http.StatusOK,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		ContentLength: int64(len(Payload)), Body: &f.body, Request: req,
+	}
+	return &f.resp, nil
+}
+
+type fakeBody struct {
+	left  int
+	trace *stdtrace.ClientTrace
+}
+
+func (b *fakeBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		// net/http returns the connection to the idle pool before it
+		// delivers EOF.
+		if b.trace != nil && b.trace.PutIdleConn != nil {
+			b.trace.PutIdleConn(nil)
+			b.trace = nil
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, Payload[len(Payload)-b.left:])
+	b.left -= n
+	return n, nil
+}
+
+func (b *fakeBody) Close() error { return nil }
+
+var (
+	fakeLocal  = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
+	fakeRemote = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+)
+
+type fakeConn struct{ net.Conn }
+
+func (*fakeConn) LocalAddr() net.Addr  { return fakeLocal }
+func (*fakeConn) RemoteAddr() net.Addr { return fakeRemote }

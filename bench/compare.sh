@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# compare.sh: requests per second of `connaudit probe -n N` against those
+# of a plain Go loop (cmd/plainloop) doing the same requests on one
+# kept-alive connection, both against cmd/okserver on 127.0.0.1.
+#
+#   bench/compare.sh            # N=2000, 5 rounds
+#   N=5000 ROUNDS=9 bench/compare.sh
+#
+# Each round runs both commands, alternating which goes first, and times
+# each the same way: wall time from `date +%s%N` around the command
+# (process start and exit included). It also shows each program's own
+# figure (the probe's elapsed_ns, plainloop's elapsed_ns), which leaves
+# process start-up out. The ratio is probe req/s ÷ plain req/s; the target
+# is at least 0.95. It prints every round and the median ratios.
+set -euo pipefail
+
+N=${N:-2000}
+ROUNDS=${ROUNDS:-5}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+tmp=$(mktemp -d)
+srv=""
+cleanup() {
+	if [[ -n $srv ]]; then
+		kill "$srv" 2>/dev/null || true
+		wait "$srv" 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+(cd "$root" && go build -o "$tmp/connaudit" ./cmd/connaudit)
+(cd "$here" && go build -o "$tmp/plainloop" ./cmd/plainloop && go build -o "$tmp/okserver" ./cmd/okserver)
+
+"$tmp/okserver" -addr 127.0.0.1:0 -max-time 30m >"$tmp/url" &
+srv=$!
+url=""
+for _ in $(seq 100); do
+	url=$(head -n 1 "$tmp/url" 2>/dev/null || true)
+	[[ -n $url ]] && break
+	sleep 0.05
+done
+if [[ -z $url ]]; then
+	echo "compare.sh: okserver did not start" >&2
+	exit 1
+fi
+
+now() { date +%s%N; }
+run_plain() {
+	local t0 t1
+	t0=$(now)
+	"$tmp/plainloop" -n "$N" "$url" >"$tmp/plain.out"
+	t1=$(now)
+	plain_wall=$((t1 - t0))
+	plain_self=$(sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$tmp/plain.out")
+}
+run_probe() {
+	local t0 t1
+	t0=$(now)
+	# stderr to a file: on a terminal the probe would draw a progress line.
+	"$tmp/connaudit" probe -n "$N" -json -fail-on none "$url" >"$tmp/probe.json" 2>"$tmp/probe.err"
+	t1=$(now)
+	probe_wall=$((t1 - t0))
+	probe_self=$(jq -r .elapsed_ns "$tmp/probe.json")
+	local ok dials
+	ok=$(jq -r '.outcomes.ok // 0' "$tmp/probe.json")
+	dials=$(jq -r .dials "$tmp/probe.json")
+	if [[ $ok != "$N" || $dials != 1 ]]; then
+		echo "compare.sh: probe: $ok of $N requests ok, $dials dials (want $N, 1)" >&2
+		exit 1
+	fi
+}
+rps() { awk -v n="$N" -v ns="$1" 'BEGIN { printf "%.0f", n * 1e9 / ns }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+
+echo "server $url, N=$N, $ROUNDS rounds; $(nproc) CPUs; $(go version)"
+printf "%-5s %-11s %12s %12s %7s   %12s %12s %7s\n" round first "plain req/s" "probe req/s" ratio "plain(self)" "probe(self)" ratio
+walls=()
+selfs=()
+for r in $(seq "$ROUNDS"); do
+	if ((r % 2)); then
+		first=plainloop
+		run_plain
+		run_probe
+	else
+		first=probe
+		run_probe
+		run_plain
+	fi
+	w=$(ratio "$plain_wall" "$probe_wall")
+	s=$(ratio "$plain_self" "$probe_self")
+	walls+=("$w")
+	selfs+=("$s")
+	printf "%-5s %-11s %12s %12s %7s   %12s %12s %7s\n" "$r" "$first" \
+		"$(rps "$plain_wall")" "$(rps "$probe_wall")" "$w" \
+		"$(rps "$plain_self")" "$(rps "$probe_self")" "$s"
+done
+median() { printf "%s\n" "$@" | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+echo "median ratio (probe req/s / plain req/s), wall time: $(median "${walls[@]}")"
+echo "median ratio, each program's own elapsed time:      $(median "${selfs[@]}")"

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package bench
+
+import "time"
+
+// ProcessCPU returns 0: CPU time is read on Unix systems only.
+func ProcessCPU() time.Duration { return 0 }

@@ -1,0 +1,297 @@
+// Package bench compares the cost of connaudit's tracer and pool tracking
+// with a bare net/http client and with other request tracers, on one
+// workload: GET, read the body to EOF, close it, on kept-alive connections
+// to a loopback server.
+//
+// It is a module of its own so that the main module never depends on what
+// it is compared with. Run it with run.sh (benchmarks, read with benchstat)
+// and compare.sh (the probe's throughput); RESULTS.md holds the figures.
+package bench
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	stdtrace "net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+	"github.com/tcnksm/go-httpstat"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// URLEnv names the environment variable that points the benchmarks at a
+// server in another process (such as cmd/okserver), so that allocations
+// are the client's alone. It must be a loopback http URL.
+const URLEnv = "CONNAUDIT_BENCH_URL"
+
+// Payload is what the in-process server answers, with a Content-Length.
+var Payload = []byte("ok")
+
+// OK answers every request with [Payload].
+var OK = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(Payload) })
+
+// Target returns the URL the benchmarks send their requests to: the one in
+// [URLEnv] if set (it must be an http URL on a loopback address), else an
+// in-process server's, which close stops.
+func Target() (target string, close func(), err error) {
+	if u := os.Getenv(URLEnv); u != "" {
+		if err := CheckLoopback(u); err != nil {
+			return "", nil, fmt.Errorf("%s: %w", URLEnv, err)
+		}
+		return u, func() {}, nil
+	}
+	srv := httptest.NewServer(OK)
+	return srv.URL + "/ok", srv.Close, nil
+}
+
+// CheckLoopback returns an error unless raw is an http URL whose host is
+// a loopback address or "localhost": benchmarks send traffic nowhere else.
+func CheckLoopback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" {
+		return fmt.Errorf("URL %q: want http", raw)
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("URL %q: host must be a loopback address", raw)
+	}
+	return nil
+}
+
+// Base returns the transport every client is built on, set like the one
+// [pool.New] builds (and like http.DefaultTransport: 90 s idle timeout,
+// 30 s dial timeout and TCP keep-alive), capped at conns connections, all
+// of which may stay idle. Comparing with it, the difference is the cost of
+// tracing and tracking, not of other settings.
+func Base(conns int) *http.Transport {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		DialContext:         d.DialContext,
+		ForceAttemptHTTP2:   true,
+		MaxConnsPerHost:     conns,
+		MaxIdleConnsPerHost: conns,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+	}
+}
+
+// Client sends the workload's requests one way.
+type Client struct {
+	Name string
+	// Get sends req, reads the body to EOF and closes it. Safe for
+	// concurrent use.
+	Get func(req *http.Request) error
+	// Close releases the client's connections.
+	Close func()
+	// Dials returns the number of connections dialed so far, or -1.
+	Dials func() int64
+}
+
+// Clients lists the names [NewClient] knows, in the order they are
+// reported.
+var Clients = []string{"plain", "traced", "traced+tracked", "httpstat", "otel-noop", "otel-sdk", "naive"}
+
+// NewClient returns the client called name, with at most conns
+// connections:
+//
+//   - plain: [Base] alone.
+//   - traced: connaudit's tracer ([httptrace.NewTransport]) around it, with
+//     an observer that does nothing.
+//   - traced+tracked: a [pool.New] pool (same settings as Base): tracer,
+//     connection tracking, statistics.
+//   - httpstat: github.com/tcnksm/go-httpstat, a Result and its ClientTrace
+//     per request, End called after the body is closed.
+//   - otel-noop: otelhttptrace.NewClientTrace per request with the global
+//     (no-op) tracer provider.
+//   - otel-sdk: the same with an SDK tracer provider that samples every
+//     span into an in-memory exporter through a synchronous span processor
+//     (reset every 1024 requests, so memory stays bounded).
+//   - naive: a ClientTrace with all sixteen hooks built per request,
+//     closures storing time.Now() into a per-request struct, as hand-written
+//     tracing often does.
+func NewClient(name string, conns int) (*Client, error) {
+	c := &Client{Name: name, Dials: func() int64 { return -1 }}
+	var hc *http.Client
+	var closeIdle func()
+	switch name {
+	case "traced+tracked":
+		p, err := pool.New(pool.MaxConnsPerHost(conns))
+		if err != nil {
+			return nil, err
+		}
+		hc, closeIdle = p.Client(), p.Close
+		c.Dials = func() int64 { return p.Stats().Dials }
+	case "traced":
+		base, dials := counted(Base(conns))
+		tr, err := httptrace.NewTransport(base, httptrace.WithObserver(httptrace.ObserverFunc(func(*httptrace.Timeline) {})))
+		if err != nil {
+			return nil, err
+		}
+		hc, closeIdle, c.Dials = &http.Client{Transport: tr}, base.CloseIdleConnections, dials
+	default:
+		base, dials := counted(Base(conns))
+		hc, closeIdle, c.Dials = &http.Client{Transport: base}, base.CloseIdleConnections, dials
+	}
+	c.Close = closeIdle
+	switch name {
+	case "plain", "traced", "traced+tracked":
+		c.Get = func(req *http.Request) error { return get(hc, req) }
+	case "httpstat":
+		c.Get = func(req *http.Request) error {
+			var res httpstat.Result
+			err := get(hc, req.WithContext(httpstat.WithHTTPStat(req.Context(), &res)))
+			res.End(time.Now())
+			return err
+		}
+	case "otel-noop":
+		c.Get = func(req *http.Request) error {
+			ctx := req.Context()
+			return get(hc, req.WithContext(stdtrace.WithClientTrace(ctx, otelhttptrace.NewClientTrace(ctx))))
+		}
+	case "otel-sdk":
+		exp := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+		var n atomic.Int64
+		c.Close = func() {
+			closeIdle()
+			tp.Shutdown(context.Background())
+		}
+		c.Get = func(req *http.Request) error {
+			ctx := req.Context()
+			ct := otelhttptrace.NewClientTrace(ctx, otelhttptrace.WithTracerProvider(tp))
+			err := get(hc, req.WithContext(stdtrace.WithClientTrace(ctx, ct)))
+			if n.Add(1)%1024 == 0 {
+				exp.Reset()
+			}
+			return err
+		}
+	case "naive":
+		c.Get = func(req *http.Request) error {
+			var st naiveStats
+			ctx := stdtrace.WithClientTrace(req.Context(), st.trace())
+			return get(hc, req.WithContext(ctx))
+		}
+	default:
+		closeIdle()
+		return nil, fmt.Errorf("bench: unknown client %q (want one of %s)", name, strings.Join(Clients, ", "))
+	}
+	return c, nil
+}
+
+// get is the workload: send, read to EOF, close.
+func get(hc *http.Client, req *http.Request) error {
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	if cerr := resp.Body.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return err
+}
+
+// counted wraps base's dialer to count dials, so that a benchmark can
+// check it measured kept-alive connections.
+func counted(base *http.Transport) (*http.Transport, func() int64) {
+	var n atomic.Int64
+	dial := base.DialContext
+	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		n.Add(1)
+		return dial(ctx, network, addr)
+	}
+	return base, n.Load
+}
+
+// naiveStats is what a hand-written tracer records.
+type naiveStats struct {
+	mu                                                   sync.Mutex
+	getConn, gotConn, dnsStart, dnsDone, connStart       time.Time
+	connDone, tlsStart, tlsDone, wroteHeaders, wroteReq  time.Time
+	firstByte, putIdle, got100, wait100, got1xx, wroteHF time.Time
+	reused, wasIdle                                      bool
+}
+
+func (s *naiveStats) mark(t *time.Time) {
+	now := time.Now()
+	s.mu.Lock()
+	*t = now
+	s.mu.Unlock()
+}
+
+func (s *naiveStats) trace() *stdtrace.ClientTrace {
+	return &stdtrace.ClientTrace{
+		GetConn: func(string) { s.mark(&s.getConn) },
+		GotConn: func(i stdtrace.GotConnInfo) {
+			s.mark(&s.gotConn)
+			s.mu.Lock()
+			s.reused, s.wasIdle = i.Reused, i.WasIdle
+			s.mu.Unlock()
+		},
+		PutIdleConn:          func(error) { s.mark(&s.putIdle) },
+		GotFirstResponseByte: func() { s.mark(&s.firstByte) },
+		Got100Continue:       func() { s.mark(&s.got100) },
+		Got1xxResponse:       func(int, textproto.MIMEHeader) error { s.mark(&s.got1xx); return nil },
+		DNSStart:             func(stdtrace.DNSStartInfo) { s.mark(&s.dnsStart) },
+		DNSDone:              func(stdtrace.DNSDoneInfo) { s.mark(&s.dnsDone) },
+		ConnectStart:         func(string, string) { s.mark(&s.connStart) },
+		ConnectDone:          func(string, string, error) { s.mark(&s.connDone) },
+		TLSHandshakeStart:    func() { s.mark(&s.tlsStart) },
+		TLSHandshakeDone:     func(tls.ConnectionState, error) { s.mark(&s.tlsDone) },
+		WroteHeaderField:     func(string, []string) { s.mark(&s.wroteHF) },
+		WroteHeaders:         func() { s.mark(&s.wroteHeaders) },
+		Wait100Continue:      func() { s.mark(&s.wait100) },
+		WroteRequest:         func(stdtrace.WroteRequestInfo) { s.mark(&s.wroteReq) },
+	}
+}
+
+// Run sends n requests to target through c from workers goroutines at
+// once, and returns the first error.
+func Run(c *Client, target string, workers, n int) error {
+	var (
+		next     atomic.Int64
+		firstErr error
+		once     sync.Once
+		wg       sync.WaitGroup
+	)
+	for range workers {
+		req, err := http.NewRequest(http.MethodGet, target, nil)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := c.Get(req); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}

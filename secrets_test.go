@@ -1,0 +1,370 @@
+package connaudit_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"expvar"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/audit/probe"
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+	"github.com/stretchr/testify/require"
+)
+
+// The secrets a request carries: a user and a password in its URL, a token
+// and a session value in its query (the session value is written escaped,
+// as a base64 token would be), a bearer token and a cookie in its headers,
+// and the Basic credentials http.Client derives from the URL's user.
+const (
+	secretUserName  = "Us3rNameValue"
+	secretPassword  = "S3cr3tPassw0rd"
+	secretToken     = "T0kenValue"
+	secretSession   = "S3ss+ion/Value=="
+	secretBearer    = "B3arerValue"
+	secretCookie    = "C00kieValue"
+	secretsPath     = "/api/items"
+	secretsQueryKey = "token"
+)
+
+var secretValues = []string{
+	secretUserName, secretPassword, secretToken, secretSession, url.QueryEscape(secretSession), secretBearer, secretCookie,
+	base64.StdEncoding.EncodeToString([]byte(secretUserName + ":" + secretPassword)),
+}
+
+// secretURL returns a URL on hostport carrying the URL secrets.
+func secretURL(scheme, hostport string) string {
+	return scheme + "://" + secretUserName + ":" + secretPassword + "@" + hostport + secretsPath +
+		"?" + secretsQueryKey + "=" + secretToken + "&session=" + url.QueryEscape(secretSession)
+}
+
+// secretRequest returns a GET of raw with the header secrets.
+func secretRequest(t *testing.T, ctx context.Context, raw string, headers bool) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
+	require.NoError(t, err)
+	if headers {
+		req.Header.Set("Authorization", "Bearer "+secretBearer)
+		req.Header.Set("Cookie", "id="+secretCookie)
+	}
+	return req
+}
+
+// outputs collects what each output wrote, by name.
+type outputs struct {
+	mu   sync.Mutex
+	text map[string]*bytes.Buffer
+}
+
+func (o *outputs) buf(name string) *bytes.Buffer {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.text == nil {
+		o.text = map[string]*bytes.Buffer{}
+	}
+	if o.text[name] == nil {
+		o.text[name] = &bytes.Buffer{}
+	}
+	return o.text[name]
+}
+
+// add appends s to the output name.
+func (o *outputs) add(name, s string) {
+	b := o.buf(name)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b.WriteString(s)
+	b.WriteByte('\n')
+}
+
+// lockedWriter serialises writes of observers that may run concurrently.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// echoRequestLine starts a raw server on loopback that answers each request
+// with its own request line as the status line (a broken server whose
+// reply the Transport quotes in its error: the request URI, query
+// included).
+func echoRequestLine(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				line, err := bufio.NewReader(io.LimitReader(c, 64<<10)).ReadString('\n')
+				if err != nil {
+					return
+				}
+				io.WriteString(c, strings.TrimRight(line, "\r\n")+"\r\n\r\n")
+				io.Copy(io.Discard, c) // until the client hangs up
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// closedPort returns a loopback address on which nothing listens.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+var secretsExpvarSeq atomic.Int64
+
+// TestSecretsNeverLeak sends requests carrying a password, query values
+// (one written escaped) and credential headers through the tracer and the
+// pool — to a server that answers, to a refused port, and to a server whose
+// reply makes the Transport quote the request line — and looks for the
+// secrets in every output: the slog observer (text and JSON handlers),
+// JSON Lines, the waterfall, Timeline.MarshalJSON, the timelines' recorded
+// headers, the pool's debug handler (JSON and text) and expvar snapshot,
+// pool.Check's errors while a body is open, the audit reports (text, JSON,
+// JUnit) of results holding those timelines, the probe's reports (text and
+// JSON with timelines) and the redacted error messages of each failure. It
+// also checks that the non-secret parts (host, path, the query key, the
+// header names) do appear, so that it cannot pass by finding nothing.
+func TestSecretsNeverLeak(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer ok.Close()
+	okHost := ok.Listener.Addr().String()
+	echoHost := echoRequestLine(t)
+	refusedHost := closedPort(t)
+
+	var out outputs
+	var logMu sync.Mutex
+	slogText := httptrace.NewSlogObserver(slog.New(slog.NewTextHandler(lockedWriter{&logMu, out.buf("slog text")}, nil)),
+		slog.LevelInfo, slog.LevelWarn)
+	slogJSON := httptrace.NewSlogObserver(slog.New(slog.NewJSONHandler(lockedWriter{&logMu, out.buf("slog json")}, nil)),
+		slog.LevelInfo, slog.LevelWarn)
+	lines := httptrace.NewJSONLines(lockedWriter{&logMu, out.buf("json lines")})
+	col := &httptrace.Collector{}
+	observers := httptrace.Multi(col, slogText, slogJSON, lines)
+
+	// The tracer alone, recording the credential headers (masked).
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	tr, err := httptrace.NewTransport(base, httptrace.WithObserver(observers), httptrace.WithHeaders("Authorization", "Cookie"))
+	require.NoError(t, err)
+	// The pool, with its own outputs.
+	p, err := pool.New(pool.MaxConnsPerHost(1), pool.WithObserver(observers), pool.CaptureStacks(), pool.HTTP2(false))
+	require.NoError(t, err)
+	defer p.Close()
+
+	ctx := bounded(t)
+	type target struct {
+		name, host string
+		wantErr    bool
+	}
+	targets := []target{{"ok", okHost, false}, {"echo", echoHost, true}, {"refused", refusedHost, true}}
+	for _, client := range []struct {
+		name string
+		c    *http.Client
+	}{{"tracer", &http.Client{Transport: tr}}, {"pool", p.Client()}} {
+		for _, tg := range targets {
+			for _, headers := range []bool{true, false} { // without: http.Client sends Basic credentials
+				req := secretRequest(t, ctx, secretURL("http", tg.host), headers)
+				resp, err := client.c.Do(req)
+				if tg.wantErr {
+					require.Error(t, err, "%s %s", client.name, tg.name)
+					msg := httptrace.RedactError(err, req.URL)
+					out.add("client errors", msg)
+					require.Contains(t, msg, tg.host, "the redacted error still names the host")
+					continue
+				}
+				require.NoError(t, err)
+				if client.name == "pool" && headers {
+					// With the body open: the pool's own outputs.
+					rec := httptest.NewRecorder()
+					p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/connpool", nil))
+					out.add("pool handler json", rec.Body.String())
+					rec = httptest.NewRecorder()
+					p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/connpool?format=text", nil))
+					out.add("pool handler text", rec.Body.String())
+					rec = httptest.NewRecorder()
+					r := httptest.NewRequest(http.MethodGet, "/debug/connpool", nil)
+					r.Header.Set("Accept", "text/plain")
+					p.Handler().ServeHTTP(rec, r)
+					out.add("pool handler text", rec.Body.String())
+					name := fmt.Sprintf("connaudit-secrets-%d", secretsExpvarSeq.Add(1))
+					require.NoError(t, p.Publish(name))
+					out.add("pool expvar", expvar.Get(name).String())
+					cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					cerr := p.Check(cctx)
+					cancel()
+					require.Error(t, cerr, "an open body is a problem")
+					out.add("pool check", cerr.Error())
+					ob := p.OpenBodies()
+					require.Len(t, ob, 1)
+					out.add("pool open bodies", fmt.Sprintf("%+v", ob))
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				require.NoError(t, err)
+				require.NoError(t, resp.Body.Close())
+			}
+		}
+	}
+	require.NoError(t, p.Check(ctx))
+	require.NoError(t, lines.Err())
+
+	// Every timeline, through every way of writing one.
+	tls := col.Timelines()
+	require.Len(t, tls, 12, "2 clients × 3 targets × with and without headers")
+	var withHeader int
+	for _, tl := range tls {
+		var w strings.Builder
+		require.NoError(t, httptrace.WriteWaterfall(&w, tl))
+		out.add("waterfall", w.String())
+		b, err := json.Marshal(tl)
+		require.NoError(t, err)
+		out.add("timeline json", string(b))
+		out.add("timeline url", tl.URL())
+		out.add("timeline header", fmt.Sprint(tl.Header))
+		if tl.Outcome.Err != nil {
+			u := tl.RawURL()
+			out.add("timeline errors", httptrace.RedactError(tl.Outcome.Err, &u))
+		}
+		for _, e := range tl.Events {
+			if e.Err != nil {
+				u := tl.RawURL()
+				out.add("timeline errors", httptrace.RedactError(e.Err, &u))
+			}
+		}
+		if tl.Header["Authorization"] != "" {
+			withHeader++
+		}
+	}
+	require.Equal(t, 6, withHeader, "the tracer recorded the Authorization header of its 6 requests (masked)")
+
+	// The audit reports of results holding these timelines.
+	var rep audit.Report
+	for i, tl := range tls {
+		u := tl.RawURL()
+		obs := audit.Observed{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Status: tl.Status, Timeline: tl,
+			Error: httptrace.RedactError(tl.Outcome.Err, &u)}
+		rep.Results = append(rep.Results, audit.Result{Name: fmt.Sprintf("secrets-%d", i), Proto: audit.HTTP1,
+			Expected: audit.Expect{Class: httptrace.ClassOK}, Observed: obs, Mismatches: []string{"class: " + string(tl.Outcome.Class) + ": " + obs.Error}})
+		rep.Failed++
+	}
+	var b bytes.Buffer
+	require.NoError(t, audit.WriteText(&b, rep, true))
+	out.add("audit text", b.String())
+	b.Reset()
+	require.NoError(t, audit.WriteJSON(&b, rep))
+	out.add("audit json", b.String())
+	b.Reset()
+	require.NoError(t, audit.WriteJUnit(&b, rep))
+	out.add("audit junit", b.String())
+
+	// The probe, against the server that answers and the refused port.
+	for _, tg := range []target{{"ok", okHost, false}, {"refused", refusedHost, true}} {
+		req := secretRequest(t, ctx, secretURL("http", tg.host), true)
+		prep, err := probe.Run(ctx, req, probe.Requests(3), probe.KeepTimelines(), probe.Timeout(5*time.Second))
+		if tg.wantErr {
+			var unusable *probe.UnusableError
+			require.ErrorAs(t, err, &unusable)
+			out.add("probe errors", err.Error())
+		} else {
+			require.NoError(t, err)
+		}
+		require.NotNil(t, prep)
+		b.Reset()
+		require.NoError(t, probe.WriteText(&b, prep, probe.TextOptions{Verbose: true}))
+		out.add("probe text", b.String())
+		b.Reset()
+		require.NoError(t, probe.WriteJSON(&b, prep))
+		out.add("probe json", b.String())
+	}
+
+	// A URL that does not parse: its error quotes it whole.
+	_, perr := url.Parse(secretURL("http", "127.0.0.1:bad"))
+	require.Error(t, perr)
+	out.add("malformed url", httptrace.RedactURLString(secretURL("http", "127.0.0.1:bad")))
+
+	// Nothing secret anywhere; the rest where it belongs.
+	for name, buf := range out.text {
+		s := buf.String()
+		require.NotEmpty(t, s, name)
+		for _, secret := range secretValues {
+			require.NotContains(t, s, secret, "%s shows a secret:\n%s", name, s)
+		}
+	}
+	want := map[string][]string{
+		"slog text":         {okHost, secretsPath, "token=REDACTED", "connect-refused", "protocol"},
+		"slog json":         {okHost, secretsPath, "token=REDACTED", "connect-refused", "protocol"},
+		"json lines":        {okHost, echoHost, refusedHost, secretsPath, "token=REDACTED", "session=REDACTED", `"Authorization":"REDACTED"`, `"Cookie":"REDACTED"`},
+		"waterfall":         {okHost, secretsPath, "token=REDACTED", "malformed HTTP status code"},
+		"timeline json":     {okHost, secretsPath, "token=REDACTED", `"Authorization":"REDACTED"`},
+		"timeline header":   {"Authorization:REDACTED", "Cookie:REDACTED"},
+		"timeline errors":   {"malformed HTTP status code", secretsPath, secretsQueryKey + "=", "connection refused"},
+		"client errors":     {"malformed HTTP status code", secretsPath, "connection refused"},
+		"pool handler json": {okHost, secretsPath, "token=REDACTED"},
+		"pool handler text": {okHost, secretsPath, "token=REDACTED"},
+		"pool expvar":       {okHost, secretsPath, "token=REDACTED"},
+		"pool check":        {"open body", okHost, secretsPath, "token=REDACTED"},
+		"audit text":        {okHost, secretsPath, "token=REDACTED"},
+		"audit json":        {okHost, secretsPath, "token=REDACTED"},
+		"audit junit":       {okHost, secretsPath, "token=REDACTED"},
+		"probe text":        {okHost, secretsPath, "token=REDACTED"},
+		"probe json":        {okHost, secretsPath, "token=REDACTED"},
+		"probe errors":      {"connect-refused"},
+		"malformed url":     {httptrace.Masked},
+	}
+	for name, parts := range want {
+		require.Contains(t, out.text, name)
+		for _, part := range parts {
+			require.Contains(t, out.text[name].String(), part, "%s lacks %q", name, part)
+		}
+	}
+}
