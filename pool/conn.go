@@ -99,8 +99,9 @@ type connState struct {
 	Conn
 	bytesRead, bytesWritten atomic.Int64
 	active                  map[uint64]struct{}
-	readErr                 error // first read error, seen before Close
-	putIdleErr              error // the last PutIdleConn error
+	readErr                 error     // first read error, seen before Close
+	readErrState            ConnState // the state when it was seen
+	putIdleErr              error     // the last PutIdleConn error
 	closeReq                uint64
 	h2                      bool
 	doomed                  bool     // the Transport is closing it

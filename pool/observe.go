@@ -335,6 +335,7 @@ func (p *Pool) connReadErr(c *connState, err error) {
 	p.mu.Lock()
 	if c.readErr == nil {
 		c.readErr = err
+		c.readErrState = c.State
 	}
 	p.mu.Unlock()
 }
@@ -417,7 +418,10 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 		}
 	}
 	if reason, ok := serverSide(c.readErr); ok {
-		if prev == StateIdle && reason == ReasonServerEOF {
+		// Idle or not when the server closed, not when the client
+		// got round to closing: an HTTP/2 stream that the close killed
+		// ends before the connection does.
+		if c.readErrState == StateIdle && reason == ReasonServerEOF {
 			return ClosedByServer, ReasonServerClosedIdle
 		}
 		return ClosedByServer, reason
