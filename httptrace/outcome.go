@@ -68,6 +68,10 @@ type Outcome struct {
 // body made no progress for the body idle bound ([WithBodyIdleTimeout]).
 var ErrBodyIdleTimeout = errors.New("connaudit: response body idle timeout")
 
+// errBadStatus is the outcome error of a response whose status code is
+// not a three-digit code from 100 up.
+var errBadStatus = errors.New("httptrace: invalid response status code")
+
 // errTooMany1xx ends a request whose informational (1xx) responses
 // exceeded the response header bound (see recorder.got1xxResponse).
 var errTooMany1xx = errors.New("httptrace: informational (1xx) responses exceeded the response header limit")
@@ -91,7 +95,7 @@ func Classify(err error, stage Stage) Class {
 	if errors.Is(err, context.Canceled) {
 		return ClassCanceled
 	}
-	if errors.Is(err, errTooMany1xx) {
+	if errors.Is(err, errTooMany1xx) || errors.Is(err, errBadStatus) {
 		return ClassProtocol
 	}
 	msg := err.Error()

@@ -432,6 +432,11 @@ func (r *recorder) finishLocked(class Class, stage Stage, err error) {
 	if r.tl.Finished {
 		return
 	}
+	if class == ClassOK && r.response && (r.tl.Status < 100 || r.tl.Status > 999) {
+		// net/http hands over a status line such as "HTTP/1.1 000"
+		// as a response; it is not valid HTTP.
+		class, err = ClassProtocol, fmt.Errorf("%w: %d", errBadStatus, r.tl.Status)
+	}
 	r.stopWatchLocked()
 	if r.cancel != nil {
 		r.cancel(nil)
