@@ -15,7 +15,11 @@ import (
 
 // BenchmarkSequential: one goroutine, one kept-alive connection, GET +
 // read to EOF + close, through each client of [Clients]. Compare columns
-// with `benchstat -col /client`.
+// with `benchstat -col /client`. Besides time, bytes and allocations per
+// request it reports cpu-ns/op (the process's CPU time per request, which
+// other load on the machine disturbs less than wall time) and redials. With
+// CONNAUDIT_BENCH_URL set ([URLEnv]) the server is another process and the
+// allocations are the client's alone.
 func BenchmarkSequential(b *testing.B) { benchClients(b, 1) }
 
 // BenchmarkParallel: the same with 4 goroutines sharing a client capped at

@@ -237,7 +237,10 @@ func (pr *prober) send(client *http.Client) bool {
 	}
 	rctx, cancel := context.WithTimeoutCause(pr.ctx, pr.cfg.timeout, errRequestTimeout)
 	defer cancel()
-	req := pr.target.Clone(rctx)
+	// A shallow copy is enough: neither the Transport nor the Client
+	// changes the template's header or URL (the Client copies the header
+	// before it adds to it).
+	req := pr.target.WithContext(rctx)
 	if pr.target.GetBody != nil {
 		body, err := pr.target.GetBody()
 		if err != nil {
