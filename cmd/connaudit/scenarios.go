@@ -5,17 +5,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/connaudit/connaudit/audit"
 )
 
 func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("scenarios", stderr, "[-run PATTERN] [-json] [-junit FILE] [-v] [-list]")
+	fs := newFlagSet("scenarios", stderr, "[-run PATTERN] [-json] [-junit FILE] [-v] [-list] [-deadline D]")
 	pattern := fs.String("run", "", "run only the scenarios whose name matches this regular expression")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	junit := fs.String("junit", "", "also write the report as JUnit XML to this file")
 	verbose := fs.Bool("v", false, "print each scenario's timeline")
 	list := fs.Bool("list", false, "list the scenarios and exit")
+	deadline := fs.Duration("deadline", 5*time.Minute, "bound on the whole run; scenarios not started by then are not run")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -23,6 +25,12 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "connaudit scenarios: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
+	if *deadline <= 0 {
+		fmt.Fprintf(stderr, "connaudit scenarios: -deadline %v must be positive\n", *deadline)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, *deadline)
+	defer cancel()
 	scenarios, err := audit.Select(audit.Catalogue(), *pattern)
 	if err != nil {
 		fmt.Fprintf(stderr, "connaudit scenarios: %v\n", err)
@@ -41,7 +49,7 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	rep := r.Run(ctx, scenarios)
 	if ctx.Err() != nil {
-		fmt.Fprintln(stderr, "connaudit scenarios: interrupted")
+		fmt.Fprintf(stderr, "connaudit scenarios: stopped after %d of %d scenarios: %v\n", len(rep.Results), len(scenarios), context.Cause(ctx))
 	}
 	if *asJSON {
 		err = audit.WriteJSON(stdout, rep)

@@ -56,6 +56,13 @@ func TestScenariosVerbosePrintsTimelines(t *testing.T) {
 	require.Contains(t, out, "body-close")
 }
 
+func TestScenariosDeadlineStopsTheRun(t *testing.T) {
+	code, out, errOut := runCLI(t, "scenarios", "-run", "^(ok|trickle-body|status-404)$", "-deadline", "1ms")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errOut, "stopped after")
+	require.NotContains(t, out, "status-404", "no scenario starts after the deadline")
+}
+
 func TestScenariosList(t *testing.T) {
 	code, out, _ := runCLI(t, "scenarios", "-list")
 	require.Equal(t, exitOK, code)
@@ -69,6 +76,7 @@ func TestScenariosUsageErrors(t *testing.T) {
 		{"scenarios", "-run", "no-such"},
 		{"scenarios", "extra"},
 		{"scenarios", "-nope"},
+		{"scenarios", "-deadline", "0s"},
 		{"nope"},
 		{},
 	} {

@@ -16,6 +16,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var rf requestFlags
 	rf.register(fs)
 	asJSON := fs.Bool("json", false, "write the full timeline as JSON")
+	deadline := fs.Duration("deadline", time.Minute, "bound on the whole run")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -24,6 +25,12 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fs.Usage()
 		return exitUsage
 	}
+	if *deadline <= 0 {
+		fmt.Fprintf(stderr, "connaudit trace: -deadline %v must be positive\n", *deadline)
+		return exitUsage
+	}
+	ctx, cancelRun := context.WithTimeout(ctx, *deadline)
+	defer cancelRun()
 	req, err := rf.request(ctx, fs.Arg(0))
 	if err != nil {
 		fmt.Fprintf(stderr, "connaudit trace: %v\n", err)

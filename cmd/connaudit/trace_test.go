@@ -63,6 +63,7 @@ func TestTraceUsageErrors(t *testing.T) {
 		{"trace", "-http2", "http://127.0.0.1/"},
 		{"trace", "-d", "@/no/such/file", "http://127.0.0.1/"},
 		{"trace", "http://u:secretpw@127.0.0.1:99999/"},
+		{"trace", "-deadline", "-1s", "http://127.0.0.1/"},
 	} {
 		code, _, errOut := runCLI(t, args...)
 		require.Equal(t, exitUsage, code, "%q: %s", args, errOut)
