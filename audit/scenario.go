@@ -33,6 +33,7 @@ type Fate struct {
 	Reused bool `json:"reused"`
 }
 
+// String says the fate in words, such as "closed by server (server-eof)".
 func (f Fate) String() string {
 	switch {
 	case f.ClosedBy != "":
