@@ -20,6 +20,7 @@ import (
 type Runner struct {
 	transport     func() *http.Transport
 	transportName string
+	poolOpts      []pool.Option
 	guard         time.Duration
 	recovery      time.Duration
 	progress      func(Result)
@@ -40,13 +41,16 @@ func (f optionFunc) apply(r *Runner) error { return f(r) }
 // of it ([pool.Track]) capped at one connection per host and trusting the
 // fault server's certificate; the scenarios' own bounds are not applied, so
 // a stage the transport does not bound fails as "unbounded". name labels the
-// report.
-func WithTransport(name string, newTransport func() *http.Transport) Option {
+// report. poolOpts are applied to the tracked pool, for what a service sets
+// there rather than on the transport, such as [pool.BodyIdleTimeout]: no
+// http.Transport field bounds a stalled body, so without it the
+// stall-mid-body scenarios report that stage unbounded.
+func WithTransport(name string, newTransport func() *http.Transport, poolOpts ...pool.Option) Option {
 	return optionFunc(func(r *Runner) error {
 		if newTransport == nil {
 			return errors.New("audit: nil transport factory")
 		}
-		r.transport, r.transportName = newTransport, name
+		r.transport, r.transportName, r.poolOpts = newTransport, name, poolOpts
 		return nil
 	})
 }
@@ -205,7 +209,7 @@ func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Obse
 			}
 			opts = append(opts, pool.TLSConfig(merged))
 		}
-		return pool.Track(t, opts...)
+		return pool.Track(t, append(opts, r.poolOpts...)...)
 	}
 	if cfg := srv.ClientTLSConfig(); cfg != nil {
 		opts = append(opts, pool.TLSConfig(cfg))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -91,14 +92,17 @@ func TestUnboundedTransportIsReported(t *testing.T) {
 	}
 }
 
-// The same transport with the bound set passes.
+// The same transport with the bounds set passes: the header bound on the
+// transport, the body-idle bound on the pool that wraps it.
 func TestBoundedTransportPasses(t *testing.T) {
 	r, err := audit.NewRunner(audit.WithTransport("bounded", func() *http.Transport {
 		return &http.Transport{ResponseHeaderTimeout: 150 * time.Millisecond}
-	}))
+	}, pool.BodyIdleTimeout(150*time.Millisecond)))
 	require.NoError(t, err)
-	res := r.RunOne(context.Background(), scenario(t, "response-header-timeout"))
-	require.True(t, res.Pass, "%v", res.Mismatches)
+	for _, name := range []string{"response-header-timeout", "stall-mid-body"} {
+		res := r.RunOne(context.Background(), scenario(t, name))
+		require.True(t, res.Pass, "%s: %v", name, res.Mismatches)
+	}
 }
 
 // The Transport's hidden retry is detected: the server saw 2 requests, the
