@@ -32,7 +32,12 @@
 // Below HTTP, [NewTLSStall] accepts TCP connections and never answers the
 // TLS handshake, [NewConnectHang] makes TCP connects hang by filling a
 // listener's accept queue, and [ClosedPort] names a loopback address on
-// which nothing listens.
+// which nothing listens. [NewHostile] answers every connection with a
+// broken reply of the caller's choosing (arbitrary bytes, when, and how the
+// connection ends); [HostileCorpus] is a named set of them: garbage,
+// truncated status lines, oversized headers, bad chunking, lying or
+// conflicting Content-Lengths, HTTP/0.9, 1xx floods, a TLS alert and a reply
+// before the request.
 //
 // Nothing in this package prints or exits; the standard server's error log is
 // discarded.
