@@ -7,6 +7,7 @@ require (
 	github.com/tcnksm/go-httpstat v0.2.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace v0.72.0
 	go.opentelemetry.io/otel/sdk v1.47.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -19,7 +20,6 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
 
