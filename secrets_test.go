@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/testserver"
+
 	"github.com/connaudit/connaudit/audit"
 	"github.com/connaudit/connaudit/audit/probe"
 	"github.com/connaudit/connaudit/httptrace"
@@ -110,43 +112,14 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // included).
 func echoRequestLine(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				line, err := bufio.NewReader(io.LimitReader(c, 64<<10)).ReadString('\n')
-				if err != nil {
-					return
-				}
-				io.WriteString(c, strings.TrimRight(line, "\r\n")+"\r\n\r\n")
-				io.Copy(io.Discard, c) // until the client hangs up
-			})
+	return testserver.Raw(t, func(c net.Conn) {
+		line, err := bufio.NewReader(io.LimitReader(c, 64<<10)).ReadString('\n')
+		if err != nil {
+			return
 		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
+		io.WriteString(c, strings.TrimRight(line, "\r\n")+"\r\n\r\n")
+		io.Copy(io.Discard, c) // until the client hangs up
+	}).Addr().String()
 }
 
 // closedPort returns a loopback address on which nothing listens.

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/testserver"
+
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/dns/dnsmessage"
 
@@ -216,35 +218,7 @@ func waitFor(t testing.TB, ch <-chan struct{}, what string) {
 // goroutines waited for, when the test ends.
 func rawServer(t testing.TB, serve func(net.Conn)) net.Listener {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() { serve(c) })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln
+	return testserver.Raw(t, serve)
 }
 
 // readRequestHead reads from c up to the end of an HTTP/1 request head.

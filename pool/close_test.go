@@ -7,9 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/testserver"
 
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
@@ -57,29 +58,13 @@ func TestServerConnectionClose(t *testing.T) {
 // HTTP/1.0 response without keep-alive, then closes the connection.
 func http10Server(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				req.Body.Close()
-				io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			})
+	ln := testserver.Raw(t, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
 		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
+		req.Body.Close()
+		io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	})
 	return "http://" + ln.Addr().String()
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/testserver"
+
 	"github.com/connaudit/connaudit/audit/probe"
 	"github.com/stretchr/testify/require"
 )
@@ -164,37 +166,12 @@ func withIdleTimeout(d time.Duration) func(*httptest.Server) {
 // connection (and closes it after). It counts the accepted connections.
 func rawServer(t *testing.T, handle func(s *server, c net.Conn)) *server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s := &server{URL: "http://" + ln.Addr().String()}
-	var wg sync.WaitGroup
-	conns := map[net.Conn]bool{}
-	var mu sync.Mutex
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.accepted.Add(1)
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				handle(s, c)
-			})
-		}
+	s := &server{}
+	ln := testserver.Raw(t, func(c net.Conn) {
+		s.accepted.Add(1)
+		handle(s, c)
 	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	s.URL = "http://" + ln.Addr().String()
 	return s
 }
 

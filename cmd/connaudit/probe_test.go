@@ -15,10 +15,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/connaudit/connaudit/internal/testserver"
 
 	"github.com/connaudit/connaudit/audit/probe"
 	"github.com/stretchr/testify/require"
@@ -66,38 +67,7 @@ func newProbeServer(t *testing.T, closeEvery int, tlsOn bool) *probeServer {
 // probeRawTCP starts a TCP server that calls handle on each connection.
 func probeRawTCP(t *testing.T, handle func(net.Conn)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				handle(c)
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
+	return testserver.Raw(t, handle).Addr().String()
 }
 
 // probeClosedPort returns a loopback address with nothing listening.
