@@ -47,7 +47,7 @@ type recorder struct {
 	netEvents  bool  // a DNS, connect or TLS event was seen
 	gotIdle    int   // GotConn answers with WasIdle set
 	gotConn    bool  // the current acquisition got its connection
-	gotAny     bool  // some acquisition of this request got a connection
+	gotAny     bool  // a connection was handed over since the last counted acquisition
 	wrote      bool
 	firstByte  bool
 	response   bool
@@ -165,10 +165,13 @@ func endsRequest(k Kind) bool {
 func (r *recorder) getConn(string) {
 	r.mu.Lock()
 	r.tl.GetConns++
-	if r.gotAny {
-		// A connection was already handed to this request: the
-		// Transport is sending it again on another one.
+	if r.gotAny && !r.tl.Finished {
+		// A connection was handed to this request since the last
+		// acquisition: the Transport is sending it again on another one.
+		// (HTTP/2 asks twice for one new connection, with no GotConn in
+		// between: that counts once.)
 		r.tl.Retries++
+		r.gotAny = false
 	}
 	r.phase = StagePoolWait
 	r.gotConn, r.wrote, r.firstByte = false, false, false

@@ -99,26 +99,6 @@ func isTimeout(c httptrace.Class) bool {
 	return false
 }
 
-// retries counts the attempts the Transport made by itself after the
-// request's first: the connection acquisitions (GetConn) that followed one
-// that succeeded (GotConn). Timeline.GetConns alone over-counts: on a new
-// HTTP/2 connection the http2 connection pool fires GetConn again after
-// the dial, for a request sent once.
-func retries(tl *httptrace.Timeline) int {
-	n, got := 0, false
-	for _, e := range tl.Events {
-		switch {
-		case e.Late:
-		case e.Kind == httptrace.KindGotConn:
-			got = true
-		case e.Kind == httptrace.KindGetConn && got:
-			n++
-			got = false
-		}
-	}
-	return n
-}
-
 // Observe folds one finished timeline in.
 func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	t := tl.Timings()
@@ -134,7 +114,7 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 		a.timelines = append(a.timelines, kept)
 	}
 	a.outcomes[tl.Outcome.Class]++
-	if n := retries(tl); n > 0 {
+	if n := tl.Retries; n > 0 {
 		a.hidden++
 		a.extra += n
 	}

@@ -125,7 +125,7 @@ func (pr *prober) findMaxRequests() *MaxRequestsResult {
 			// a silent close or an HTTP/2 GOAWAY. Its reason is read once
 			// the pool has settled.
 			switched = true
-			res.HiddenRetry = retries(tl) > 0
+			res.HiddenRetry = tl.Retries > 0
 			break
 		}
 		count++
@@ -224,7 +224,7 @@ func (pr *prober) findIdleTimeout() *IdleTimeoutResult {
 		}
 		// Survived: the second request reused the idle connection, and the
 		// Transport did not have to retry it elsewhere.
-		return okB && b.Conn.ID == a.Conn.ID && !b.Conn.New() && retries(b) == 0, true
+		return okB && b.Conn.ID == a.Conn.ID && !b.Conn.New() && b.Retries == 0, true
 	}
 	gap := min(firstIdleGap, maxIdle)
 	for {
