@@ -58,8 +58,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		if !r.waiting {
 			r.waiting = true
 			r.getConnAt = now
-			p.hostLocked(r.host).waiting++
-			p.total.waiting++
+			p.tally(p.hostLocked(r.host), func(n *counters) { n.waiting++ })
 		}
 		r.conn = nil
 	case httptrace.KindGotConn:
@@ -77,14 +76,13 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		h := p.hostLocked(r.host)
 		if r.waiting {
 			r.waiting = false
-			h.waiting--
-			p.total.waiting--
+			p.tally(h, func(n *counters) { n.waiting-- })
 			if !tl.Conn.WasIdle {
 				d := now.Sub(r.getConnAt)
-				h.waitCount++
-				h.waitDuration += d
-				p.total.waitCount++
-				p.total.waitDuration += d
+				p.tally(h, func(n *counters) {
+					n.waitCount++
+					n.waitDuration += d
+				})
 			}
 		}
 		c := p.conns[ev.Conn]
@@ -95,8 +93,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			p.handshakeDoneLocked(c, "", 0, now)
 		}
 		if c.Requests > 0 {
-			h.reused++
-			p.total.reused++
+			p.tally(h, func(n *counters) { n.reused++ })
 		}
 		c.Requests++
 		if len(c.RequestIDs) < maxRequestIDs {
@@ -137,8 +134,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		r.connClose = tl.ConnClose
 		r.proto = tl.Proto
 		h := p.hostLocked(r.host)
-		h.openBodies++
-		p.total.openBodies++
+		p.tally(h, func(n *counters) { n.openBodies++ })
 		if c := r.conn; c != nil {
 			if strings.HasPrefix(tl.Proto, "HTTP/2") {
 				c.Proto, c.h2 = "h2", true
@@ -173,11 +169,10 @@ func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 	*r = request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
 	r.host = hostKey(r.u.Scheme, tl.Host)
 	p.reqs[tl.ID] = r
-	h := p.hostLocked(r.host)
-	h.requests++
-	h.inFlight++
-	p.total.requests++
-	p.total.inFlight++
+	p.tally(p.hostLocked(r.host), func(n *counters) {
+		n.requests++
+		n.inFlight++
+	})
 	return r
 }
 
@@ -189,12 +184,10 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, now time.Ti
 	p.bodyClosedLocked(r)
 	delete(p.reqs, tl.ID)
 	h := p.hostLocked(r.host)
-	h.inFlight--
-	p.total.inFlight--
+	p.tally(h, func(n *counters) { n.inFlight-- })
 	if r.waiting {
 		r.waiting = false
-		h.waiting--
-		p.total.waiting--
+		p.tally(h, func(n *counters) { n.waiting-- })
 	}
 	r.class = tl.Outcome.Class
 	r.early = tl.ClosedEarly
@@ -256,8 +249,7 @@ func (p *Pool) doomLocked(c *connState) {
 		return
 	}
 	c.doomed = true
-	p.hostLocked(c.Host).doomed++
-	p.total.doomed++
+	p.tally(p.hostLocked(c.Host), func(n *counters) { n.doomed++ })
 }
 
 func connCloseReason(proto string) CloseReason {
@@ -273,15 +265,13 @@ func (p *Pool) bodyClosedLocked(r *request) {
 	}
 	r.bodyOpen = false
 	h := p.hostLocked(r.host)
-	h.openBodies--
-	p.total.openBodies--
+	p.tally(h, func(n *counters) { n.openBodies-- })
 }
 
 // handshakeDoneLocked opens a connection whose TLS handshake finished.
 func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, now time.Time) {
 	h := p.hostLocked(c.Host)
-	h.dialing--
-	p.total.dialing--
+	p.tally(h, func(n *counters) { n.dialing-- })
 	for id, pc := range p.pendingTLS {
 		if pc == c {
 			delete(p.pendingTLS, id)
@@ -304,11 +294,9 @@ func (p *Pool) activateLocked(c *connState, id uint64, now time.Time) {
 	if c.State != StateActive {
 		h := p.hostLocked(c.Host)
 		if c.State == StateIdle {
-			h.idle--
-			p.total.idle--
+			p.tally(h, func(n *counters) { n.idle-- })
 		}
-		h.active++
-		p.total.active++
+		p.tally(h, func(n *counters) { n.active++ })
 		c.setState(StateActive, now)
 	}
 }
@@ -322,10 +310,10 @@ func (p *Pool) deactivateLocked(c *connState, id uint64, now time.Time) {
 		return
 	}
 	h := p.hostLocked(c.Host)
-	h.active--
-	p.total.active--
-	h.idle++
-	p.total.idle++
+	p.tally(h, func(n *counters) {
+		n.active--
+		n.idle++
+	})
 	c.setState(StateIdle, now)
 }
 
@@ -354,45 +342,40 @@ func (p *Pool) connClosed(c *connState) {
 	prev := c.State
 	switch prev {
 	case StateHandshake:
-		h.dialing--
-		p.total.dialing--
+		p.tally(h, func(n *counters) { n.dialing-- })
 		for id, pc := range p.pendingTLS {
 			if pc == c {
 				delete(p.pendingTLS, id)
 			}
 		}
 	case StateIdle:
-		h.idle--
-		p.total.idle--
-		h.open--
-		p.total.open--
+		p.tally(h, func(n *counters) {
+			n.idle--
+			n.open--
+		})
 	case StateActive:
-		h.active--
-		p.total.active--
-		h.open--
-		p.total.open--
+		p.tally(h, func(n *counters) {
+			n.active--
+			n.open--
+		})
 	}
 	if c.doomed {
-		h.doomed--
-		p.total.doomed--
+		p.tally(h, func(n *counters) { n.doomed-- })
 	}
 	delete(p.conns, c.ID)
 	c.setState(StateClosed, now)
 	c.ClosedAt = now
 	by, reason := p.closeReasonLocked(c, prev)
 	c.ClosedBy, c.CloseReason = by, reason
-	h.count(by, reason)
-	p.total.count(by, reason)
+	p.tally(h, func(n *counters) { n.count(by, reason) })
 	p.rememberLocked(c)
 }
 
 func (p *Pool) recloseLocked(c *connState, by Closer, reason CloseReason) {
 	h := p.hostLocked(c.Host)
-	h.uncount(c.ClosedBy, c.CloseReason)
-	p.total.uncount(c.ClosedBy, c.CloseReason)
+	p.tally(h, func(n *counters) { n.uncount(c.ClosedBy, c.CloseReason) })
 	c.ClosedBy, c.CloseReason = by, reason
-	h.count(by, reason)
-	p.total.count(by, reason)
+	p.tally(h, func(n *counters) { n.count(by, reason) })
 }
 
 // activeReqsLocked returns the requests c serves, finished or not.

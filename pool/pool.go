@@ -311,10 +311,10 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		// forgotten while the dial goes on in the background.
 		handshake := tlsHandshake && p.httpsLocked(tlID)
 		h := p.hostLocked(addr)
-		h.dials++
-		h.dialing++
-		p.total.dials++
-		p.total.dialing++
+		p.tally(h, func(n *counters) {
+			n.dials++
+			n.dialing++
+		})
 		p.signalLocked()
 		p.mu.Unlock()
 
@@ -324,8 +324,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		defer p.signalLocked()
-		h.dialing--
-		p.total.dialing--
+		p.tally(h, func(n *counters) { n.dialing-- })
 		delete(p.conns, c.ID)
 		if err != nil {
 			if nc != nil {
@@ -333,8 +332,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 			}
 			c.DialError = err.Error()
 			c.setState(StateFailed, now)
-			h.dialErrors++
-			p.total.dialErrors++
+			p.tally(h, func(n *counters) { n.dialErrors++ })
 			p.rememberLocked(c)
 			return nil, err
 		}
@@ -345,8 +343,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 			// that request's timeline reports the handshake done.
 			c.setState(StateHandshake, now)
 			p.pendingTLS[tlID] = c
-			h.dialing++
-			p.total.dialing++
+			p.tally(h, func(n *counters) { n.dialing++ })
 		} else {
 			p.openLocked(c, h, now)
 		}
@@ -364,14 +361,13 @@ func (p *Pool) httpsLocked(id uint64) bool {
 // openLocked marks c open and idle.
 func (p *Pool) openLocked(c *connState, h *counters, now time.Time) {
 	c.setState(StateIdle, now)
-	h.open++
-	h.idle++
-	p.total.open++
-	p.total.idle++
-	// A connection the Transport is closing no longer counts against its
-	// cap, though its Close may not have come yet.
-	h.maxOpen = max(h.maxOpen, h.open-h.doomed)
-	p.total.maxOpen = max(p.total.maxOpen, p.total.open-p.total.doomed)
+	p.tally(h, func(n *counters) {
+		n.open++
+		n.idle++
+		// A connection the Transport is closing no longer counts
+		// against its cap, though its Close may not have come yet.
+		n.maxOpen = max(n.maxOpen, n.open-n.doomed)
+	})
 }
 
 func (p *Pool) hostLocked(addr string) *counters {

@@ -16,6 +16,13 @@ type counters struct {
 	closedBy                                                                    map[CloseReason]int64
 }
 
+// tally applies f to the counters of a host, h, and to the pool's total, so
+// that the two never drift apart; p.mu is held.
+func (p *Pool) tally(h *counters, f func(c *counters)) {
+	f(h)
+	f(&p.total)
+}
+
 func (c *counters) count(by Closer, reason CloseReason) {
 	if c.closedBy == nil {
 		c.closedBy = map[CloseReason]int64{}
