@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"slices"
@@ -49,7 +50,7 @@ func (p *Pool) OpenBodies() []OpenBody {
 			out = append(out, r.openBody(now))
 		}
 	}
-	slices.SortFunc(out, func(a, b OpenBody) int { return int(a.Timeline) - int(b.Timeline) })
+	slices.SortFunc(out, func(a, b OpenBody) int { return cmp.Compare(a.Timeline, b.Timeline) })
 	return out
 }
 
@@ -133,15 +134,7 @@ func formatStack(pcs []uintptr) string {
 }
 
 func sortConns(cs []Conn) {
-	slices.SortFunc(cs, func(a, b Conn) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(cs, func(a, b Conn) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 func sortIDs(ids []uint64) { slices.Sort(ids) }
