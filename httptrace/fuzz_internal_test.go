@@ -564,7 +564,7 @@ func fuzzRecorder(data []byte) error {
 			kind := (a[0] >> 4) & 3
 			if kind == 1 || resp.StatusCode == http.StatusSwitchingProtocols {
 				r.mu.Lock()
-				r.finishLocked(ClassOK, StageBody, nil)
+				r.finishLocked(ClassOK, StageBody, nil, 0)
 				r.mu.Unlock()
 				state = 2
 				return nil

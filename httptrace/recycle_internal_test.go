@@ -83,7 +83,7 @@ func TestStaleBodyIdleTimer(t *testing.T) {
 	_, r.cancel = context.WithCancelCause(context.Background())
 	r.mu.Lock()
 	r.startWatchLocked()
-	r.finishLocked(ClassOK, StageBody, nil)
+	r.finishLocked(ClassOK, StageBody, nil, 0)
 	r.mu.Unlock()
 	r.reset()
 

@@ -173,6 +173,13 @@ type requestContext struct {
 	r     *recorder
 }
 
+// requestContextBody is a request's context and its response body wrapper,
+// allocated together.
+type requestContextBody struct {
+	ctx  requestContext
+	body body
+}
+
 func (c *requestContext) Value(key any) any {
 	switch key {
 	case clientTraceKey:
@@ -296,12 +303,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		*ct = r.hooks
 		r.tl.Composed = true
 	}
+	var wrapper *body // allocated with the context, when it can be
 	switch {
-	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil:
+	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil && t.unclosed == nil:
 		// One context value instead of two: it answers both net/http's
 		// ClientTrace lookup and DialTrace's recorder lookup. The hooks
 		// carry no DNS or connect hooks (the dialer adds them), so
-		// WithClientTrace would add nothing else.
+		// WithClientTrace would add nothing else. The body wrapper comes
+		// in the same allocation (not when unclosed bodies are reported:
+		// net/http holds the context of a body left open, which would
+		// keep its wrapper reachable and its cleanup from ever running).
+		rc := &requestContextBody{ctx: requestContext{Context: ctx, trace: ct, r: r}}
+		ctx, wrapper = &rc.ctx, &rc.body
+	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil:
 		ctx = &requestContext{Context: ctx, trace: ct, r: r}
 	case t.dialHooks:
 		ctx = stdtrace.WithClientTrace(ctx, ct)
@@ -326,11 +340,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// Nothing to wait for (or a connection handed over to the
 		// caller): the request ends here.
 		r.mu.Lock()
-		r.finishLocked(ClassOK, StageBody, nil)
+		r.finishLocked(ClassOK, StageBody, nil, 0)
 		r.mu.Unlock()
 		return resp, nil
 	}
-	b := &body{rc: resp.Body, r: r, gen: r.gen}
+	b := wrapper
+	if b == nil {
+		b = new(body)
+	}
+	*b = body{rc: resp.Body, r: r, gen: r.gen}
 	if t.unclosed != nil {
 		info := UnclosedBody{Timeline: r.tl.ID, Method: r.tl.Method, URL: r.tl.URL(), Conn: r.tl.Conn.ID}
 		b.cleanup = runtime.AddCleanup(b, t.unclosed, info)

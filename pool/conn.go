@@ -98,6 +98,7 @@ const maxRequestIDs = 64
 type connState struct {
 	Conn
 	bytesRead, bytesWritten atomic.Int64
+	hc                      *counters // the counters of Host
 	active                  map[uint64]struct{}
 	readErr                 error     // first read error, seen before Close
 	readErrState            ConnState // the state when it was seen

@@ -20,11 +20,12 @@ func (p *Pool) Observe(*httptrace.Timeline) {}
 func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	switch ev.Kind {
 	case httptrace.KindGetConn, httptrace.KindGotConn, httptrace.KindTLSDone, httptrace.KindPutIdleConn,
-		httptrace.KindResponse, httptrace.KindBodyClose, httptrace.KindDone:
+		httptrace.KindResponse, httptrace.KindDone:
 	default:
 		// The other events (writes, first byte, body EOF, DNS and
 		// connect, which the dialer sees itself) change nothing here:
-		// no lock for them.
+		// no lock for them. Nor does the body's close: the done event
+		// that follows it in the same call closes the pool's record.
 		return
 	}
 	var stack []uintptr
@@ -48,7 +49,8 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 // slower deferred calls, which showed in profiles. ObserveEvent passes
 // only the kinds it lists: a kind handled here must be listed there.
 func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack []uintptr) {
-	now := tl.Start.Add(ev.At)
+	// The event's time: computed only where a case needs it.
+	now := func() time.Time { return tl.Start.Add(ev.At) }
 	switch ev.Kind {
 	case httptrace.KindGetConn:
 		r := p.reqs[tl.ID]
@@ -57,8 +59,8 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		}
 		if !r.waiting {
 			r.waiting = true
-			r.getConnAt = now
-			p.tally(p.hostLocked(r.host), func(n *counters) { n.waiting++ })
+			r.getConnAt = ev.At
+			p.tally(r.hc, func(n *counters) { n.waiting++ })
 		}
 		r.conn = nil
 	case httptrace.KindGotConn:
@@ -73,12 +75,12 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			// request, as announced): such a request starts here.
 			r = p.newRequestLocked(tl)
 		}
-		h := p.hostLocked(r.host)
+		h := r.hc
 		if r.waiting {
 			r.waiting = false
 			p.tally(h, func(n *counters) { n.waiting-- })
 			if !tl.Conn.WasIdle {
-				d := now.Sub(r.getConnAt)
+				d := ev.At - r.getConnAt
 				p.tally(h, func(n *counters) {
 					n.waitCount++
 					n.waitDuration += d
@@ -90,7 +92,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			return
 		}
 		if c.State == StateHandshake {
-			p.handshakeDoneLocked(c, "", 0, now)
+			p.handshakeDoneLocked(c, "", 0, now())
 		}
 		if c.Requests > 0 {
 			p.tally(h, func(n *counters) { n.reused++ })
@@ -100,7 +102,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			c.RequestIDs = append(c.RequestIDs, tl.ID)
 		}
 		r.conn = c
-		p.activateLocked(c, tl.ID, now)
+		p.activateLocked(c, tl.ID, now())
 	case httptrace.KindTLSDone:
 		c := p.pendingTLS[tl.ID]
 		if c == nil {
@@ -110,7 +112,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		if ev.Err == nil && c.State == StateHandshake {
 			c.TLSVersion = tls.VersionName(uint16(ev.N))
 			c.TLSResumed = !ev.Late && tl.TLS.Resumed
-			p.handshakeDoneLocked(c, ev.Addr, uint16(ev.N), now)
+			p.handshakeDoneLocked(c, ev.Addr, uint16(ev.N), now())
 		}
 	case httptrace.KindPutIdleConn:
 		c := p.conns[ev.Conn]
@@ -122,18 +124,18 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			p.doomLocked(c)
 			return
 		}
-		p.deactivateLocked(c, tl.ID, now)
+		p.deactivateLocked(c, tl.ID, now())
 	case httptrace.KindResponse:
 		r := p.reqs[tl.ID]
 		if r == nil {
 			return
 		}
 		r.bodyOpen = true
-		r.openedAt = now
+		r.openedAt = now()
 		r.stack = stack
 		r.connClose = tl.ConnClose
 		r.proto = tl.Proto
-		h := p.hostLocked(r.host)
+		h := r.hc
 		p.tally(h, func(n *counters) { n.openBodies++ })
 		if c := r.conn; c != nil {
 			if strings.HasPrefix(tl.Proto, "HTTP/2") {
@@ -142,19 +144,12 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 				c.Proto = tl.Proto
 			}
 		}
-	case httptrace.KindBodyClose:
-		r := p.reqs[tl.ID]
-		if r == nil {
-			return
-		}
-		r.early = tl.ClosedEarly
-		p.bodyClosedLocked(r)
 	case httptrace.KindDone:
 		r := p.reqs[tl.ID]
 		if r == nil {
 			return
 		}
-		p.requestDoneLocked(tl, r, now)
+		p.requestDoneLocked(tl, r, ev.At)
 		if r.conn == nil || r.conn.last != r {
 			// Nothing refers to r any more: recycle it.
 			*r = request{}
@@ -168,8 +163,9 @@ func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 	r := requestPool.Get().(*request)
 	*r = request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
 	r.host = hostKey(r.u.Scheme, tl.Host)
+	r.hc = p.hostLocked(r.host)
 	p.reqs[tl.ID] = r
-	p.tally(p.hostLocked(r.host), func(n *counters) {
+	p.tally(r.hc, func(n *counters) {
 		n.requests++
 		n.inFlight++
 	})
@@ -179,11 +175,12 @@ func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 // requestPool recycles the pool's request records, one per request.
 var requestPool = sync.Pool{New: func() any { return new(request) }}
 
-// requestDoneLocked records the end of request r.
-func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, now time.Time) {
+// requestDoneLocked records the end of request r, at offset at of its
+// timeline.
+func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Duration) {
 	p.bodyClosedLocked(r)
 	delete(p.reqs, tl.ID)
-	h := p.hostLocked(r.host)
+	h := r.hc
 	p.tally(h, func(n *counters) { n.inFlight-- })
 	if r.waiting {
 		r.waiting = false
@@ -198,7 +195,7 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, now time.Ti
 		return
 	}
 	if c.h2 || strings.HasPrefix(tl.Proto, "HTTP/2") {
-		p.deactivateLocked(c, tl.ID, now)
+		p.deactivateLocked(c, tl.ID, tl.Start.Add(at))
 		return
 	}
 	if c.State == StateClosed {
@@ -249,7 +246,7 @@ func (p *Pool) doomLocked(c *connState) {
 		return
 	}
 	c.doomed = true
-	p.tally(p.hostLocked(c.Host), func(n *counters) { n.doomed++ })
+	p.tally(c.hc, func(n *counters) { n.doomed++ })
 }
 
 func connCloseReason(proto string) CloseReason {
@@ -264,13 +261,13 @@ func (p *Pool) bodyClosedLocked(r *request) {
 		return
 	}
 	r.bodyOpen = false
-	h := p.hostLocked(r.host)
+	h := r.hc
 	p.tally(h, func(n *counters) { n.openBodies-- })
 }
 
 // handshakeDoneLocked opens a connection whose TLS handshake finished.
 func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, now time.Time) {
-	h := p.hostLocked(c.Host)
+	h := c.hc
 	p.tally(h, func(n *counters) { n.dialing-- })
 	for id, pc := range p.pendingTLS {
 		if pc == c {
@@ -292,7 +289,7 @@ func (p *Pool) activateLocked(c *connState, id uint64, now time.Time) {
 	}
 	c.active[id] = struct{}{}
 	if c.State != StateActive {
-		h := p.hostLocked(c.Host)
+		h := c.hc
 		if c.State == StateIdle {
 			p.tally(h, func(n *counters) { n.idle-- })
 		}
@@ -309,7 +306,7 @@ func (p *Pool) deactivateLocked(c *connState, id uint64, now time.Time) {
 	if len(c.active) > 0 {
 		return
 	}
-	h := p.hostLocked(c.Host)
+	h := c.hc
 	p.tally(h, func(n *counters) {
 		n.active--
 		n.idle++
@@ -338,7 +335,7 @@ func (p *Pool) connClosed(c *connState) {
 	if c.State == StateClosed || c.State == StateFailed {
 		return
 	}
-	h := p.hostLocked(c.Host)
+	h := c.hc
 	prev := c.State
 	switch prev {
 	case StateHandshake:
@@ -372,7 +369,7 @@ func (p *Pool) connClosed(c *connState) {
 }
 
 func (p *Pool) recloseLocked(c *connState, by Closer, reason CloseReason) {
-	h := p.hostLocked(c.Host)
+	h := c.hc
 	p.tally(h, func(n *counters) { n.uncount(c.ClosedBy, c.CloseReason) })
 	c.ClosedBy, c.CloseReason = by, reason
 	p.tally(h, func(n *counters) { n.count(by, reason) })

@@ -44,8 +44,9 @@ type request struct {
 	id        uint64
 	method    string
 	host      string
+	hc        *counters // the counters of host
 	conn      *connState
-	getConnAt time.Time
+	getConnAt time.Duration // the offset of the last GetConn in its timeline
 	waiting   bool
 	bodyOpen  bool
 	openedAt  time.Time
@@ -303,14 +304,14 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		now := time.Now()
 		p.mu.Lock()
 		p.nextConn++
-		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, active: map[uint64]struct{}{}}
+		h := p.hostLocked(addr)
+		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, hc: h, active: map[uint64]struct{}{}}
 		c.setState(StateDialing, now)
 		p.conns[c.ID] = c
 		// Whether the Transport handshakes after this dial is known from
 		// the request, looked up now: the request may be cancelled and
 		// forgotten while the dial goes on in the background.
 		handshake := tlsHandshake && p.httpsLocked(tlID)
-		h := p.hostLocked(addr)
 		p.tally(h, func(n *counters) {
 			n.dials++
 			n.dialing++
