@@ -9,8 +9,11 @@
 # a whole run apart: other load on the machine then biases no column.
 #
 # What runs, each from a test binary built once:
-#   bench        BenchmarkSequential, BenchmarkParallel, BenchmarkTracer
-#   pool         BenchmarkOverhead (plain vs traced+tracked, seq and par4)
+#   bench        BenchmarkSequential, BenchmarkParallel, BenchmarkTracer,
+#                BenchmarkPaired (each client against plain, batches
+#                alternating in one process: the overhead in percent)
+#   pool         BenchmarkOverhead (plain vs traced+tracked, seq and par4),
+#                BenchmarkOverheadPaired (the same, batches alternating)
 #   httptrace    BenchmarkRoundTrip (plain, traced, traced-dialhooks)
 #   pool         BenchmarkRoundTrip (plain, tracked, traced+tracked)
 #   external     BenchmarkSequential, BenchmarkParallel and pool's
@@ -68,11 +71,13 @@ for r in $(seq "$ROUNDS"); do
 	echo "round $r/$ROUNDS, load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 	bench bench.test 'Sequential|Parallel' clients.txt
 	bench bench.test 'Tracer' tracer.txt
-	bench pool.test 'Overhead' overhead.txt
+	bench pool.test 'Overhead$' overhead.txt
+	bench bench.test 'Paired' paired.txt
+	bench pool.test 'OverheadPaired' overhead-paired.txt
 	bench httptrace.test 'RoundTrip' httptrace.txt
 	bench pool.test 'RoundTrip' pool.txt
 	bench bench.test 'Sequential|Parallel' clients-external.txt CONNAUDIT_BENCH_URL="$url"
-	bench pool.test 'Overhead' overhead-external.txt CONNAUDIT_BENCH_URL="$url"
+	bench pool.test 'Overhead$' overhead-external.txt CONNAUDIT_BENCH_URL="$url"
 done
 
 # Sub-benchmark names without key=value (the packages' own) become
@@ -87,5 +92,13 @@ for f in clients tracer overhead clients-external overhead-external httptrace-co
 	echo "## $f"
 	"$BENCHSTAT" -col /client "$out/$f.txt"
 done
+# The paired benchmarks: each line is already a comparison; their
+# overhead's median and confidence interval.
+echo
+echo "## paired"
+"$BENCHSTAT" -col /client -filter '.unit:(overhead-% OR cpu-overhead-%)' "$out/paired.txt"
+echo
+echo "## overhead-paired"
+"$BENCHSTAT" -filter '.unit:(overhead-% OR cpu-overhead-% OR plain-sec/req OR traced-sec/req)' "$out/overhead-paired.txt"
 echo
 echo "raw outputs in $out" >&2

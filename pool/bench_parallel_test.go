@@ -103,6 +103,25 @@ func plainTransport(conns int) (*http.Transport, *atomic.Int64) {
 // benchClient sends b.N requests to target through c from workers
 // goroutines.
 func benchClient(b *testing.B, c *http.Client, target string, workers int) {
+	run := driver(b, c, target, workers)
+	// Open the connections outside the measurement.
+	if err := run(4 * workers); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	cpu := processCPU()
+	b.ResetTimer()
+	if err := run(b.N); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// driver returns a function that sends n requests to target through c from
+// workers goroutines (from the calling goroutine when workers is 1), each
+// a GET whose body is read to EOF and closed.
+func driver(b *testing.B, c *http.Client, target string, workers int) func(n int) error {
 	reqs := make([]*http.Request, workers)
 	for i := range reqs {
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, target, nil)
@@ -120,8 +139,15 @@ func benchClient(b *testing.B, c *http.Client, target string, workers int) {
 		resp.Body.Close()
 		return err
 	}
-	// Open the connections outside the measurement.
-	run := func(n int) error {
+	return func(n int) error {
+		if workers == 1 {
+			for range n {
+				if err := do(reqs[0]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		var (
 			next  atomic.Int64
 			wg    sync.WaitGroup
@@ -141,23 +167,86 @@ func benchClient(b *testing.B, c *http.Client, target string, workers int) {
 		err, _ := first.Load().(error)
 		return err
 	}
-	if err := run(4 * workers); err != nil {
-		b.Fatal(err)
+}
+
+// pairBatch is the number of requests BenchmarkOverheadPaired sends through
+// one client before it switches to the other: a few milliseconds, shorter
+// than the drifts of a shared machine.
+const pairBatch = 50
+
+// BenchmarkOverheadPaired measures the same as [BenchmarkOverhead], plain
+// against traced+tracked, side by side in one process: it alternates
+// batches of pairBatch requests between the two clients (in the order
+// ABBA, so that neither is always first), and reports each client's wall
+// and CPU time per request and the traced client's overhead in percent.
+// Other load on the machine, which shifts separate runs by 10 % or more,
+// falls on both clients alike. Read the overhead's median and confidence
+// interval with
+//
+//	go test -run '^$' -bench OverheadPaired -count 10 ./pool > out.txt
+//	benchstat out.txt
+//
+// An op is one request through each client. CONNAUDIT_BENCH_URL applies as
+// for BenchmarkOverhead.
+func BenchmarkOverheadPaired(b *testing.B) {
+	target := os.Getenv(benchURLEnv)
+	if target != "" {
+		if err := checkLoopbackURL(target); err != nil {
+			b.Fatalf("%s: %v", benchURLEnv, err)
+		}
+	} else {
+		srv := httptest.NewServer(okHandler)
+		defer srv.Close()
+		target = srv.URL + "/ok"
 	}
-	b.ReportAllocs()
-	cpu := processCPU()
-	b.ResetTimer()
-	if workers == 1 {
-		for b.Loop() {
-			if err := do(reqs[0]); err != nil {
+	for _, mode := range []struct {
+		name    string
+		workers int
+	}{{"seq", 1}, {"par4", 4}} {
+		b.Run("mode="+mode.name, func(b *testing.B) {
+			tr, _ := plainTransport(mode.workers)
+			defer tr.CloseIdleConnections()
+			p, err := pool.New(pool.MaxConnsPerHost(mode.workers))
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-	} else if err := run(b.N); err != nil {
-		b.Fatal(err)
+			defer p.Close()
+			clients := [2]func(int) error{
+				driver(b, &http.Client{Transport: tr}, target, mode.workers),
+				driver(b, p.Client(), target, mode.workers),
+			}
+			var wall, cpu [2]time.Duration
+			batch := func(i, n int) {
+				w, c := time.Now(), processCPU()
+				if err := clients[i](n); err != nil {
+					b.Fatal(err)
+				}
+				wall[i] += time.Since(w)
+				cpu[i] += processCPU() - c
+			}
+			for i := range clients {
+				if err := clients[i](4 * mode.workers); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for done, k := 0, 0; done < b.N; k++ {
+				n := min(pairBatch, b.N-done)
+				first := k % 2 // ABBA: 0 1, 1 0, 0 1, ...
+				batch(first, n)
+				batch(1-first, n)
+				done += n
+			}
+			b.StopTimer()
+			per := func(d time.Duration) float64 { return float64(d) / float64(b.N) }
+			b.ReportMetric(per(wall[0]), "plain-ns/req")
+			b.ReportMetric(per(wall[1]), "traced-ns/req")
+			b.ReportMetric(per(cpu[0]), "plain-cpu-ns/req")
+			b.ReportMetric(per(cpu[1]), "traced-cpu-ns/req")
+			b.ReportMetric(100*(float64(wall[1])/float64(wall[0])-1), "overhead-%")
+			b.ReportMetric(100*(float64(cpu[1])/float64(cpu[0])-1), "cpu-overhead-%")
+		})
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // processCPU returns the CPU time (user and system) this process used.
