@@ -5,7 +5,8 @@
 //
 // It is a module of its own so that the main module never depends on what
 // it is compared with. Run it with run.sh (benchmarks, read with benchstat)
-// and compare.sh (the probe's throughput); RESULTS.md holds the figures.
+// and compare.sh (the probe's throughput); the README's Performance
+// section holds the figures, RESULTS.md their sources.
 package bench
 
 import (

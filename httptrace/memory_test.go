@@ -23,7 +23,7 @@ import (
 // per case. The default keeps the ordinary test run fast; the figure worth
 // reporting comes from
 //
-//	go test -run TestMemoryHeldAfterClose -memory.requests=1000000 -v ./httptrace
+//	go test -run TestMemoryHeldAfterClose -v ./httptrace -memory.requests=1000000
 var memoryRequests = flag.Int("memory.requests", 2000, "requests sent by TestMemoryHeldAfterClose per case")
 
 // memoryBound is how much more heap may be in use after the run than
