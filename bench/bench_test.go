@@ -8,9 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/benchpair"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -51,7 +51,7 @@ func benchClients(b *testing.B, workers int) {
 				}
 			}
 			b.ReportAllocs()
-			cpu := ProcessCPU()
+			cpu := benchpair.ProcessCPU()
 			b.ResetTimer()
 			if workers == 1 {
 				for b.Loop() {
@@ -81,7 +81,7 @@ func benchClients(b *testing.B, workers int) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(benchpair.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
 			// Connections dialed beyond the workers' own: 0 unless the
 			// Transport gave a connection up, which net/http does when its
 			// write goroutine is not scheduled within 50ms of the
@@ -216,18 +216,12 @@ type fakeConn struct{ net.Conn }
 func (*fakeConn) LocalAddr() net.Addr  { return fakeLocal }
 func (*fakeConn) RemoteAddr() net.Addr { return fakeRemote }
 
-// pairBatch is the number of requests BenchmarkPaired sends through one
-// client before switching to the other: a few milliseconds, shorter than
-// the drifts of a shared machine.
-const pairBatch = 50
-
 // BenchmarkPaired measures each client of [Clients] side by side with
-// plain in one process: batches of pairBatch requests alternate between
-// the two (ABBA, so neither is always first), and the benchmark reports
-// both clients' wall and CPU time per request and the client's overhead
-// over plain in percent. Load from elsewhere on the machine, which shifts
-// separate runs by 10 % or more, falls on both clients alike, so a few
-// percent are measurable. Read with
+// plain in one process ([benchpair.Run]): batches of the two alternate,
+// and it reports both clients' wall and CPU time per request and the
+// client's overhead over plain in percent. Load from elsewhere on the
+// machine, which shifts separate runs by 10 % or more, falls on both
+// clients alike, so a few percent are measurable. Read with
 //
 //	go test -run '^$' -bench Paired -count 10 . > out.txt
 //	benchstat -col /client -filter '.unit:(overhead-% OR cpu-overhead-%)' out.txt
@@ -247,50 +241,22 @@ func BenchmarkPaired(b *testing.B) {
 		b.Run("mode="+mode.name, func(b *testing.B) {
 			for _, name := range Clients[1:] {
 				b.Run("client="+name, func(b *testing.B) {
-					benchPair(b, target, name, mode.workers)
+					var run [2]func(int) error
+					for i, n := range []string{"plain", name} {
+						c, err := NewClient(n, mode.workers)
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer c.Close()
+						run[i] = func(n int) error { return Run(c, target, mode.workers, n) }
+						// Dial outside the measurement.
+						if err := run[i](4 * mode.workers); err != nil {
+							b.Fatal(err)
+						}
+					}
+					benchpair.Run(b, [2]string{"plain", "client"}, run)
 				})
 			}
 		})
 	}
-}
-
-func benchPair(b *testing.B, target, name string, workers int) {
-	var clients [2]*Client
-	for i, n := range []string{"plain", name} {
-		c, err := NewClient(n, workers)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		// Dial outside the measurement.
-		if err := Run(c, target, workers, 4*workers); err != nil {
-			b.Fatal(err)
-		}
-		clients[i] = c
-	}
-	var wall, cpu [2]time.Duration
-	batch := func(i, n int) {
-		w, c := time.Now(), ProcessCPU()
-		if err := Run(clients[i], target, workers, n); err != nil {
-			b.Fatal(err)
-		}
-		wall[i] += time.Since(w)
-		cpu[i] += ProcessCPU() - c
-	}
-	b.ResetTimer()
-	for done, k := 0, 0; done < b.N; k++ {
-		n := min(pairBatch, b.N-done)
-		first := k % 2 // ABBA: 0 1, 1 0, 0 1, ...
-		batch(first, n)
-		batch(1-first, n)
-		done += n
-	}
-	b.StopTimer()
-	per := func(d time.Duration) float64 { return float64(d) / float64(b.N) }
-	b.ReportMetric(per(wall[0]), "plain-ns/req")
-	b.ReportMetric(per(wall[1]), "client-ns/req")
-	b.ReportMetric(per(cpu[0]), "plain-cpu-ns/req")
-	b.ReportMetric(per(cpu[1]), "client-cpu-ns/req")
-	b.ReportMetric(100*(float64(wall[1])/float64(wall[0])-1), "overhead-%")
-	b.ReportMetric(100*(float64(cpu[1])/float64(cpu[0])-1), "cpu-overhead-%")
 }

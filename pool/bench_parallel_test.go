@@ -1,5 +1,3 @@
-//go:build unix
-
 package pool_test
 
 import (
@@ -13,10 +11,10 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/benchpair"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -44,20 +42,8 @@ const benchURLEnv = "CONNAUDIT_BENCH_URL"
 // go there instead of to an in-process server, and allocations and CPU
 // time are the client's alone.
 func BenchmarkOverhead(b *testing.B) {
-	target := os.Getenv(benchURLEnv)
-	if target != "" {
-		if err := checkLoopbackURL(target); err != nil {
-			b.Fatalf("%s: %v", benchURLEnv, err)
-		}
-	} else {
-		srv := httptest.NewServer(okHandler)
-		defer srv.Close()
-		target = srv.URL + "/ok"
-	}
-	for _, mode := range []struct {
-		name    string
-		workers int
-	}{{"seq", 1}, {"par4", 4}} {
+	target := benchTarget(b)
+	for _, mode := range benchModes {
 		b.Run("mode="+mode.name, func(b *testing.B) {
 			b.Run("client=plain", func(b *testing.B) {
 				tr, dials := plainTransport(mode.workers)
@@ -81,6 +67,14 @@ func BenchmarkOverhead(b *testing.B) {
 		})
 	}
 }
+
+// benchModes are the two shapes of load the overhead benchmarks measure:
+// one goroutine on one connection, and 4 goroutines sharing a client
+// capped at 4 connections.
+var benchModes = []struct {
+	name    string
+	workers int
+}{{"seq", 1}, {"par4", 4}}
 
 // plainTransport is set like pool.New's transport, without the tracking;
 // it counts its dials.
@@ -109,13 +103,13 @@ func benchClient(b *testing.B, c *http.Client, target string, workers int) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := benchpair.ProcessCPU()
 	b.ResetTimer()
 	if err := run(b.N); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(benchpair.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // driver returns a function that sends n requests to target through c from
@@ -169,15 +163,9 @@ func driver(b *testing.B, c *http.Client, target string, workers int) func(n int
 	}
 }
 
-// pairBatch is the number of requests BenchmarkOverheadPaired sends through
-// one client before it switches to the other: a few milliseconds, shorter
-// than the drifts of a shared machine.
-const pairBatch = 50
-
 // BenchmarkOverheadPaired measures the same as [BenchmarkOverhead], plain
-// against traced+tracked, side by side in one process: it alternates
-// batches of pairBatch requests between the two clients (in the order
-// ABBA, so that neither is always first), and reports each client's wall
+// against traced+tracked, side by side in one process ([benchpair.Run]):
+// batches of the two clients alternate, and it reports each client's wall
 // and CPU time per request and the traced client's overhead in percent.
 // Other load on the machine, which shifts separate runs by 10 % or more,
 // falls on both clients alike. Read the overhead's median and confidence
@@ -189,20 +177,8 @@ const pairBatch = 50
 // An op is one request through each client. CONNAUDIT_BENCH_URL applies as
 // for BenchmarkOverhead.
 func BenchmarkOverheadPaired(b *testing.B) {
-	target := os.Getenv(benchURLEnv)
-	if target != "" {
-		if err := checkLoopbackURL(target); err != nil {
-			b.Fatalf("%s: %v", benchURLEnv, err)
-		}
-	} else {
-		srv := httptest.NewServer(okHandler)
-		defer srv.Close()
-		target = srv.URL + "/ok"
-	}
-	for _, mode := range []struct {
-		name    string
-		workers int
-	}{{"seq", 1}, {"par4", 4}} {
+	target := benchTarget(b)
+	for _, mode := range benchModes {
 		b.Run("mode="+mode.name, func(b *testing.B) {
 			tr, _ := plainTransport(mode.workers)
 			defer tr.CloseIdleConnections()
@@ -215,47 +191,29 @@ func BenchmarkOverheadPaired(b *testing.B) {
 				driver(b, &http.Client{Transport: tr}, target, mode.workers),
 				driver(b, p.Client(), target, mode.workers),
 			}
-			var wall, cpu [2]time.Duration
-			batch := func(i, n int) {
-				w, c := time.Now(), processCPU()
-				if err := clients[i](n); err != nil {
-					b.Fatal(err)
-				}
-				wall[i] += time.Since(w)
-				cpu[i] += processCPU() - c
-			}
-			for i := range clients {
+			for i := range clients { // dial outside the measurement
 				if err := clients[i](4 * mode.workers); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ResetTimer()
-			for done, k := 0, 0; done < b.N; k++ {
-				n := min(pairBatch, b.N-done)
-				first := k % 2 // ABBA: 0 1, 1 0, 0 1, ...
-				batch(first, n)
-				batch(1-first, n)
-				done += n
-			}
-			b.StopTimer()
-			per := func(d time.Duration) float64 { return float64(d) / float64(b.N) }
-			b.ReportMetric(per(wall[0]), "plain-ns/req")
-			b.ReportMetric(per(wall[1]), "traced-ns/req")
-			b.ReportMetric(per(cpu[0]), "plain-cpu-ns/req")
-			b.ReportMetric(per(cpu[1]), "traced-cpu-ns/req")
-			b.ReportMetric(100*(float64(wall[1])/float64(wall[0])-1), "overhead-%")
-			b.ReportMetric(100*(float64(cpu[1])/float64(cpu[0])-1), "cpu-overhead-%")
+			benchpair.Run(b, [2]string{"plain", "traced"}, clients)
 		})
 	}
 }
 
-// processCPU returns the CPU time (user and system) this process used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+// benchTarget returns the URL the benchmarks send their requests to: the
+// one in CONNAUDIT_BENCH_URL, or an in-process server's, closed when b
+// ends.
+func benchTarget(b *testing.B) string {
+	if target := os.Getenv(benchURLEnv); target != "" {
+		if err := checkLoopbackURL(target); err != nil {
+			b.Fatalf("%s: %v", benchURLEnv, err)
+		}
+		return target
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	srv := httptest.NewServer(okHandler)
+	b.Cleanup(srv.Close)
+	return srv.URL + "/ok"
 }
 
 // checkLoopbackURL accepts only http URLs on loopback addresses.
