@@ -111,7 +111,7 @@ type Client struct {
 
 // Clients lists the names [NewClient] knows, in the order they are
 // reported.
-var Clients = []string{"plain", "traced", "traced+tracked", "httpstat", "otel-noop", "otel-sdk", "naive"}
+var Clients = []string{"plain", "traced", "traced+tracked", "httpstat", "otel-noop", "otel-sdk", "naive", "noop-hooks"}
 
 // NewClient returns the client called name, with at most conns
 // connections:
@@ -131,6 +131,11 @@ var Clients = []string{"plain", "traced", "traced+tracked", "httpstat", "otel-no
 //   - naive: a ClientTrace with all sixteen hooks built per request,
 //     closures storing time.Now() into a per-request struct, as hand-written
 //     tracing often does.
+//   - noop-hooks: one ClientTrace, shared by every request, with the hooks
+//     connaudit's tracer sets in a pool (all but DNS, connect and
+//     WroteHeaderField, which the pool's dialer and nobody replace), each
+//     doing nothing: what net/http itself spends on a request so traced,
+//     the floor of a tracer built on net/http/httptrace.
 func NewClient(name string, conns int) (*Client, error) {
 	c := &Client{Name: name, Dials: func() int64 { return -1 }}
 	var hc *http.Client
@@ -186,6 +191,11 @@ func NewClient(name string, conns int) (*Client, error) {
 				exp.Reset()
 			}
 			return err
+		}
+	case "noop-hooks":
+		ct := noopTrace()
+		c.Get = func(req *http.Request) error {
+			return get(hc, req.WithContext(stdtrace.WithClientTrace(req.Context(), ct)))
 		}
 	case "naive":
 		c.Get = func(req *http.Request) error {
@@ -267,6 +277,24 @@ func (s *naiveStats) trace() *stdtrace.ClientTrace {
 		WroteHeaders:         func() { s.mark(&s.wroteHeaders) },
 		Wait100Continue:      func() { s.mark(&s.wait100) },
 		WroteRequest:         func(stdtrace.WroteRequestInfo) { s.mark(&s.wroteReq) },
+	}
+}
+
+// noopTrace returns a ClientTrace with the hooks connaudit's tracer sets
+// when the pool's dialer reports DNS and connect events, each doing
+// nothing.
+func noopTrace() *stdtrace.ClientTrace {
+	return &stdtrace.ClientTrace{
+		GetConn:              func(string) {},
+		GotConn:              func(stdtrace.GotConnInfo) {},
+		PutIdleConn:          func(error) {},
+		GotFirstResponseByte: func() {},
+		Got1xxResponse:       func(int, textproto.MIMEHeader) error { return nil },
+		TLSHandshakeStart:    func() {},
+		TLSHandshakeDone:     func(tls.ConnectionState, error) {},
+		WroteHeaders:         func() {},
+		Wait100Continue:      func() {},
+		WroteRequest:         func(stdtrace.WroteRequestInfo) {},
 	}
 }
 
