@@ -93,15 +93,20 @@ func requireRecovered(t *testing.T, p *pool.Pool, srv *faultserver.Server) {
 	require.NoError(t, srv.Close())
 }
 
-// faulted returns the finished timelines for path.
-func faulted(col *httptrace.Collector, path string) []*httptrace.Timeline {
-	var out []*httptrace.Timeline
+// requireCanceledAt requires that exactly one finished timeline is for
+// path, and that it was cancelled in stage; it returns that timeline.
+func requireCanceledAt(t *testing.T, col *httptrace.Collector, path string, stage httptrace.Stage) *httptrace.Timeline {
+	t.Helper()
+	var tls []*httptrace.Timeline
 	for _, tl := range col.Timelines() {
 		if u := tl.RawURL(); u.Path == path {
-			out = append(out, tl)
+			tls = append(tls, tl)
 		}
 	}
-	return out
+	require.Len(t, tls, 1)
+	require.Equal(t, httptrace.ClassCanceled, tls[0].Outcome.Class)
+	require.Equal(t, stage, tls[0].Outcome.Stage)
+	return tls[0]
 }
 
 func TestCancelWhileWaitingForTheConnection(t *testing.T) {
@@ -123,10 +128,7 @@ func TestCancelWhileWaitingForTheConnection(t *testing.T) {
 			wcancel()
 			require.ErrorIs(t, <-wdone, context.Canceled)
 
-			tls := faulted(col, "/ok")
-			require.Len(t, tls, 1)
-			require.Equal(t, httptrace.ClassCanceled, tls[0].Outcome.Class)
-			require.Equal(t, httptrace.StagePoolWait, tls[0].Outcome.Stage)
+			requireCanceledAt(t, col, "/ok", httptrace.StagePoolWait)
 			require.Zero(t, srv.Counters("/ok").RequestsRead, "the server never saw the cancelled request")
 
 			hcancel()
@@ -153,10 +155,7 @@ func TestCancelDuringHangingConnect(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 
-	tls := faulted(col, "/x")
-	require.Len(t, tls, 1)
-	require.Equal(t, httptrace.ClassCanceled, tls[0].Outcome.Class)
-	require.Equal(t, httptrace.StageConnect, tls[0].Outcome.Stage)
+	requireCanceledAt(t, col, "/x", httptrace.StageConnect)
 
 	// The dial goes on in the background (net/http detaches it from the
 	// request) until its own bound: closing the listener ends it.
@@ -188,10 +187,7 @@ func TestCancelDuringStalledTLSHandshake(t *testing.T) {
 	}))
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	tls := faulted(col, "/x")
-	require.Len(t, tls, 1)
-	require.Equal(t, httptrace.ClassCanceled, tls[0].Outcome.Class)
-	require.Equal(t, httptrace.StageTLS, tls[0].Outcome.Stage)
+	requireCanceledAt(t, col, "/x", httptrace.StageTLS)
 
 	// The handshake goes on in the background; closing the stalled server
 	// ends it: the server closed that connection, mid-handshake.
@@ -229,10 +225,7 @@ func TestCancelAfterHandlerEntered(t *testing.T) {
 			require.ErrorIs(t, <-done, context.Canceled)
 			<-srv.CancelObserved("/hang")
 			require.EqualValues(t, 1, srv.Counters("/hang").CancelsObserved)
-			tls := faulted(col, "/hang")
-			require.Len(t, tls, 1)
-			require.Equal(t, httptrace.ClassCanceled, tls[0].Outcome.Class)
-			require.Equal(t, httptrace.StageAwaitHeaders, tls[0].Outcome.Stage)
+			requireCanceledAt(t, col, "/hang", httptrace.StageAwaitHeaders)
 			requireRecovered(t, p, srv)
 		})
 	}
@@ -263,11 +256,8 @@ func TestCancelDuringBodyRead(t *testing.T) {
 			require.True(t, errors.Is(err, context.Canceled), "got %v", err)
 			require.NoError(t, resp.Body.Close())
 			<-srv.CancelObserved("/stall")
-			tls := faulted(col, "/stall")
-			require.Len(t, tls, 1)
-			require.Equal(t, httptrace.ClassCanceled, tls[0].Outcome.Class)
-			require.Equal(t, httptrace.StageBody, tls[0].Outcome.Stage)
-			require.EqualValues(t, 100, tls[0].BodyBytes)
+			tl := requireCanceledAt(t, col, "/stall", httptrace.StageBody)
+			require.EqualValues(t, 100, tl.BodyBytes)
 			requireRecovered(t, p, srv)
 		})
 	}

@@ -190,7 +190,7 @@ func TestOrphanedDial(t *testing.T) {
 			require.EqualValues(t, 0, s.DialErrors)
 			require.EqualValues(t, 2, s.Requests)
 			require.EqualValues(t, 0, s.ReusedRequests)
-			require.EqualValues(t, 1, srv.accepted.load())
+			require.EqualValues(t, 1, srv.accepted.Load())
 
 			// The dial's own events reached A's timeline late, not B's.
 			late := map[httptrace.Kind]int{}

@@ -87,9 +87,9 @@ func TestHTTP2Streams(t *testing.T) {
 
 	// HTTP/2 does not honour MaxConnsPerHost as a cap: whatever it did,
 	// the pool counted every connection the server accepted.
-	require.NoError(t, srv.accepted.waitAtLeast(bounded(t), s.Dials))
-	require.EqualValues(t, srv.accepted.load(), s.Dials)
-	require.EqualValues(t, srv.accepted.load(), s.MaxOpen)
+	require.NoError(t, srv.accepted.WaitAtLeast(bounded(t), s.Dials))
+	require.EqualValues(t, srv.accepted.Load(), s.Dials)
+	require.EqualValues(t, srv.accepted.Load(), s.MaxOpen)
 	require.NoError(t, p.Check(bounded(t)))
 
 	// Sequential requests multiplex on the idle connection.

@@ -9,10 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -44,55 +44,10 @@ func newPool(t *testing.T, opts ...pool.Option) *pool.Pool {
 	return p
 }
 
-// counter counts events and lets a test wait, without sleeping, until a
-// count is reached.
-type counter struct {
-	mu      sync.Mutex
-	n       int64
-	changed chan struct{}
-}
-
-func (c *counter) add() {
-	c.mu.Lock()
-	c.n++
-	if c.changed != nil {
-		close(c.changed)
-		c.changed = nil
-	}
-	c.mu.Unlock()
-}
-
-func (c *counter) load() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
-// waitAtLeast waits until the count is at least n, or ctx ends.
-func (c *counter) waitAtLeast(ctx context.Context, n int64) error {
-	for {
-		c.mu.Lock()
-		if c.n >= n {
-			c.mu.Unlock()
-			return nil
-		}
-		if c.changed == nil {
-			c.changed = make(chan struct{})
-		}
-		ch := c.changed
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
 // server is an httptest server that counts the connections it accepted.
 type server struct {
 	*httptest.Server
-	accepted counter
+	accepted testserver.Counter
 }
 
 type serverMode int
@@ -112,7 +67,7 @@ func newServer(t *testing.T, mode serverMode, h http.Handler, edit ...func(*http
 	s.Config.ErrorLog = log.New(io.Discard, "", 0) // TLS handshake failures are expected in some tests
 	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
-			s.accepted.add()
+			s.accepted.Add(1)
 		}
 	}
 	for _, e := range edit {

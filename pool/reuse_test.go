@@ -27,7 +27,7 @@ func TestReuseSequential(t *testing.T) {
 	require.Equal(t, 1, s.Idle)
 	require.Equal(t, 0, s.InFlight)
 	require.Equal(t, 0, s.OpenBodies)
-	require.EqualValues(t, 1, srv.accepted.load())
+	require.EqualValues(t, 1, srv.accepted.Load())
 
 	c := onlyConn(t, p)
 	require.Equal(t, pool.StateIdle, c.State)

@@ -115,8 +115,8 @@ func TestStatsInvariantsConcurrent(t *testing.T) {
 	require.NoError(t, p.Check(bounded(t)))
 
 	// The server accepted exactly the connections the pool dialed.
-	require.NoError(t, srv.accepted.waitAtLeast(bounded(t), s.Dials))
-	require.Equal(t, s.Dials, srv.accepted.load())
+	require.NoError(t, srv.accepted.WaitAtLeast(bounded(t), s.Dials))
+	require.Equal(t, s.Dials, srv.accepted.Load())
 
 	hs := p.HostStats()
 	require.Len(t, hs, 1)

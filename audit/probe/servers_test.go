@@ -29,65 +29,18 @@ const guard = 20 * time.Second
 // own counts of accepted connections and requests.
 type server struct {
 	URL      string
-	accepted counter
+	accepted testserver.Counter
 	requests atomic.Int64
 	tls      *tls.Config // trusts the server's certificate, nil without TLS
-}
-
-// counter is a count that can be waited on: a server accepts a connection
-// a moment after the client's connect returned, so a test waits for the
-// count it expects instead of reading it once.
-type counter struct {
-	mu      sync.Mutex
-	n       int64
-	changed chan struct{}
-}
-
-func (c *counter) Add(d int64) {
-	c.mu.Lock()
-	c.n += d
-	if c.changed != nil {
-		close(c.changed)
-		c.changed = nil
-	}
-	c.mu.Unlock()
-}
-
-func (c *counter) Load() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
-// waitFor waits, bounded by guard, until the count is at least want, and
-// returns the count then.
-func (c *counter) waitFor(want int64) int64 {
-	t := time.NewTimer(guard)
-	defer t.Stop()
-	for {
-		c.mu.Lock()
-		n := c.n
-		if n >= want {
-			c.mu.Unlock()
-			return n
-		}
-		if c.changed == nil {
-			c.changed = make(chan struct{})
-		}
-		ch := c.changed
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-t.C:
-			return c.Load()
-		}
-	}
 }
 
 // requireAccepted asserts that the server accepts exactly want connections.
 func requireAccepted[N int | int64](t *testing.T, s *server, want N, msgAndArgs ...any) {
 	t.Helper()
-	require.Equal(t, int64(want), s.accepted.waitFor(int64(want)), msgAndArgs...)
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	s.accepted.WaitAtLeast(ctx, int64(want)) // or time out: the count then says what went wrong
+	require.Equal(t, int64(want), s.accepted.Load(), msgAndArgs...)
 }
 
 type connCounterKey struct{}
