@@ -1,8 +1,6 @@
 package probe_test
 
 import (
-	"io"
-	"log"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -11,7 +9,3 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-// quietLog is a server error log that drops the handshake errors the
-// tests cause on purpose.
-func quietLog() *log.Logger { return log.New(io.Discard, "", 0) }

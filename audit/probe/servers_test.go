@@ -43,31 +43,14 @@ func requireAccepted[N int | int64](t *testing.T, s *server, want N, msgAndArgs 
 	require.Equal(t, int64(want), s.accepted.Load(), msgAndArgs...)
 }
 
-type connCounterKey struct{}
-
 // goServer starts an httptest server that answers "ok" and, with
 // closeEvery > 0, sets "Connection: close" on every closeEvery-th response
 // of each connection. configure runs before the server starts.
 func goServer(t *testing.T, closeEvery int, configure ...func(*httptest.Server)) *server {
 	t.Helper()
 	s := &server{}
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.requests.Add(1)
-		n := r.Context().Value(connCounterKey{}).(*atomic.Int64).Add(1)
-		if closeEvery > 0 && n%int64(closeEvery) == 0 {
-			w.Header().Set("Connection", "close")
-		}
-		io.WriteString(w, "ok")
-	}))
-	hs.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
-		return context.WithValue(ctx, connCounterKey{}, new(atomic.Int64))
-	}
-	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			s.accepted.Add(1)
-		}
-	}
-	hs.Config.ErrorLog = quietLog()
+	hs := httptest.NewUnstartedServer(nil)
+	testserver.ServeOK(hs, closeEvery, &s.requests, &s.accepted)
 	useTLS := false
 	for _, f := range configure {
 		f(hs)

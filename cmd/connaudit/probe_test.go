@@ -3,11 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"encoding/pem"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -30,30 +27,14 @@ import (
 // closeEvery > 0, and counts the connections it accepted.
 type probeServer struct {
 	*httptest.Server
-	accepted atomic.Int64
+	accepted testserver.Counter
 }
-
-type perConnKey struct{}
 
 func newProbeServer(t *testing.T, closeEvery int, tlsOn bool) *probeServer {
 	t.Helper()
 	s := &probeServer{}
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := r.Context().Value(perConnKey{}).(*atomic.Int64).Add(1)
-		if closeEvery > 0 && n%int64(closeEvery) == 0 {
-			w.Header().Set("Connection", "close")
-		}
-		io.WriteString(w, "ok")
-	}))
-	hs.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
-		return context.WithValue(ctx, perConnKey{}, new(atomic.Int64))
-	}
-	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			s.accepted.Add(1)
-		}
-	}
-	hs.Config.ErrorLog = probeDiscardLog()
+	hs := httptest.NewUnstartedServer(nil)
+	testserver.ServeOK(hs, closeEvery, nil, &s.accepted)
 	if tlsOn {
 		hs.StartTLS()
 	} else {
@@ -417,7 +398,3 @@ func TestProgressAndColour(t *testing.T) {
 	t.Setenv("NO_COLOR", "")
 	require.False(t, useColor(os.Stdout), "NO_COLOR set, even empty: no colour")
 }
-
-// probeDiscardLog is a server error log that drops the handshake errors the
-// tests cause on purpose.
-func probeDiscardLog() *log.Logger { return log.New(io.Discard, "", 0) }
