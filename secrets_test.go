@@ -122,16 +122,6 @@ func echoRequestLine(t *testing.T) string {
 	}).Addr().String()
 }
 
-// closedPort returns a loopback address on which nothing listens.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 var secretsExpvarSeq atomic.Int64
 
 // TestSecretsNeverLeak sends requests carrying a password, query values
@@ -153,7 +143,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	defer ok.Close()
 	okHost := ok.Listener.Addr().String()
 	echoHost := echoRequestLine(t)
-	refusedHost := closedPort(t)
+	refusedHost := testserver.ClosedPort(t)
 
 	var out outputs
 	var logMu sync.Mutex

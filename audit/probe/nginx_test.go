@@ -3,7 +3,6 @@ package probe_test
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/audit/probe"
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -47,16 +47,6 @@ func nginxBinary(t *testing.T) string {
 	return ""
 }
 
-// freePort returns a loopback address nothing listens on now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 // startNginx starts nginx in the foreground, as one process (no master, so
 // that killing it leaves no worker behind), with a temporary configuration
 // whose http block gets directives, serving 200 "ok" on every path. Its
@@ -68,7 +58,7 @@ func startNginx(t *testing.T, directives string) *nginx {
 	t.Helper()
 	bin := nginxBinary(t)
 	dir := t.TempDir()
-	addr := freePort(t)
+	addr := testserver.ClosedPort(t)
 	n := &nginx{
 		URL:       "http://" + addr,
 		accessLog: filepath.Join(dir, "access.log"),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/connaudit/connaudit/audit/probe"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -299,10 +300,7 @@ func TestBodyOverMaxBody(t *testing.T) {
 
 func TestUnusableTarget(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	closed := "http://" + testserver.ClosedPort(t)
 
 	cases := []struct {
 		name  string

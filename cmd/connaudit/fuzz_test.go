@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http/httpguts"
 )
@@ -419,7 +420,7 @@ func TestSecretsCLI(t *testing.T) {
 		io.WriteString(c, strings.TrimRight(line, "\r\n")+"\r\n\r\n")
 		io.Copy(io.Discard, c)
 	})
-	refusedHost := probeClosedPort(t)
+	refusedHost := testserver.ClosedPort(t)
 	headers := []string{"-H", "Authorization: Bearer " + cliBearer, "-H", "Cookie: id=" + cliCookie}
 	report := filepath.Join(t.TempDir(), "report.json")
 

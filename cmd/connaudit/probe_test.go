@@ -51,16 +51,6 @@ func probeRawTCP(t *testing.T, handle func(net.Conn)) string {
 	return testserver.Raw(t, handle).Addr().String()
 }
 
-// probeClosedPort returns a loopback address with nothing listening.
-func probeClosedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // probeHangingPort returns a loopback address whose accept queue is full, so a
 // dial to it hangs: backlog 0, never accepting, one connection held.
 func probeHangingPort(t *testing.T) string {
@@ -109,7 +99,7 @@ func requireProbeError(t *testing.T, code int, stderr string) {
 
 func TestProbeUsageErrors(t *testing.T) {
 	t.Parallel()
-	url := "http://" + probeClosedPort(t) + "/"
+	url := "http://" + testserver.ClosedPort(t) + "/"
 	cases := map[string][]string{
 		"no URL":                {},
 		"two URLs":              {url, url},
@@ -170,8 +160,8 @@ func TestProbeUnusableTargets(t *testing.T) {
 		args      []string
 		want      string
 	}{
-		{"refused", "http://" + probeClosedPort(t), nil, "connect-refused"},
-		{"refused on localhost", "http://localhost:" + probePortOf(t, probeClosedPort(t)), nil, "connect-refused"},
+		{"refused", "http://" + testserver.ClosedPort(t), nil, "connect-refused"},
+		{"refused on localhost", "http://localhost:" + probePortOf(t, testserver.ClosedPort(t)), nil, "connect-refused"},
 		{"unreachable", "http://" + probeHangingPort(t), []string{"-timeout", "200ms", "-deadline", "1s"}, "@connect"},
 		{"garbage", "http://" + junk, nil, "protocol"},
 		{"speaks first", "http://" + banner, nil, "no request succeeded"},

@@ -6,6 +6,8 @@ import (
 	"net"
 	"sync"
 	"testing"
+
+	"github.com/connaudit/connaudit/audit/faultserver"
 )
 
 // Raw accepts TCP connections on 127.0.0.1 and serves each on its own
@@ -48,4 +50,15 @@ func Raw(t testing.TB, serve func(net.Conn)) net.Listener {
 		wg.Wait()
 	})
 	return ln
+}
+
+// ClosedPort returns a loopback address on which nothing listens
+// ([faultserver.ClosedPort]): a connect to it is refused.
+func ClosedPort(t testing.TB) string {
+	t.Helper()
+	addr, err := faultserver.ClosedPort()
+	if err != nil {
+		t.Fatalf("testserver: %v", err)
+	}
+	return addr
 }
