@@ -571,15 +571,7 @@ func fuzzRecorder(data []byte) error {
 			}
 			gens = append(gens, r.gen)
 			state = 1
-			if kind == 2 { // http.NoBody
-				r.bodyRead(r.gen, 0, io.EOF)
-			} else if tr.bodyIdle > 0 {
-				r.mu.Lock()
-				if !r.tl.Finished {
-					r.startWatchLocked()
-				}
-				r.mu.Unlock()
-			}
+			r.bodyStarted(kind == 2) // 2: http.NoBody
 		case opBodyRead:
 			gen, ok := pickGen(a[0], a[1])
 			if !ok {

@@ -379,6 +379,24 @@ func (r *recorder) roundTripDone(resp *http.Response, err error) {
 	r.add(Event{Kind: KindResponse, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
 }
 
+// bodyStarted readies r for the response body it now hands over. An empty
+// body (http.NoBody: HEAD, 204, Content-Length: 0) is at EOF from the start
+// and its connection is already back in the pool, so closing it unread is
+// no early close; any other body starts the idle watchdog, if there is one.
+func (r *recorder) bodyStarted(empty bool) {
+	if empty {
+		r.bodyRead(r.gen, 0, io.EOF)
+		return
+	}
+	if r.t.bodyIdle > 0 {
+		r.mu.Lock()
+		if !r.tl.Finished {
+			r.startWatchLocked()
+		}
+		r.mu.Unlock()
+	}
+}
+
 // bodyRead records one Read of the body of the request of generation gen.
 func (r *recorder) bodyRead(gen uint64, n int, err error) {
 	r.mu.Lock()

@@ -354,18 +354,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		b.cleanup = runtime.AddCleanup(b, t.unclosed, info)
 		b.hasCleanup = true
 	}
-	if resp.Body == http.NoBody {
-		// An empty body (HEAD, 204, Content-Length: 0) is at EOF from the
-		// start and its connection is already back in the pool: closing
-		// it unread is no early close.
-		r.bodyRead(b.gen, 0, io.EOF)
-	} else if t.bodyIdle > 0 {
-		r.mu.Lock()
-		if !r.tl.Finished {
-			r.startWatchLocked()
-		}
-		r.mu.Unlock()
-	}
+	r.bodyStarted(resp.Body == http.NoBody)
 	resp.Body = b
 	return resp, nil
 }
