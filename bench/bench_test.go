@@ -5,8 +5,6 @@ import (
 	"net"
 	"net/http"
 	stdtrace "net/http/httptrace"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/connaudit/connaudit/httptrace"
@@ -44,41 +42,21 @@ func benchClients(b *testing.B, workers int) {
 			if err := Run(c, target, workers, 4*workers); err != nil {
 				b.Fatal(err)
 			}
-			reqs := make([]*http.Request, workers)
-			for i := range reqs {
-				if reqs[i], err = http.NewRequest(http.MethodGet, target, nil); err != nil {
-					b.Fatal(err)
-				}
+			req, err := http.NewRequest(http.MethodGet, target, nil)
+			if err != nil {
+				b.Fatal(err)
 			}
 			b.ReportAllocs()
 			cpu := benchpair.ProcessCPU()
 			b.ResetTimer()
 			if workers == 1 {
 				for b.Loop() {
-					if err := c.Get(reqs[0]); err != nil {
+					if err := c.Get(req); err != nil {
 						b.Fatal(err)
 					}
 				}
-			} else {
-				var (
-					next  atomic.Int64
-					wg    sync.WaitGroup
-					fails atomic.Value
-				)
-				for _, req := range reqs {
-					wg.Go(func() {
-						for next.Add(1) <= int64(b.N) {
-							if err := c.Get(req); err != nil {
-								fails.CompareAndSwap(nil, err)
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				if err, _ := fails.Load().(error); err != nil {
-					b.Fatal(err)
-				}
+			} else if err := Run(c, target, workers, b.N); err != nil {
+				b.Fatal(err)
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(benchpair.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
