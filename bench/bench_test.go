@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	stdtrace "net/http/httptrace"
+	"slices"
 	"testing"
 
 	"github.com/connaudit/connaudit/httptrace"
@@ -194,8 +195,8 @@ type fakeConn struct{ net.Conn }
 func (*fakeConn) LocalAddr() net.Addr  { return fakeLocal }
 func (*fakeConn) RemoteAddr() net.Addr { return fakeRemote }
 
-// BenchmarkPaired measures each client of [Clients] side by side with
-// plain in one process ([benchpair.Run]): batches of the two alternate,
+// BenchmarkPaired measures each client of [Clients] and [Calibration]
+// side by side with plain in one process ([benchpair.Run]): batches of the two alternate,
 // and it reports both clients' wall and CPU time per request and the
 // client's overhead over plain in percent. Load from elsewhere on the
 // machine, which shifts separate runs by 10 % or more, falls on both
@@ -217,7 +218,7 @@ func BenchmarkPaired(b *testing.B) {
 		workers int
 	}{{"seq", 1}, {"par4", 4}} {
 		b.Run("mode="+mode.name, func(b *testing.B) {
-			for _, name := range Clients[1:] {
+			for _, name := range slices.Concat(Clients[1:], Calibration) {
 				b.Run("client="+name, func(b *testing.B) {
 					var run [2]func(int) error
 					for i, n := range []string{"plain", name} {

@@ -3,19 +3,27 @@
 # of a plain Go loop (cmd/plainloop) doing the same requests on one
 # kept-alive connection, both against cmd/okserver on 127.0.0.1.
 #
-#   bench/compare.sh            # N=2000, 5 rounds
-#   N=5000 ROUNDS=9 bench/compare.sh
+#   bench/compare.sh            # N=2000, 21 rounds
+#   N=5000 ROUNDS=31 bench/compare.sh
 #
 # Each round runs both commands, alternating which goes first, and times
 # each the same way: wall time from `date +%s%N` around the command
 # (process start and exit included). It also shows each program's own
 # figure (the probe's elapsed_ns, plainloop's elapsed_ns), which leaves
 # process start-up out. The ratio is probe req/s ÷ plain req/s; the target
-# is at least 0.95. It prints every round and the median ratios.
+# is at least 0.95. It prints every round, the median ratios and, for the
+# median, a distribution-free 95 % confidence interval (order statistics of
+# the rounds' ratios; at least 6 rounds): one run of a few hundred
+# milliseconds per program varies by 10 % or more here, so a single round
+# says little.
 set -euo pipefail
 
 N=${N:-2000}
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-21}
+if ! [[ $ROUNDS =~ ^[0-9]+$ && $N =~ ^[0-9]+$ ]] || ((ROUNDS < 1 || N < 1)); then
+	echo "compare.sh: N and ROUNDS must be positive integers" >&2
+	exit 2
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 tmp=$(mktemp -d)
@@ -96,5 +104,18 @@ for r in $(seq "$ROUNDS"); do
 		"$(rps "$plain_self")" "$(rps "$probe_self")" "$s"
 done
 median() { printf "%s\n" "$@" | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-echo "median ratio (probe req/s / plain req/s), wall time: $(median "${walls[@]}")"
-echo "median ratio, each program's own elapsed time:      $(median "${selfs[@]}")"
+# ci prints the 95 % confidence interval of the median of its arguments:
+# [x(k), x(n+1-k)] of the sorted values, k the largest rank with
+# P(Binomial(n, 1/2) <= k-1) <= 0.025; "-" when n is too small for one.
+ci() {
+	printf "%s\n" "$@" | sort -g | awk '
+		{ a[NR] = $1 }
+		END {
+			n = NR; k = 0; p = 0.5 ^ n; cdf = p
+			for (j = 1; j <= n && cdf <= 0.025; j++) { k = j; p = p * (n - j + 1) / j; cdf += p }
+			if (k < 1) { print "-"; exit }
+			printf "[%s, %s]\n", a[k], a[n + 1 - k]
+		}'
+}
+echo "median ratio (probe req/s / plain req/s), wall time: $(median "${walls[@]}")  95% CI $(ci "${walls[@]}")"
+echo "median ratio, each program's own elapsed time:      $(median "${selfs[@]}")  95% CI $(ci "${selfs[@]}")"

@@ -10,15 +10,17 @@
 #
 # What runs, each from a test binary built once:
 #   bench        BenchmarkSequential, BenchmarkParallel, BenchmarkTracer,
-#                BenchmarkPaired (each client against plain, batches
-#                alternating in one process: the overhead in percent)
+#                BenchmarkPaired (each client, and the busy-work
+#                calibration clients, against plain, batches alternating
+#                in one process: the overhead in percent)
 #   pool         BenchmarkOverhead (plain vs traced+tracked, seq and par4),
 #                BenchmarkOverheadPaired (the same, batches alternating)
 #   httptrace    BenchmarkRoundTrip (plain, traced, traced-dialhooks)
 #   pool         BenchmarkRoundTrip (plain, tracked, traced+tracked)
-#   external     BenchmarkSequential, BenchmarkParallel and pool's
-#                BenchmarkOverhead against cmd/okserver in its own process
-#                (CONNAUDIT_BENCH_URL): the client's allocations alone
+#   external     BenchmarkSequential, BenchmarkParallel, BenchmarkPaired
+#                and pool's BenchmarkOverhead against cmd/okserver in its
+#                own process (CONNAUDIT_BENCH_URL): the client's
+#                allocations alone
 # Raw outputs go to OUTDIR (default: a new temporary directory).
 set -euo pipefail
 
@@ -78,6 +80,7 @@ for r in $(seq "$ROUNDS"); do
 	bench pool.test 'RoundTrip' pool.txt
 	bench bench.test 'Sequential|Parallel' clients-external.txt CONNAUDIT_BENCH_URL="$url"
 	bench pool.test 'Overhead$' overhead-external.txt CONNAUDIT_BENCH_URL="$url"
+	bench bench.test 'Paired' paired-external.txt CONNAUDIT_BENCH_URL="$url"
 done
 
 # Sub-benchmark names without key=value (the packages' own) become
@@ -95,9 +98,11 @@ done
 # The paired benchmarks: each line is already a comparison; their
 # overhead's median and confidence interval.
 echo
-echo "## paired"
-"$BENCHSTAT" -col /client -filter '.unit:(overhead-% OR cpu-overhead-%)' "$out/paired.txt"
-echo
+for f in paired paired-external; do
+	echo "## $f"
+	"$BENCHSTAT" -col /client -filter '.unit:(overhead-% OR cpu-overhead-%)' "$out/$f.txt"
+	echo
+done
 echo "## overhead-paired"
 "$BENCHSTAT" -filter '.unit:(overhead-% OR cpu-overhead-% OR plain-sec/req OR traced-sec/req)' "$out/overhead-paired.txt"
 echo

@@ -21,6 +21,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,21 @@ type Client struct {
 // reported.
 var Clients = []string{"plain", "traced", "traced+tracked", "httpstat", "otel-noop", "otel-sdk", "naive", "noop-hooks"}
 
+// Calibration lists clients that [NewClient] also knows and that trace
+// nothing: plain, then a fixed stretch of busy CPU work on the caller's
+// goroutine after each request. Measured side by side with plain they show
+// what a given amount of client CPU per request costs in a benchmark's
+// wall time on the machine at hand, so that a tracer's overhead in percent
+// can be read as microseconds of work.
+var Calibration = []string{"busy-1us", "busy-3us"}
+
+// busy keeps the caller's goroutine busy for d, reading the clock until it
+// has passed.
+func busy(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
 // NewClient returns the client called name, with at most conns
 // connections:
 //
@@ -136,6 +152,8 @@ var Clients = []string{"plain", "traced", "traced+tracked", "httpstat", "otel-no
 //     WroteHeaderField, which the pool's dialer and nobody replace), each
 //     doing nothing: what net/http itself spends on a request so traced,
 //     the floor of a tracer built on net/http/httptrace.
+//   - busy-1us, busy-3us ([Calibration]): plain, then that much busy CPU
+//     work on the caller's goroutine after each request.
 func NewClient(name string, conns int) (*Client, error) {
 	c := &Client{Name: name, Dials: func() int64 { return -1 }}
 	var hc *http.Client
@@ -192,6 +210,16 @@ func NewClient(name string, conns int) (*Client, error) {
 			}
 			return err
 		}
+	case "busy-1us", "busy-3us":
+		d := time.Microsecond
+		if name == "busy-3us" {
+			d = 3 * time.Microsecond
+		}
+		c.Get = func(req *http.Request) error {
+			err := get(hc, req)
+			busy(d)
+			return err
+		}
 	case "noop-hooks":
 		ct := noopTrace()
 		c.Get = func(req *http.Request) error {
@@ -205,7 +233,7 @@ func NewClient(name string, conns int) (*Client, error) {
 		}
 	default:
 		closeIdle()
-		return nil, fmt.Errorf("bench: unknown client %q (want one of %s)", name, strings.Join(Clients, ", "))
+		return nil, fmt.Errorf("bench: unknown client %q (want one of %s)", name, strings.Join(slices.Concat(Clients, Calibration), ", "))
 	}
 	return c, nil
 }
