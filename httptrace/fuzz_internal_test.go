@@ -681,21 +681,17 @@ func fuzzRecorder(data []byte) error {
 	return errors.Join(errs...)
 }
 
-func (o *fzObserver) eventCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, c := range o.events {
-		n += c
-	}
-	return n
-}
+// eventCount and observeCount return the events and the finished
+// timelines the observer saw, over all timelines.
+func (o *fzObserver) eventCount() int   { return o.total(&o.events) }
+func (o *fzObserver) observeCount() int { return o.total(&o.observes) }
 
-func (o *fzObserver) observeCount() int {
+// total sums the counts of *m under o.mu.
+func (o *fzObserver) total(m *map[uint64]int) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := 0
-	for _, c := range o.observes {
+	for _, c := range *m {
 		n += c
 	}
 	return n
