@@ -196,9 +196,9 @@ func (*fakeConn) LocalAddr() net.Addr  { return fakeLocal }
 func (*fakeConn) RemoteAddr() net.Addr { return fakeRemote }
 
 // BenchmarkPaired measures each client of [Clients] and [Calibration]
-// side by side with plain in one process ([benchpair.Run]): batches of the two alternate,
-// and it reports both clients' wall and CPU time per request and the
-// client's overhead over plain in percent. Load from elsewhere on the
+// side by side with plain in one process ([benchpair.Run]): batches of the
+// two alternate, and it reports both clients' wall and CPU time per request
+// and the client's overhead over plain in percent. Load from elsewhere on the
 // machine, which shifts separate runs by 10 % or more, falls on both
 // clients alike, so a few percent are measurable. Read with
 //

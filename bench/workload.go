@@ -211,9 +211,10 @@ func NewClient(name string, conns int) (*Client, error) {
 			return err
 		}
 	case "busy-1us", "busy-3us":
-		d := time.Microsecond
-		if name == "busy-3us" {
-			d = 3 * time.Microsecond
+		d, err := time.ParseDuration(strings.TrimPrefix(name, "busy-"))
+		if err != nil {
+			closeIdle()
+			return nil, err
 		}
 		c.Get = func(req *http.Request) error {
 			err := get(hc, req)
