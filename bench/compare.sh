@@ -27,12 +27,10 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 tmp=$(mktemp -d)
-srv=""
+# shellcheck source=okserver.sh
+. "$here/okserver.sh"
 cleanup() {
-	if [[ -n $srv ]]; then
-		kill "$srv" 2>/dev/null || true
-		wait "$srv" 2>/dev/null || true
-	fi
+	stop_okserver
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -40,18 +38,7 @@ trap cleanup EXIT
 (cd "$root" && go build -o "$tmp/connaudit" ./cmd/connaudit)
 (cd "$here" && go build -o "$tmp/plainloop" ./cmd/plainloop && go build -o "$tmp/okserver" ./cmd/okserver)
 
-"$tmp/okserver" -addr 127.0.0.1:0 -max-time 30m >"$tmp/url" &
-srv=$!
-url=""
-for _ in $(seq 100); do
-	url=$(head -n 1 "$tmp/url" 2>/dev/null || true)
-	[[ -n $url ]] && break
-	sleep 0.05
-done
-if [[ -z $url ]]; then
-	echo "compare.sh: okserver did not start" >&2
-	exit 1
-fi
+start_okserver "$tmp/okserver" "$tmp/url" 30m
 
 now() { date +%s%N; }
 run_plain() {

@@ -31,27 +31,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 out=${1:-$(mktemp -d)}
 mkdir -p "$out"
-srv=""
-cleanup() {
-	if [[ -n $srv ]]; then
-		kill "$srv" 2>/dev/null || true
-		wait "$srv" 2>/dev/null || true
-	fi
-}
-trap cleanup EXIT
+# shellcheck source=okserver.sh
+. "$here/okserver.sh"
+trap stop_okserver EXIT
 
 (cd "$here" && go test -c -o "$out/bench.test" . && go build -o "$out/okserver" ./cmd/okserver)
 (cd "$root" && go test -c -o "$out/pool.test" ./pool && go test -c -o "$out/httptrace.test" ./httptrace)
 
-"$out/okserver" -addr 127.0.0.1:0 -max-time 2h >"$out/url" &
-srv=$!
-url=""
-for _ in $(seq 100); do
-	url=$(head -n 1 "$out/url" 2>/dev/null || true)
-	[[ -n $url ]] && break
-	sleep 0.05
-done
-[[ -n $url ]] || { echo "run.sh: okserver did not start" >&2; exit 1; }
+start_okserver "$out/okserver" "$out/url" 2h
 
 bench() { # binary pattern outfile [env...]
 	local bin=$1 pat=$2 file=$3
