@@ -508,6 +508,14 @@ func TestClassifyUnit(t *testing.T) {
 	cancel3(httptrace.ErrBodyIdleTimeout)
 	assert.Equal(t, httptrace.ClassBodyIdleTimeout, httptrace.ClassifyContext(idle, someErr, httptrace.StageBody))
 	assert.Equal(t, httptrace.ClassOK, httptrace.ClassifyContext(canceled, nil, httptrace.StageBody))
+	// Cancelled by a timer of the caller's, with a deadline as the cause;
+	// any other cause is a cancellation.
+	timedOut, cancel4 := context.WithCancelCause(context.Background())
+	cancel4(fmt.Errorf("request timeout: %w", context.DeadlineExceeded))
+	assert.Equal(t, httptrace.ClassDeadline, httptrace.ClassifyContext(timedOut, someErr, httptrace.StageAwaitHeaders))
+	other, cancel5 := context.WithCancelCause(context.Background())
+	cancel5(errors.New("shutting down"))
+	assert.Equal(t, httptrace.ClassCanceled, httptrace.ClassifyContext(other, someErr, httptrace.StageAwaitHeaders))
 	assert.Equal(t, httptrace.ClassProtocol, httptrace.ClassifyContext(context.Background(),
 		errors.New(`malformed HTTP response "x"`), httptrace.StageAwaitHeaders))
 }

@@ -185,7 +185,10 @@ func Classify(err error, stage Stage) Class {
 // ClassifyContext is [Classify] for a request made with ctx: a request whose
 // own context ended is [ClassDeadline] or [ClassCanceled] (or
 // [ClassBodyIdleTimeout] when that was the cause), whatever the error
-// through which the Transport reported it.
+// through which the Transport reported it. A context cancelled with a cause
+// that is a [context.DeadlineExceeded] (errors.Is) ended by a deadline: a
+// caller may time requests with one timer of its own rather than a context
+// deadline each.
 func ClassifyContext(ctx context.Context, err error, stage Stage) Class {
 	if err == nil {
 		return ClassOK
@@ -195,7 +198,7 @@ func ClassifyContext(ctx context.Context, err error, stage Stage) Class {
 		switch {
 		case errors.Is(cause, ErrBodyIdleTimeout) || errors.Is(err, ErrBodyIdleTimeout):
 			return ClassBodyIdleTimeout
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(cause, context.DeadlineExceeded):
 			return ClassDeadline
 		default:
 			return ClassCanceled
