@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"sync"
 	"time"
@@ -26,10 +25,10 @@ const (
 // session is one discovery phase's own pool, one connection at a time,
 // apart from the main run's: its requests and dials are counted apart.
 type session struct {
-	pr     *prober
-	p      *pool.Pool
-	client *http.Client
-	phase  string
+	pr    *prober
+	p     *pool.Pool
+	snd   *sender
+	phase string
 
 	mu   sync.Mutex
 	last *httptrace.Timeline
@@ -50,8 +49,14 @@ func (pr *prober) newSession(phase string, idle time.Duration) (*session, error)
 	if err != nil {
 		return nil, err
 	}
-	s.p, s.client = p, client
+	s.p, s.snd = p, pr.newSender(client)
 	return s, nil
+}
+
+// close ends the session: its sender's timer, then its pool's connections.
+func (s *session) close() {
+	s.snd.close()
+	settle(s.pr.ctx, s.p)
 }
 
 // one sends one request and returns its timeline, or nil when the run's
@@ -60,7 +65,7 @@ func (s *session) one() *httptrace.Timeline {
 	s.mu.Lock()
 	s.last = nil
 	s.mu.Unlock()
-	if !s.pr.send(s.client) {
+	if !s.snd.send() {
 		return nil
 	}
 	s.sent++
@@ -138,7 +143,7 @@ func (pr *prober) findMaxRequests() *MaxRequestsResult {
 			break
 		}
 	}
-	settle(pr.ctx, s.p)
+	s.close()
 	res.Dials = s.p.Stats().Dials
 	if switched {
 		c, ok := s.p.Conn(first)
@@ -170,7 +175,7 @@ func (pr *prober) findIdleTimeout() *IdleTimeoutResult {
 		return res
 	}
 	defer func() {
-		settle(pr.ctx, s.p)
+		s.close()
 		res.Dials = s.p.Stats().Dials
 	}()
 	// trial reports whether a connection idle for gap survived; ok is

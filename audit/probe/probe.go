@@ -20,9 +20,18 @@ import (
 // errDeadline is the cause with which the probe's own deadline ends its
 // context; errRequestTimeout that of a request's timeout.
 var (
-	errDeadline       = errors.New("probe: deadline reached")
-	errRequestTimeout = errors.New("probe: request timeout reached")
+	errDeadline             = errors.New("probe: deadline reached")
+	errRequestTimeout error = requestTimeoutError{}
 )
+
+// requestTimeoutError is a request's timeout: a deadline
+// (context.DeadlineExceeded for errors.Is), though a timer of the sender's
+// ends the request's context, not a context deadline.
+type requestTimeoutError struct{}
+
+func (requestTimeoutError) Error() string        { return "probe: request timeout reached" }
+func (requestTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+func (requestTimeoutError) Timeout() bool        { return true }
 
 // settleBound bounds the wait, after a phase, for the pool's connections
 // to close once the probe closed its idle ones.
@@ -227,37 +236,99 @@ func settle(ctx context.Context, p *pool.Pool) {
 	p.WaitFor(sctx, func(s pool.Stats) bool { return s.Open == 0 && s.Dialing == 0 && s.InFlight == 0 })
 }
 
-// send sends one copy of the target on client and reads the response body
-// (up to the body bound). It returns false when the run's context had
-// ended before the request could be sent.
-func (pr *prober) send(client *http.Client) bool {
+// sender sends the probe's requests, one after another, for one goroutine.
+// Each request is bounded by the request timeout as a per-request
+// context.WithTimeoutCause would bound it, but one context and one timer
+// serve request after request: the timer is re-armed for each request, and
+// the context replaced only once the timer fired. A new context (linked to
+// the run's) and a new timer for each request cost a loopback request
+// several percent of its time (BenchmarkSendPaired), which the probe's
+// throughput would show.
+type sender struct {
+	pr     *prober
+	client *http.Client
+	ctx    context.Context // the requests' context, until timer fires
+	cancel context.CancelCauseFunc
+	timer  *time.Timer   // ends ctx with errRequestTimeout
+	req    *http.Request // the target with ctx, reused when it has no body
+	body   io.LimitedReader
+}
+
+func (pr *prober) newSender(client *http.Client) *sender {
+	return &sender{pr: pr, client: client}
+}
+
+// arm returns the context of the next request, its timer started.
+func (s *sender) arm() context.Context {
+	if s.ctx != nil {
+		s.timer.Reset(s.pr.cfg.timeout)
+		return s.ctx
+	}
+	ctx, cancel := context.WithCancelCause(s.pr.ctx)
+	s.ctx, s.cancel, s.req = ctx, cancel, nil
+	s.timer = time.AfterFunc(s.pr.cfg.timeout, func() { cancel(errRequestTimeout) })
+	return ctx
+}
+
+// disarm stops the timer once a request ended. A timer that already fired
+// ended (or is ending) the context: the next request gets a new one.
+func (s *sender) disarm() {
+	if !s.timer.Stop() {
+		s.cancel(errRequestTimeout)
+		s.ctx = nil
+	}
+}
+
+// close releases the sender's context and timer.
+func (s *sender) close() {
+	if s.ctx != nil {
+		s.timer.Stop()
+		s.cancel(nil)
+		s.ctx = nil
+	}
+}
+
+// send sends one copy of the target and reads the response body (up to the
+// body bound). It returns false when the run's context had ended before
+// the request could be sent.
+func (s *sender) send() bool {
+	pr := s.pr
 	if pr.ctx.Err() != nil {
 		pr.stopped.Store(true)
 		return false
 	}
-	rctx, cancel := context.WithTimeoutCause(pr.ctx, pr.cfg.timeout, errRequestTimeout)
-	defer cancel()
-	// A shallow copy is enough: neither the Transport nor the Client
-	// changes the template's header or URL (the Client copies the header
-	// before it adds to it).
-	req := pr.target.WithContext(rctx)
-	if pr.target.GetBody != nil {
-		body, err := pr.target.GetBody()
-		if err != nil {
-			// The template's own GetBody failed: send without the body
-			// would be another request; count it as not sent.
-			return false
+	ctx := s.arm()
+	defer s.disarm()
+	req := s.req
+	if req == nil || pr.target.GetBody != nil {
+		// A shallow copy is enough: neither the Transport nor the Client
+		// changes the template's header or URL (the Client copies the
+		// header before it adds to it). Without a body it serves every
+		// request of this context: net/http leaves a request alone once
+		// the response body is closed.
+		req = pr.target.WithContext(ctx)
+		if pr.target.GetBody == nil {
+			s.req = req
+		} else {
+			body, err := pr.target.GetBody()
+			if err != nil {
+				// The template's own GetBody failed: send without the
+				// body would be another request; count it as not sent.
+				return false
+			}
+			req.Body = body
 		}
-		req.Body = body
 	}
-	resp, err := client.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		if pr.ctx.Err() != nil {
 			pr.stopped.Store(true)
 		}
 		return true
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, pr.cfg.maxBody))
+	s.body = io.LimitedReader{R: resp.Body, N: pr.cfg.maxBody}
+	io.Copy(io.Discard, &s.body)
+	s.body.R = nil
 	resp.Body.Close()
 	if pr.ctx.Err() != nil {
 		pr.stopped.Store(true)
@@ -298,6 +369,8 @@ func (pr *prober) mainRun() (*Report, error) {
 	)
 	for range cfg.concurrency {
 		wg.Go(func() {
+			s := pr.newSender(client)
+			defer s.close()
 			for first := true; ; first = false {
 				if next.Add(1) > int64(cfg.requests) {
 					return
@@ -305,7 +378,7 @@ func (pr *prober) mainRun() (*Report, error) {
 				if !first && !pr.sleep(cfg.gap) {
 					return
 				}
-				if !pr.send(client) {
+				if !s.send() {
 					return
 				}
 				done := int(sent.Add(1))

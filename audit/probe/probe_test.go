@@ -537,3 +537,26 @@ func TestInterrupted(t *testing.T) {
 	requireAccepted(t, s, rep.Dials)
 	requireFindings(t, rep)
 }
+
+// TestTimeoutMidRun times out the second of four requests (its handler
+// answers only once the client gave up) and checks that the requests after
+// it are bounded afresh and succeed: one deadline, three ok, a new
+// connection after the timed-out one.
+func TestTimeoutMidRun(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	s := startCounting(t, httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 2 {
+			<-r.Context().Done() // the client closed the connection
+			return
+		}
+		w.Write([]byte("ok"))
+	})))
+	rep := mustProbe(t, s, probe.Requests(4), probe.Timeout(200*time.Millisecond))
+	require.Equal(t, map[httptrace.Class]int{httptrace.ClassOK: 3, httptrace.ClassDeadline: 1}, rep.Outcomes)
+	require.Len(t, rep.Failures, 1)
+	require.Equal(t, httptrace.StageAwaitHeaders, rep.Failures[0].Stage)
+	require.Contains(t, rep.Failures[0].Error, "request timeout")
+	require.EqualValues(t, 2, rep.Dials, "the timed-out request's connection is closed")
+	requireAccepted(t, s, rep.Dials)
+}
