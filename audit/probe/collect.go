@@ -22,7 +22,8 @@ type aggregator struct {
 	u    *url.URL
 
 	mu        sync.Mutex
-	outcomes  map[httptrace.Class]int
+	outcomes  map[httptrace.Class]int // failures; successes are in ok
+	ok        int
 	statuses  map[int]int
 	failures  []Failure
 	cut       int
@@ -45,26 +46,32 @@ type evidence struct {
 	newConnTimeouts map[httptrace.Stage]int
 }
 
+// samples holds the stage durations of successful requests, one row per
+// request: a request appends one row (a single cache line) where a slice
+// per stage would touch eight.
 type samples struct {
-	dns, connect, tls, poolWait, write, server, transfer, total []time.Duration
+	rows []stageRow
 }
 
+// stageRow is one request's stage durations, in [StageSet]'s order.
+type stageRow [8]time.Duration
+
 func (s *samples) add(t httptrace.Timings) {
-	s.dns = append(s.dns, t.DNS)
-	s.connect = append(s.connect, t.Connect)
-	s.tls = append(s.tls, t.TLS)
-	s.poolWait = append(s.poolWait, t.PoolWait)
-	s.write = append(s.write, t.Write)
-	s.server = append(s.server, t.Server)
-	s.transfer = append(s.transfer, t.Transfer)
-	s.total = append(s.total, t.Total)
+	s.rows = append(s.rows, stageRow{t.DNS, t.Connect, t.TLS, t.PoolWait, t.Write, t.Server, t.Transfer, t.Total})
 }
 
 func (s *samples) set() StageSet {
+	col := make([]time.Duration, len(s.rows))
+	stage := func(i int) Percentiles {
+		for j, r := range s.rows {
+			col[j] = r[i]
+		}
+		return percentiles(col)
+	}
 	return StageSet{
-		Count: len(s.total), DNS: percentiles(s.dns), Connect: percentiles(s.connect), TLS: percentiles(s.tls),
-		PoolWait: percentiles(s.poolWait), Write: percentiles(s.write), Server: percentiles(s.server),
-		Transfer: percentiles(s.transfer), Total: percentiles(s.total),
+		Count: len(s.rows), DNS: stage(0), Connect: stage(1), TLS: stage(2),
+		PoolWait: stage(3), Write: stage(4), Server: stage(5),
+		Transfer: stage(6), Total: stage(7),
 	}
 }
 
@@ -102,23 +109,32 @@ func isTimeout(c httptrace.Class) bool {
 // Observe folds one finished timeline in.
 func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	t := tl.Timings()
-	cut := tl.Outcome.Class != httptrace.ClassOK && a.ctx.Err() != nil
+	ok := tl.Outcome.Class == httptrace.ClassOK
 	var kept *httptrace.Timeline
 	if a.keep {
 		kept = tl.Clone()
 	}
-	errText := errorText(tl.Outcome.Err, a.u)
+	var (
+		cut     bool
+		errText string
+	)
+	if !ok {
+		cut = a.ctx.Err() != nil
+		errText = errorText(tl.Outcome.Err, a.u)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if kept != nil {
 		a.timelines = append(a.timelines, kept)
 	}
-	a.outcomes[tl.Outcome.Class]++
 	if n := tl.Retries; n > 0 {
 		a.hidden++
 		a.extra += n
 	}
-	if tl.Outcome.Class == httptrace.ClassOK {
+	if ok {
+		// Counted apart from the map until fill: the common case then
+		// hashes no class name.
+		a.ok++
 		a.statuses[tl.Status]++
 		if t.NewConn {
 			a.newConn.add(t)
@@ -128,6 +144,7 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 		}
 		return
 	}
+	a.outcomes[tl.Outcome.Class]++
 	if cut {
 		a.cut++
 	} else if isTimeout(tl.Outcome.Class) {
@@ -151,6 +168,10 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 func (a *aggregator) fill(rep *Report) evidence {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.ok > 0 {
+		a.outcomes[httptrace.ClassOK] += a.ok
+		a.ok = 0
+	}
 	rep.Outcomes = a.outcomes
 	rep.Statuses = a.statuses
 	rep.Failures = a.failures
