@@ -5,10 +5,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	stdtrace "net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -329,4 +331,47 @@ func TestEmptyBodyIsNotClosedEarly(t *testing.T) {
 		assert.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
 	}
 	assert.Equal(t, int64(1), dc.dials.Load(), "one connection served all three")
+}
+
+// TestBodilessWrite checks the write events of HTTP/1 requests without a
+// body, which the recorder takes from one hook: a GET records wrote-headers
+// and then wrote-request, once each, at one time, before the first byte of
+// the response (HTTP/1 reports both before it flushes the request; for
+// HTTP/2 they may come late: TestHTTP2Timeline). A POST with a body records
+// wrote-headers from its own hook, before the response. A caller's own
+// WroteHeaders hook is still called for a GET.
+func TestBodilessWrite(t *testing.T) {
+	srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("ok"))
+	}))
+	tr, c := traced(t, newBase(t, nil), nil)
+
+	var callerHeaders atomic.Int64
+	ctx := stdtrace.WithClientTrace(guardCtx(t), &stdtrace.ClientTrace{WroteHeaders: func() { callerHeaders.Add(1) }})
+	for i, req := range []*http.Request{
+		newRequest(t, guardCtx(t), http.MethodGet, srv.URL, nil),
+		newRequest(t, ctx, http.MethodGet, srv.URL, nil),
+		newRequest(t, guardCtx(t), http.MethodPost, srv.URL, strings.NewReader("hello")),
+	} {
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		tl := waitTimelines(t, c, i+1)[i]
+		if req.Body != nil {
+			// The handler reads the body before it answers, so the
+			// headers were written first; wrote-request may come after
+			// the response (see TestEveryEventKind).
+			assert.Less(t, index(tl, httptrace.KindWroteHeaders, -1), index(tl, httptrace.KindFirstByte, -1), "%v", kindsOf(tl))
+			continue
+		}
+		requireCounts(t, tl, map[httptrace.Kind]int{httptrace.KindWroteHeaders: 1, httptrace.KindWroteRequest: 1})
+		h, w := index(tl, httptrace.KindWroteHeaders, -1), index(tl, httptrace.KindWroteRequest, -1)
+		assert.Equal(t, h+1, w, "wrote-headers just before wrote-request in %v", kindsOf(tl))
+		assert.Equal(t, tl.Events[h].At, tl.Events[w].At, "one time for both")
+		assert.Less(t, w, index(tl, httptrace.KindFirstByte, -1), "%v", kindsOf(tl))
+	}
+	assert.Equal(t, int64(1), callerHeaders.Load(), "the caller's WroteHeaders hook")
 }

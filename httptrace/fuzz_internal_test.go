@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -504,7 +505,12 @@ func fuzzRecorder(data []byte) error {
 		case opWait100:
 			r.wait100Continue()
 		case opWroteRequest:
-			r.wroteRequest(stdtrace.WroteRequestInfo{Err: fzErr(a[0])})
+			info := stdtrace.WroteRequestInfo{Err: fzErr(a[0])}
+			if a[1]&1 != 0 {
+				r.wroteBodiless(info) // a request without a body
+			} else {
+				r.wroteRequest(info)
+			}
 		case opIdleFired:
 			r.bodyIdleFired()
 		case opDialTrace:
@@ -731,6 +737,16 @@ func fzRecorderSeeds() [][]byte {
 	}
 	s = append(s, op(opBodyRead, 1, 0, 3, 1)...)
 	s = append(s, op(opBodyClose, 1, 1)...)
+	seeds = append(seeds, s)
+	// The same request without a body: one write hook for both events,
+	// recycled; then a failed bodiless write.
+	bodiless := slices.Concat(steady[:2], [][]byte{op(opWroteRequest, 0, 1)}, steady[4:])
+	s = seq(0, 0)
+	for range 2 {
+		s = append(s, bytes.Join(bodiless, nil)...)
+	}
+	s = append(s, bytes.Join([][]byte{op(opGetConn), op(opGotConn, idle|reused, 7), op(opWroteRequest, 6, 1),
+		op(opRoundTrip, failure, 5)}, nil)...)
 	seeds = append(seeds, s)
 	// A fresh https connection, with dial hooks, headers recorded.
 	seeds = append(seeds, seq(1|8|16, 0, fresh...))

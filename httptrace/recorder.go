@@ -38,8 +38,9 @@ type recorder struct {
 	buf [inlineEvents]Event
 
 	// hooks is built once per recorder and never composed with another
-	// trace, so it can serve request after request.
-	hooks stdtrace.ClientTrace
+	// trace, so it can serve request after request; bodiless is the same
+	// for requests without a body (see wroteBodiless).
+	hooks, bodiless stdtrace.ClientTrace
 
 	phase      Stage // the stage of the current connection acquisition
 	connects   int   // connect attempts started and not yet done
@@ -86,7 +87,18 @@ func newRecorder(t *Transport) *recorder {
 	if !t.dialHooks {
 		r.addNetHooks(&r.hooks)
 	}
+	r.bodiless = r.hooks
+	r.bodiless.WroteHeaders = nil
+	r.bodiless.WroteRequest = r.wroteBodiless
 	return r
+}
+
+// trace returns the hooks for req.
+func (r *recorder) trace(req *http.Request) *stdtrace.ClientTrace {
+	if req.Body == nil || req.Body == http.NoBody {
+		return &r.bodiless
+	}
+	return &r.hooks
 }
 
 func (r *recorder) addNetHooks(ct *stdtrace.ClientTrace) {
@@ -335,6 +347,32 @@ func (r *recorder) wait100Continue() {
 
 func (r *recorder) wroteRequest(info stdtrace.WroteRequestInfo) {
 	r.mu.Lock()
+	r.wroteRequestLocked(info, 0)
+	r.mu.Unlock()
+}
+
+// wroteBodiless is the WroteRequest hook of a request without a body, whose
+// trace has no WroteHeaders hook: net/http reports such a request's headers
+// and the request itself written one after the other, with no I/O in
+// between (HTTP/1 writes both into the connection's buffer, which it flushes
+// after both hooks; HTTP/2 sends the HEADERS frame with END_STREAM, then
+// calls both). Both events are recorded here, at one time, which spares the
+// write path a hook, a lock and a clock read on every such request. A write
+// that failed records no headers event: the headers may not have gone out.
+func (r *recorder) wroteBodiless(info stdtrace.WroteRequestInfo) {
+	r.mu.Lock()
+	var at time.Duration
+	if info.Err == nil {
+		at = time.Since(r.tl.Start)
+		r.add(Event{Kind: KindWroteHeaders, At: at, Conn: r.tl.Conn.ID})
+	}
+	r.wroteRequestLocked(info, at)
+	r.mu.Unlock()
+}
+
+// wroteRequestLocked records the request written at offset at (0: now);
+// r.mu is held.
+func (r *recorder) wroteRequestLocked(info stdtrace.WroteRequestInfo, at time.Duration) {
 	// A failed write (net/http reports it here too, e.g. when the request
 	// was cancelled while its body was being sent) leaves the request in
 	// the write stage.
@@ -344,8 +382,7 @@ func (r *recorder) wroteRequest(info stdtrace.WroteRequestInfo) {
 			r.phase = StageAwaitHeaders
 		}
 	}
-	r.add(Event{Kind: KindWroteRequest, Conn: r.tl.Conn.ID, Err: info.Err})
-	r.mu.Unlock()
+	r.add(Event{Kind: KindWroteRequest, At: at, Conn: r.tl.Conn.ID, Err: info.Err})
 }
 
 // stage returns the stage the request is in; r.mu is held.

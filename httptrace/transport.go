@@ -51,6 +51,17 @@ func WithObserver(o Observer) Option {
 		}
 		t.obs = o
 		t.events, _ = o.(EventObserver)
+		if m, ok := o.(multi); ok {
+			// Events go straight to the one observer that wants them,
+			// or nowhere: each event would otherwise pay a call to the
+			// combination's loop.
+			switch len(m.events) {
+			case 0:
+				t.events = nil
+			case 1:
+				t.events = m.events[0]
+			}
+		}
 		return nil
 	})
 }
@@ -295,12 +306,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.bodyIdle > 0 {
 		ctx, r.cancel = context.WithCancelCause(ctx)
 	}
-	ct := &r.hooks
+	ct := r.trace(req)
 	if stdtrace.ContextClientTrace(ctx) != nil {
 		// Compose a fresh copy: WithClientTrace changes it in place to
 		// call the caller's hooks too, so it is never used again.
+		own := ct
 		ct = new(stdtrace.ClientTrace)
-		*ct = r.hooks
+		*ct = *own
 		r.tl.Composed = true
 	}
 	var wrapper *body // allocated with the context, when it can be
