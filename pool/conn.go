@@ -97,17 +97,29 @@ const maxRequestIDs = 64
 // except for the atomic counters.
 type connState struct {
 	Conn
-	bytesRead, bytesWritten atomic.Int64
-	hc                      *counters // the counters of Host
-	active                  map[uint64]struct{}
-	readErr                 error     // first read error, seen before Close
-	readErrState            ConnState // the state when it was seen
-	putIdleErr              error     // the last PutIdleConn error
-	closeReq                uint64
-	h2                      bool
-	doomed                  bool     // the Transport is closing it
-	last                    *request // the last request that ended while it was active
-	idleSince               time.Time
+	io           *connIO
+	hc           *counters // the counters of Host
+	active       map[uint64]struct{}
+	readErr      error     // first read error, seen before Close
+	readErrState ConnState // the state when it was seen
+	putIdleErr   error     // the last PutIdleConn error
+	closeReq     uint64
+	h2           bool
+	doomed       bool     // the Transport is closing it
+	last         *request // the last request that ended while it was active
+	idleSince    time.Time
+}
+
+// connIO counts a connection's bytes. Its counters change on every Read
+// and Write, on the Transport's read and write goroutines: each has a cache
+// line of its own (the struct is 128 bytes, a size class whose objects are
+// 128-byte aligned), away from the pool's record, which the requests'
+// goroutines write, so that the two do not keep taking each other's line.
+type connIO struct {
+	read    atomic.Int64
+	_       [56]byte
+	written atomic.Int64
+	_       [56]byte
 }
 
 func (c *connState) setState(s ConnState, now time.Time) {
@@ -123,8 +135,11 @@ func (c *connState) setState(s ConnState, now time.Time) {
 // trackedConn is the net.Conn the pool's dialer returns.
 type trackedConn struct {
 	net.Conn
-	p       *Pool
-	c       *connState
+	p *Pool
+	c *connState
+	// io is c.io, kept here so that Read and Write, on every call, touch
+	// neither c nor the pool.
+	io      *connIO
 	errOnce sync.Once
 	closed  atomic.Bool
 }
@@ -134,7 +149,7 @@ func (t *trackedConn) ConnID() uint64 { return t.c.ID }
 
 func (t *trackedConn) Read(b []byte) (int, error) {
 	n, err := t.Conn.Read(b)
-	t.c.bytesRead.Add(int64(n))
+	t.io.read.Add(int64(n))
 	if err != nil && !t.closed.Load() && !isDeadline(err) {
 		t.errOnce.Do(func() { t.p.connReadErr(t.c, err) })
 	}
@@ -143,7 +158,7 @@ func (t *trackedConn) Read(b []byte) (int, error) {
 
 func (t *trackedConn) Write(b []byte) (int, error) {
 	n, err := t.Conn.Write(b)
-	t.c.bytesWritten.Add(int64(n))
+	t.io.written.Add(int64(n))
 	return n, err
 }
 

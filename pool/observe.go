@@ -162,8 +162,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 	r := requestPool.Get().(*request)
 	*r = request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
-	r.host = hostKey(r.u.Scheme, tl.Host)
-	r.hc = p.hostLocked(r.host)
+	r.host, r.hc = p.requestHostLocked(r.u.Scheme, tl.Host)
 	p.reqs[tl.ID] = r
 	p.tally(r.hc, func(n *counters) {
 		n.requests++

@@ -31,6 +31,7 @@ type Pool struct {
 	conns       map[uint64]*connState // open and dialing
 	closed      []*connState          // most recent closed, up to keepClosed
 	hosts       map[string]*counters
+	lastHost    hostCache // the host of the last request started
 	total       counters
 	reqs        map[uint64]*request // requests not yet finished, by timeline id
 	pendingTLS  map[uint64]*connState
@@ -305,7 +306,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		p.mu.Lock()
 		p.nextConn++
 		h := p.hostLocked(addr)
-		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, hc: h, active: map[uint64]struct{}{}}
+		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, io: new(connIO), hc: h, active: map[uint64]struct{}{}}
 		c.setState(StateDialing, now)
 		p.conns[c.ID] = c
 		// Whether the Transport handshakes after this dial is known from
@@ -348,7 +349,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		} else {
 			p.openLocked(c, h, now)
 		}
-		return &trackedConn{Conn: nc, p: p, c: c}, nil
+		return &trackedConn{Conn: nc, p: p, c: c, io: c.io}, nil
 	}
 }
 
@@ -369,6 +370,26 @@ func (p *Pool) openLocked(c *connState, h *counters, now time.Time) {
 		// against its cap, though its Close may not have come yet.
 		n.maxOpen = max(n.maxOpen, n.open-n.doomed)
 	})
+}
+
+// hostCache remembers the host key and counters of a request's scheme and
+// Host, so that a run of requests to one host (the common case) does not
+// parse and hash the host name for each.
+type hostCache struct {
+	scheme, host, key string
+	hc                *counters
+}
+
+// requestHostLocked returns the host key ([hostKey]) and counters of a
+// request to host over scheme.
+func (p *Pool) requestHostLocked(scheme, host string) (string, *counters) {
+	if c := &p.lastHost; c.hc != nil && c.host == host && c.scheme == scheme {
+		return c.key, c.hc
+	}
+	key := hostKey(scheme, host)
+	hc := p.hostLocked(key)
+	p.lastHost = hostCache{scheme: scheme, host: host, key: key, hc: hc}
+	return key, hc
 }
 
 func (p *Pool) hostLocked(addr string) *counters {

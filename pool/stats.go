@@ -176,8 +176,8 @@ func (p *Pool) Conn(id uint64) (Conn, bool) {
 
 func (c *connState) snapshot() Conn {
 	s := c.Conn
-	s.BytesRead = c.bytesRead.Load()
-	s.BytesWritten = c.bytesWritten.Load()
+	s.BytesRead = c.io.read.Load()
+	s.BytesWritten = c.io.written.Load()
 	s.History = append([]StateChange(nil), c.History...)
 	s.RequestIDs = append([]uint64(nil), c.RequestIDs...)
 	s.Active = nil
