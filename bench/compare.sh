@@ -5,6 +5,10 @@
 #
 #   bench/compare.sh            # N=2000, 21 rounds
 #   N=5000 ROUNDS=31 bench/compare.sh
+#   PLAIN_TIMEOUT=0 bench/compare.sh   # the plain loop without a per-request bound
+#
+# The plain loop bounds each request with http.Client.Timeout (PLAIN_TIMEOUT,
+# default 30s), as the probe bounds each with its -timeout (default 30s).
 #
 # Each round runs both commands, alternating which goes first, and times
 # each the same way: wall time from `date +%s%N` around the command
@@ -20,8 +24,14 @@ set -euo pipefail
 
 N=${N:-2000}
 ROUNDS=${ROUNDS:-21}
+PLAIN_TIMEOUT=${PLAIN_TIMEOUT:-30s}
 if ! [[ $ROUNDS =~ ^[0-9]+$ && $N =~ ^[0-9]+$ ]] || ((ROUNDS < 1 || N < 1)); then
 	echo "compare.sh: N and ROUNDS must be positive integers" >&2
+	exit 2
+fi
+unit='[0-9]+([.][0-9]+)?(ns|us|ms|s|m|h)'
+if ! [[ $PLAIN_TIMEOUT =~ ^($unit)+$ || $PLAIN_TIMEOUT == 0 ]]; then
+	echo "compare.sh: PLAIN_TIMEOUT must be a duration such as 30s, or 0" >&2
 	exit 2
 fi
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,7 +54,7 @@ now() { date +%s%N; }
 run_plain() {
 	local t0 t1
 	t0=$(now)
-	"$tmp/plainloop" -n "$N" "$url" >"$tmp/plain.out"
+	"$tmp/plainloop" -n "$N" -timeout "$PLAIN_TIMEOUT" "$url" >"$tmp/plain.out"
 	t1=$(now)
 	plain_wall=$((t1 - t0))
 	plain_self=$(sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$tmp/plain.out")
@@ -68,7 +78,7 @@ run_probe() {
 rps() { awk -v n="$N" -v ns="$1" 'BEGIN { printf "%.0f", n * 1e9 / ns }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
-echo "server $url, N=$N, $ROUNDS rounds; $(nproc) CPUs; $(go version)"
+echo "server $url, N=$N, $ROUNDS rounds, plain loop timeout $PLAIN_TIMEOUT; $(nproc) CPUs; $(go version)"
 printf "%-5s %-11s %12s %12s %7s   %12s %12s %7s\n" round first "plain req/s" "probe req/s" ratio "plain(self)" "probe(self)" ratio
 walls=()
 selfs=()
