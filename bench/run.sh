@@ -17,10 +17,13 @@
 #                BenchmarkOverheadPaired (the same, batches alternating)
 #   httptrace    BenchmarkRoundTrip (plain, traced, traced-dialhooks)
 #   pool         BenchmarkRoundTrip (plain, tracked, traced+tracked)
-#   external     BenchmarkSequential, BenchmarkParallel, BenchmarkPaired
-#                and pool's BenchmarkOverhead against cmd/okserver in its
-#                own process (CONNAUDIT_BENCH_URL): the client's
-#                allocations alone
+#   audit/probe  BenchmarkSendPaired (the probe's request path against
+#                compare.sh's plain loop, batches alternating)
+#   external     BenchmarkSequential, BenchmarkParallel, BenchmarkPaired,
+#                pool's BenchmarkOverhead and the probe's
+#                BenchmarkSendPaired against cmd/okserver in its own
+#                process (CONNAUDIT_BENCH_URL): the client's allocations
+#                alone
 # Raw outputs go to OUTDIR (default: a new temporary directory).
 set -euo pipefail
 
@@ -36,7 +39,8 @@ mkdir -p "$out"
 trap stop_okserver EXIT
 
 (cd "$here" && go test -c -o "$out/bench.test" . && go build -o "$out/okserver" ./cmd/okserver)
-(cd "$root" && go test -c -o "$out/pool.test" ./pool && go test -c -o "$out/httptrace.test" ./httptrace)
+(cd "$root" && go test -c -o "$out/pool.test" ./pool && go test -c -o "$out/httptrace.test" ./httptrace &&
+	go test -c -o "$out/probe.test" ./audit/probe)
 
 start_okserver "$out/okserver" "$out/url" 2h
 
@@ -65,9 +69,11 @@ for r in $(seq "$ROUNDS"); do
 	bench pool.test 'OverheadPaired' overhead-paired.txt
 	bench httptrace.test 'RoundTrip' httptrace.txt
 	bench pool.test 'RoundTrip' pool.txt
+	bench probe.test 'SendPaired' send-paired.txt
 	bench bench.test 'Sequential|Parallel' clients-external.txt CONNAUDIT_BENCH_URL="$url"
 	bench pool.test 'Overhead$' overhead-external.txt CONNAUDIT_BENCH_URL="$url"
 	bench bench.test 'Paired' paired-external.txt CONNAUDIT_BENCH_URL="$url"
+	bench probe.test 'SendPaired' send-paired-external.txt CONNAUDIT_BENCH_URL="$url"
 done
 
 # Sub-benchmark names without key=value (the packages' own) become
@@ -92,5 +98,8 @@ for f in paired paired-external; do
 done
 echo "## overhead-paired"
 "$BENCHSTAT" -filter '.unit:(overhead-% OR cpu-overhead-% OR plain-sec/req OR traced-sec/req)' "$out/overhead-paired.txt"
+echo
+echo "## send-paired (the probe's request path), in process and external"
+"$BENCHSTAT" -filter '.unit:(overhead-% OR cpu-overhead-%)' "$out/send-paired.txt" "$out/send-paired-external.txt"
 echo
 echo "raw outputs in $out" >&2
