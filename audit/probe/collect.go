@@ -22,8 +22,7 @@ type aggregator struct {
 	u    *url.URL
 
 	mu        sync.Mutex
-	outcomes  map[httptrace.Class]int // failures; successes are in ok
-	ok        int
+	outcomes  map[httptrace.Class]int
 	statuses  map[int]int
 	failures  []Failure
 	cut       int
@@ -127,14 +126,12 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if kept != nil {
 		a.timelines = append(a.timelines, kept)
 	}
+	a.outcomes[tl.Outcome.Class]++
 	if n := tl.Retries; n > 0 {
 		a.hidden++
 		a.extra += n
 	}
 	if ok {
-		// Counted apart from the map until fill: the common case then
-		// hashes no class name.
-		a.ok++
 		a.statuses[tl.Status]++
 		if t.NewConn {
 			a.newConn.add(t)
@@ -144,7 +141,6 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 		}
 		return
 	}
-	a.outcomes[tl.Outcome.Class]++
 	if cut {
 		a.cut++
 	} else if isTimeout(tl.Outcome.Class) {
@@ -168,10 +164,6 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 func (a *aggregator) fill(rep *Report) evidence {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.ok > 0 {
-		a.outcomes[httptrace.ClassOK] += a.ok
-		a.ok = 0
-	}
 	rep.Outcomes = a.outcomes
 	rep.Statuses = a.statuses
 	rep.Failures = a.failures
