@@ -19,7 +19,6 @@ import (
 	"net/http/httptest"
 	stdtrace "net/http/httptrace"
 	"net/textproto"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/benchpair"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/tcnksm/go-httpstat"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace"
@@ -38,7 +38,7 @@ import (
 // URLEnv names the environment variable that points the benchmarks at a
 // server in another process (such as cmd/okserver), so that allocations
 // are the client's alone. It must be a loopback http URL.
-const URLEnv = "CONNAUDIT_BENCH_URL"
+const URLEnv = benchpair.URLEnv
 
 // Payload is what the in-process server answers, with a Content-Length.
 var Payload = []byte("ok")
@@ -62,24 +62,7 @@ func Target() (target string, close func(), err error) {
 
 // CheckLoopback returns an error unless raw is an http URL whose host is
 // a loopback address or "localhost": benchmarks send traffic nowhere else.
-func CheckLoopback(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return err
-	}
-	if u.Scheme != "http" {
-		return fmt.Errorf("URL %q: want http", raw)
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("URL %q: host must be a loopback address", raw)
-	}
-	return nil
-}
+func CheckLoopback(raw string) error { return benchpair.CheckLoopback(raw) }
 
 // Base returns the transport every client is built on, set like the one
 // [pool.New] builds (and like http.DefaultTransport: 90 s idle timeout,

@@ -2,13 +2,9 @@ package pool_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,11 +13,6 @@ import (
 	"github.com/connaudit/connaudit/internal/benchpair"
 	"github.com/connaudit/connaudit/pool"
 )
-
-// benchURLEnv points BenchmarkOverhead at a server in another process
-// (bench/cmd/okserver), so that its allocations are the client's alone. It
-// must be an http URL on a loopback address.
-const benchURLEnv = "CONNAUDIT_BENCH_URL"
 
 // BenchmarkOverhead measures what auditing costs a service in its steady
 // state — GET, body read to EOF and closed, on kept-alive connections —
@@ -42,7 +33,7 @@ const benchURLEnv = "CONNAUDIT_BENCH_URL"
 // go there instead of to an in-process server, and allocations and CPU
 // time are the client's alone.
 func BenchmarkOverhead(b *testing.B) {
-	target := benchTarget(b)
+	target := benchpair.Target(b)
 	for _, mode := range benchModes {
 		b.Run("mode="+mode.name, func(b *testing.B) {
 			b.Run("client=plain", func(b *testing.B) {
@@ -177,7 +168,7 @@ func driver(b *testing.B, c *http.Client, target string, workers int) func(n int
 // An op is one request through each client. CONNAUDIT_BENCH_URL applies as
 // for BenchmarkOverhead.
 func BenchmarkOverheadPaired(b *testing.B) {
-	target := benchTarget(b)
+	target := benchpair.Target(b)
 	for _, mode := range benchModes {
 		b.Run("mode="+mode.name, func(b *testing.B) {
 			tr, _ := plainTransport(mode.workers)
@@ -200,37 +191,3 @@ func BenchmarkOverheadPaired(b *testing.B) {
 		})
 	}
 }
-
-// benchTarget returns the URL the benchmarks send their requests to: the
-// one in CONNAUDIT_BENCH_URL, or an in-process server's, closed when b
-// ends.
-func benchTarget(b *testing.B) string {
-	if target := os.Getenv(benchURLEnv); target != "" {
-		if err := checkLoopbackURL(target); err != nil {
-			b.Fatalf("%s: %v", benchURLEnv, err)
-		}
-		return target
-	}
-	srv := httptest.NewServer(okHandler)
-	b.Cleanup(srv.Close)
-	return srv.URL + "/ok"
-}
-
-// checkLoopbackURL accepts only http URLs on loopback addresses.
-func checkLoopbackURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return err
-	}
-	if u.Scheme != "http" {
-		return &url.Error{Op: "bench", URL: raw, Err: errNotLoopback}
-	}
-	if h := u.Hostname(); h != "localhost" {
-		if ip := net.ParseIP(h); ip == nil || !ip.IsLoopback() {
-			return &url.Error{Op: "bench", URL: raw, Err: errNotLoopback}
-		}
-	}
-	return nil
-}
-
-var errNotLoopback = errors.New("want an http URL on a loopback address")

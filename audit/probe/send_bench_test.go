@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -33,18 +30,10 @@ import (
 // prints one) both clients send to that server, in another process, as the
 // probe does.
 func BenchmarkSendPaired(b *testing.B) {
-	target := os.Getenv("CONNAUDIT_BENCH_URL")
-	if target == "" {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
-		defer srv.Close()
-		target = srv.URL + "/ok"
-	}
+	target := benchpair.Target(b)
 	u, err := url.Parse(target)
 	if err != nil {
 		b.Fatal(err)
-	}
-	if ip := net.ParseIP(u.Hostname()); u.Scheme != "http" || ip == nil || !ip.IsLoopback() {
-		b.Fatalf("%s: want an http URL on a loopback address", target)
 	}
 	req, err := http.NewRequest(http.MethodGet, target, nil)
 	if err != nil {
