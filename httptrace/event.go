@@ -71,13 +71,17 @@ func ParseKind(s string) (Kind, bool) {
 }
 
 // Event is one thing that happened to a request.
+//
+// Its fields are laid out in 64 bytes, one cache line, Kind and Late side by
+// side: a timeline's events are written on the request's path, one by one,
+// by several goroutines.
 type Event struct {
 	Kind Kind
-	// At is the offset from the timeline's start, from the monotonic clock.
-	At time.Duration
 	// Late is set on events that arrived after the timeline was finished,
 	// such as the end of a background dial for a request that was cancelled.
 	Late bool
+	// At is the offset from the timeline's start, from the monotonic clock.
+	At time.Duration
 	// Conn is the id of the connection the event concerns, when known (see
 	// [ConnIdentifier]); 0 otherwise.
 	Conn uint64

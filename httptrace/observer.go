@@ -37,8 +37,46 @@ type EventObserver interface {
 	ObserveEvent(tl *Timeline, ev Event)
 }
 
+// KindSet is a set of event kinds, for [EventFilter].
+type KindSet uint32
+
+// AllKinds holds every kind.
+const AllKinds = KindSet(1<<kindCount - 2)
+
+// Kinds returns the set of kinds.
+func Kinds(kinds ...Kind) KindSet {
+	var s KindSet
+	for _, k := range kinds {
+		if k > 0 && k < kindCount {
+			s |= 1 << k
+		}
+	}
+	return s
+}
+
+// Has reports whether s holds k.
+func (s KindSet) Has(k Kind) bool { return s&(1<<k) != 0 }
+
+// EventFilter is implemented by an [EventObserver] that wants events of
+// some kinds only: a [Transport] calls its ObserveEvent for those kinds
+// alone, late events included. Each call of ObserveEvent sits on the
+// request's path, so an observer that ignores most kinds spares the
+// request the calls.
+type EventFilter interface {
+	EventKinds() KindSet
+}
+
+// eventKinds returns the kinds o wants: all, unless it says otherwise.
+func eventKinds(o EventObserver) KindSet {
+	if f, ok := o.(EventFilter); ok {
+		return f.EventKinds() & AllKinds
+	}
+	return AllKinds
+}
+
 // Multi returns an observer that calls each of observers in order. Those
-// that are [EventObserver]s also receive events.
+// that are [EventObserver]s also receive events, of the kinds they want
+// ([EventFilter]).
 func Multi(observers ...Observer) Observer {
 	m := multi{}
 	for _, o := range observers {
@@ -48,6 +86,7 @@ func Multi(observers ...Observer) Observer {
 		m.obs = append(m.obs, o)
 		if eo, ok := o.(EventObserver); ok {
 			m.events = append(m.events, eo)
+			m.kinds = append(m.kinds, eventKinds(eo))
 		}
 	}
 	return m
@@ -56,6 +95,7 @@ func Multi(observers ...Observer) Observer {
 type multi struct {
 	obs    []Observer
 	events []EventObserver
+	kinds  []KindSet // the kinds each of events wants
 }
 
 func (m multi) Observe(tl *Timeline) {
@@ -65,9 +105,21 @@ func (m multi) Observe(tl *Timeline) {
 }
 
 func (m multi) ObserveEvent(tl *Timeline, ev Event) {
-	for _, o := range m.events {
-		o.ObserveEvent(tl, ev)
+	for i, o := range m.events {
+		if m.kinds[i].Has(ev.Kind) {
+			o.ObserveEvent(tl, ev)
+		}
 	}
+}
+
+// EventKinds implements [EventFilter]: the kinds any of m's event
+// observers wants.
+func (m multi) EventKinds() KindSet {
+	var s KindSet
+	for _, k := range m.kinds {
+		s |= k
+	}
+	return s
 }
 
 // Collector is an in-memory [EventObserver] for tests: it keeps a clone of

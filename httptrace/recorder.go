@@ -29,13 +29,16 @@ var timelineIDs atomic.Uint64
 // recorder records one request's timeline. Every method takes mu; hooks
 // arrive from several goroutines and after the request finished.
 type recorder struct {
+	// buf comes first: at offset 0 of an object whose size class is a
+	// multiple of 64 bytes, each 64-byte event is one cache line.
+	buf [inlineEvents]Event
+
 	mu  sync.Mutex
 	gen uint64 // bumped on reuse; a body wrapper of an earlier request carries its own
 	t   *Transport
 	ctx context.Context // the caller's request context
 
-	tl  Timeline
-	buf [inlineEvents]Event
+	tl Timeline
 
 	// hooks is built once per recorder and never composed with another
 	// trace, so it can serve request after request; bodiless is the same
@@ -168,7 +171,7 @@ func (r *recorder) add(e Event) {
 	} else {
 		r.tl.Dropped++
 	}
-	if r.t.events != nil {
+	if r.t.kinds.Has(e.Kind) {
 		r.t.events.ObserveEvent(&r.tl, e)
 	}
 }

@@ -228,7 +228,8 @@ func (tl *Timeline) Timings() Timings {
 		tlsStart, tlsDone            = time.Duration(-1), time.Duration(-1)
 		wrote, first, eof, closed, d = time.Duration(-1), time.Duration(-1), time.Duration(-1), time.Duration(-1), time.Duration(-1)
 	)
-	for _, e := range tl.Events {
+	for i := range tl.Events {
+		e := &tl.Events[i] // not a copy of each event: this runs per request
 		if e.Late {
 			continue
 		}

@@ -20,6 +20,7 @@ type Transport struct {
 	base      http.RoundTripper
 	obs       Observer
 	events    EventObserver
+	kinds     KindSet // the kinds events wants
 	dialHooks bool
 	bodyIdle  time.Duration
 	headers   []string
@@ -42,8 +43,9 @@ type optionFunc func(*Transport) error
 func (f optionFunc) apply(t *Transport) error { return f(t) }
 
 // WithObserver sets the observer of finished timelines. An observer that is
-// also an [EventObserver] receives every event as it is recorded. Several
-// observers combine with [Multi].
+// also an [EventObserver] receives every event as it is recorded, or those
+// of the kinds it asks for ([EventFilter]). Several observers combine with
+// [Multi].
 func WithObserver(o Observer) Option {
 	return optionFunc(func(t *Transport) error {
 		if o == nil {
@@ -61,6 +63,10 @@ func WithObserver(o Observer) Option {
 			case 1:
 				t.events = m.events[0]
 			}
+		}
+		t.kinds = 0
+		if t.events != nil {
+			t.kinds = eventKinds(t.events)
 		}
 		return nil
 	})

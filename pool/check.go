@@ -30,7 +30,7 @@ func (p *Pool) quietLocked() bool {
 		if c.State != StateActive {
 			continue
 		}
-		for id := range c.active {
+		for id := range c.active.all() {
 			if r := p.reqs[id]; r == nil || !r.bodyOpen {
 				return false
 			}
@@ -115,7 +115,7 @@ func (p *Pool) Check(ctx context.Context) error {
 	sort.Slice(active, func(i, j int) bool { return active[i].ID < active[j].ID })
 	for _, c := range active {
 		var holders []string
-		for id := range c.active {
+		for id := range c.active.all() {
 			if r := p.reqs[id]; r != nil {
 				state := "in flight"
 				if r.bodyOpen {

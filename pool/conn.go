@@ -3,6 +3,7 @@ package pool
 import (
 	"errors"
 	"io"
+	"iter"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -99,7 +100,7 @@ type connState struct {
 	Conn
 	io           *connIO
 	hc           *counters // the counters of Host
-	active       map[uint64]struct{}
+	active       activeSet
 	readErr      error     // first read error, seen before Close
 	readErrState ConnState // the state when it was seen
 	putIdleErr   error     // the last PutIdleConn error
@@ -108,6 +109,70 @@ type connState struct {
 	doomed       bool     // the Transport is closing it
 	last         *request // the last request that ended while it was active
 	idleSince    time.Time
+}
+
+// activeSet is the set of timeline ids of the requests a connection
+// serves. An HTTP/1 connection serves one at a time, which needs no map:
+// only the ids beyond the first (HTTP/2 streams) go into one. Timeline ids
+// are never 0.
+type activeSet struct {
+	one  uint64
+	more map[uint64]struct{}
+}
+
+func (s *activeSet) add(id uint64) {
+	switch {
+	case s.one == 0 || s.one == id:
+		s.one = id
+	default:
+		if s.more == nil {
+			s.more = map[uint64]struct{}{}
+		}
+		s.more[id] = struct{}{}
+	}
+}
+
+func (s *activeSet) remove(id uint64) {
+	if s.one != id {
+		delete(s.more, id)
+		return
+	}
+	s.one = 0
+	for m := range s.more {
+		// Promote another id, so that the set stays one id plus the rest.
+		s.one = m
+		delete(s.more, m)
+		break
+	}
+}
+
+func (s *activeSet) has(id uint64) bool {
+	if s.one == id {
+		return id != 0
+	}
+	_, ok := s.more[id]
+	return ok
+}
+
+func (s *activeSet) len() int {
+	if s.one == 0 {
+		return 0
+	}
+	return 1 + len(s.more)
+}
+
+// all yields the ids.
+func (s *activeSet) all() iter.Seq[uint64] {
+	return func(yield func(uint64) bool) {
+		if s.one == 0 || !yield(s.one) {
+			return
+		}
+		for id := range s.more {
+			if !yield(id) {
+				return
+			}
+		}
+	}
 }
 
 // connIO counts a connection's bytes. Its counters change on every Read

@@ -15,17 +15,22 @@ import (
 // requests through ObserveEvent's done event, so Observe does nothing.
 func (p *Pool) Observe(*httptrace.Timeline) {}
 
+// observedKinds are the kinds of events that change the pool's state. The
+// others (writes, first byte, body EOF, DNS and connect, which the dialer
+// sees itself) change nothing. Nor does the body's close: the done event
+// that follows it in the same call closes the pool's record.
+var observedKinds = httptrace.Kinds(httptrace.KindGetConn, httptrace.KindGotConn, httptrace.KindTLSDone,
+	httptrace.KindPutIdleConn, httptrace.KindResponse, httptrace.KindDone)
+
+// EventKinds implements [httptrace.EventFilter]: the tracer calls
+// ObserveEvent for the kinds of events that change the pool's state alone.
+func (p *Pool) EventKinds() httptrace.KindSet { return observedKinds }
+
 // ObserveEvent implements [httptrace.EventObserver]: the pool follows each
 // request's events to keep connection states and statistics.
 func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
-	switch ev.Kind {
-	case httptrace.KindGetConn, httptrace.KindGotConn, httptrace.KindTLSDone, httptrace.KindPutIdleConn,
-		httptrace.KindResponse, httptrace.KindDone:
-	default:
-		// The other events (writes, first byte, body EOF, DNS and
-		// connect, which the dialer sees itself) change nothing here:
-		// no lock for them. Nor does the body's close: the done event
-		// that follows it in the same call closes the pool's record.
+	if !observedKinds.Has(ev.Kind) {
+		// No lock for an event that changes nothing.
 		return
 	}
 	var stack []uintptr
@@ -47,13 +52,13 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 // from ObserveEvent so that the latter's defers stay open-coded: with two
 // defers and a return per case of this switch, the compiler falls back to
 // slower deferred calls, which showed in profiles. ObserveEvent passes
-// only the kinds it lists: a kind handled here must be listed there.
+// only the kinds of observedKinds: a kind handled here must be listed there.
 func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack []uintptr) {
 	// The event's time: computed only where a case needs it.
 	now := func() time.Time { return tl.Start.Add(ev.At) }
 	switch ev.Kind {
 	case httptrace.KindGetConn:
-		r := p.reqs[tl.ID]
+		r := p.reqLocked(tl.ID)
 		if r == nil {
 			r = p.newRequestLocked(tl)
 		}
@@ -64,7 +69,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		}
 		r.conn = nil
 	case httptrace.KindGotConn:
-		r := p.reqs[tl.ID]
+		r := p.reqLocked(tl.ID)
 		if r == nil {
 			if ev.Late {
 				return
@@ -126,7 +131,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		}
 		p.deactivateLocked(c, tl.ID, now())
 	case httptrace.KindResponse:
-		r := p.reqs[tl.ID]
+		r := p.reqLocked(tl.ID)
 		if r == nil {
 			return
 		}
@@ -145,7 +150,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			}
 		}
 	case httptrace.KindDone:
-		r := p.reqs[tl.ID]
+		r := p.reqLocked(tl.ID)
 		if r == nil {
 			return
 		}
@@ -164,11 +169,23 @@ func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 	*r = request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
 	r.host, r.hc = p.requestHostLocked(r.u.Scheme, tl.Host)
 	p.reqs[tl.ID] = r
+	p.lastReq = r
 	p.tally(r.hc, func(n *counters) {
 		n.requests++
 		n.inFlight++
 	})
 	return r
+}
+
+// reqLocked returns the pool's record of the request of timeline id, or
+// nil once it ended. The record of the request started last is at hand
+// without a map lookup: with one request at a time on a connection, the
+// events of one request follow each other.
+func (p *Pool) reqLocked(id uint64) *request {
+	if r := p.lastReq; r != nil && r.id == id {
+		return r
+	}
+	return p.reqs[id]
 }
 
 // requestPool recycles the pool's request records, one per request.
@@ -179,6 +196,9 @@ var requestPool = sync.Pool{New: func() any { return new(request) }}
 func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Duration) {
 	p.bodyClosedLocked(r)
 	delete(p.reqs, tl.ID)
+	if p.lastReq == r {
+		p.lastReq = nil
+	}
 	h := r.hc
 	p.tally(h, func(n *counters) { n.inFlight-- })
 	if r.waiting {
@@ -208,7 +228,7 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 		}
 		return
 	}
-	if _, ok := c.active[tl.ID]; ok && c.State == StateActive {
+	if c.active.has(tl.ID) && c.State == StateActive {
 		// The request ended while its HTTP/1 connection is still
 		// active: the Transport is about to close it, and has
 		// already stopped counting it against MaxConnsPerHost.
@@ -286,7 +306,7 @@ func (p *Pool) activateLocked(c *connState, id uint64, now time.Time) {
 	if c.State == StateClosed || c.State == StateFailed {
 		return
 	}
-	c.active[id] = struct{}{}
+	c.active.add(id)
 	if c.State != StateActive {
 		h := c.hc
 		if c.State == StateIdle {
@@ -301,8 +321,8 @@ func (p *Pool) deactivateLocked(c *connState, id uint64, now time.Time) {
 	if c.State != StateActive {
 		return
 	}
-	delete(c.active, id)
-	if len(c.active) > 0 {
+	c.active.remove(id)
+	if c.active.len() > 0 {
 		return
 	}
 	h := c.hc
@@ -377,7 +397,7 @@ func (p *Pool) recloseLocked(c *connState, by Closer, reason CloseReason) {
 // activeReqsLocked returns the requests c serves, finished or not.
 func (p *Pool) activeReqsLocked(c *connState) []*request {
 	var out []*request
-	for id := range c.active {
+	for id := range c.active.all() {
 		if r := p.reqs[id]; r != nil {
 			out = append(out, r)
 		} else if c.last != nil && c.last.id == id {

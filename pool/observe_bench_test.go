@@ -20,7 +20,7 @@ func BenchmarkObserve(b *testing.B) {
 	const host = "127.0.0.1:8080"
 	now := time.Now()
 	p.mu.Lock()
-	c := &connState{Conn: Conn{ID: 1, Host: host}, io: new(connIO), hc: p.hostLocked(host), active: map[uint64]struct{}{}}
+	c := &connState{Conn: Conn{ID: 1, Host: host}, io: new(connIO), hc: p.hostLocked(host)}
 	c.setState(StateDialing, now)
 	p.conns[c.ID] = c
 	p.openLocked(c, c.hc, now)

@@ -34,6 +34,7 @@ type Pool struct {
 	lastHost    hostCache // the host of the last request started
 	total       counters
 	reqs        map[uint64]*request // requests not yet finished, by timeline id
+	lastReq     *request            // the request started last, while in reqs (see reqLocked)
 	pendingTLS  map[uint64]*connState
 	closingIdle int
 	changed     chan struct{}
@@ -306,7 +307,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		p.mu.Lock()
 		p.nextConn++
 		h := p.hostLocked(addr)
-		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, io: new(connIO), hc: h, active: map[uint64]struct{}{}}
+		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, io: new(connIO), hc: h}
 		c.setState(StateDialing, now)
 		p.conns[c.ID] = c
 		// Whether the Transport handshakes after this dial is known from

@@ -181,7 +181,7 @@ func (c *connState) snapshot() Conn {
 	s.History = append([]StateChange(nil), c.History...)
 	s.RequestIDs = append([]uint64(nil), c.RequestIDs...)
 	s.Active = nil
-	for id := range c.active {
+	for id := range c.active.all() {
 		if c.State == StateActive {
 			s.Active = append(s.Active, id)
 		}
