@@ -95,7 +95,7 @@ type Client struct {
 
 // Clients lists the names [NewClient] knows, in the order they are
 // reported.
-var Clients = []string{"plain", "traced", "traced+tracked", "httpstat", "otel-noop", "otel-sdk", "naive", "noop-hooks"}
+var Clients = []string{"plain", "traced", "traced+tracked", "httpstat", "otel-noop", "otel-sdk", "naive", "noop-hooks", "min-recorder"}
 
 // Calibration lists clients that [NewClient] also knows and that trace
 // nothing: plain, then a fixed stretch of busy CPU work on the caller's
@@ -135,6 +135,12 @@ func busy(d time.Duration) {
 //     WroteHeaderField, which the pool's dialer and nobody replace), each
 //     doing nothing: what net/http itself spends on a request so traced,
 //     the floor of a tracer built on net/http/httptrace.
+//   - min-recorder: the least a tracer can do and still time every stage.
+//     The hooks of noop-hooks, each appending its kind and its offset on
+//     the monotonic clock to a record recycled from request to request,
+//     under the record's mutex (hooks arrive on three goroutines), and a
+//     body wrapper that records EOF and Close the same way. No outcome, no
+//     observer, no connection identity: the floor of a recording tracer.
 //   - busy-1us, busy-3us ([Calibration]): plain, then that much busy CPU
 //     work on the caller's goroutine after each request.
 func NewClient(name string, conns int) (*Client, error) {
@@ -209,6 +215,9 @@ func NewClient(name string, conns int) (*Client, error) {
 		c.Get = func(req *http.Request) error {
 			return get(hc, req.WithContext(stdtrace.WithClientTrace(req.Context(), ct)))
 		}
+	case "min-recorder":
+		hc = &http.Client{Transport: &minRecorder{base: hc.Transport}}
+		c.Get = func(req *http.Request) error { return get(hc, req) }
 	case "naive":
 		c.Get = func(req *http.Request) error {
 			var st naiveStats
@@ -308,6 +317,94 @@ func noopTrace() *stdtrace.ClientTrace {
 		Wait100Continue:      func() {},
 		WroteRequest:         func(stdtrace.WroteRequestInfo) {},
 	}
+}
+
+// minRecorder is the min-recorder client's RoundTripper (see [NewClient]).
+type minRecorder struct {
+	base    http.RoundTripper
+	records sync.Pool
+}
+
+// minEvent is what minRecorder records of one hook.
+type minEvent struct {
+	kind uint8
+	at   time.Duration
+}
+
+// minRecord is one request's record. Its hooks are built once and serve
+// request after request.
+type minRecord struct {
+	mu     sync.Mutex
+	start  time.Time
+	events []minEvent
+	buf    [16]minEvent
+	trace  stdtrace.ClientTrace
+}
+
+func (r *minRecord) mark(kind uint8) {
+	at := time.Since(r.start)
+	r.mu.Lock()
+	if len(r.events) < len(r.buf) {
+		r.events = append(r.events, minEvent{kind, at})
+	}
+	r.mu.Unlock()
+}
+
+func newMinRecord() *minRecord {
+	r := new(minRecord)
+	r.trace = stdtrace.ClientTrace{
+		GetConn:              func(string) { r.mark(1) },
+		GotConn:              func(stdtrace.GotConnInfo) { r.mark(2) },
+		PutIdleConn:          func(error) { r.mark(3) },
+		GotFirstResponseByte: func() { r.mark(4) },
+		Got1xxResponse:       func(int, textproto.MIMEHeader) error { r.mark(5); return nil },
+		TLSHandshakeStart:    func() { r.mark(6) },
+		TLSHandshakeDone:     func(tls.ConnectionState, error) { r.mark(7) },
+		WroteHeaders:         func() { r.mark(8) },
+		Wait100Continue:      func() { r.mark(9) },
+		WroteRequest:         func(stdtrace.WroteRequestInfo) { r.mark(10) },
+	}
+	return r
+}
+
+func (m *minRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	r, _ := m.records.Get().(*minRecord)
+	if r == nil {
+		r = newMinRecord()
+	}
+	r.mu.Lock()
+	r.start, r.events = time.Now(), r.buf[:0]
+	r.mu.Unlock()
+	resp, err := m.base.RoundTrip(req.WithContext(stdtrace.WithClientTrace(req.Context(), &r.trace)))
+	if err != nil {
+		// Not recycled: a hook of the failed request may still fire.
+		return nil, err
+	}
+	r.mark(11)
+	resp.Body = &minBody{rc: resp.Body, r: r, m: m}
+	return resp, nil
+}
+
+// minBody records a body's EOF and Close; the record is recycled at Close.
+type minBody struct {
+	rc io.ReadCloser
+	r  *minRecord
+	m  *minRecorder
+}
+
+func (b *minBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.r.mark(12)
+	}
+	return n, err
+}
+
+func (b *minBody) Close() error {
+	err := b.rc.Close()
+	b.r.mark(13)
+	b.m.records.Put(b.r)
+	return err
 }
 
 // Run sends n requests to target through c from workers goroutines at
