@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	stdtrace "net/http/httptrace"
 	"net/textproto"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +66,15 @@ type recorder struct {
 	timer     *time.Timer
 	watchGen  uint64
 	idleFired bool // the watchdog cancelled the request
+	// lastConn is the connection of the last GotConn, kept across
+	// requests with its id and addresses, which do not change: a recycled
+	// recorder mostly serves its next request on the same connection, and
+	// then reads none of them again. Only a connection of a comparable
+	// type is kept (comparing one of another type would panic).
+	lastConn              net.Conn
+	lastID                uint64
+	lastLocal, lastRemote net.Addr
+
 	// idleBy is when the body counts as idle. The timer's callback checks
 	// it: a callback that fired for an earlier request of this recycled
 	// recorder, or before the last progress, and then waited on mu, finds
@@ -199,8 +210,8 @@ func (r *recorder) getConn(string) {
 }
 
 func (r *recorder) gotConnHook(info stdtrace.GotConnInfo) {
-	id := ConnID(info.Conn)
 	r.mu.Lock()
+	id, local, remote := r.identify(info.Conn)
 	if !r.tl.Finished {
 		if info.WasIdle {
 			r.gotIdle++
@@ -213,9 +224,8 @@ func (r *recorder) gotConnHook(info stdtrace.GotConnInfo) {
 			WasIdle:  info.WasIdle,
 			IdleTime: info.IdleTime,
 			Dialed:   r.connectOK && !info.WasIdle,
-		}
-		if info.Conn != nil {
-			r.tl.Conn.Local, r.tl.Conn.Remote = info.Conn.LocalAddr(), info.Conn.RemoteAddr()
+			Local:    local,
+			Remote:   remote,
 		}
 	}
 	n := int64(0)
@@ -224,6 +234,22 @@ func (r *recorder) gotConnHook(info stdtrace.GotConnInfo) {
 	}
 	r.add(Event{Kind: KindGotConn, Conn: id, N: n})
 	r.mu.Unlock()
+}
+
+// identify returns c's id ([ConnID]) and addresses; r.mu is held.
+func (r *recorder) identify(c net.Conn) (id uint64, local, remote net.Addr) {
+	if c == nil {
+		return 0, nil, nil
+	}
+	if r.lastConn != nil && c == r.lastConn {
+		return r.lastID, r.lastLocal, r.lastRemote
+	}
+	id, local, remote = ConnID(c), c.LocalAddr(), c.RemoteAddr()
+	r.lastConn = nil
+	if reflect.TypeOf(c).Comparable() {
+		r.lastConn, r.lastID, r.lastLocal, r.lastRemote = c, id, local, remote
+	}
+	return id, local, remote
 }
 
 func (r *recorder) putIdleConn(err error) {

@@ -55,7 +55,7 @@ func (p *Pool) OpenBodies() []OpenBody {
 }
 
 func (r *request) openBody(now time.Time) OpenBody {
-	b := OpenBody{Timeline: r.id, Method: r.method, URL: httptrace.RedactURL(&r.u), Age: now.Sub(r.openedAt),
+	b := OpenBody{Timeline: r.id, Method: r.method, URL: httptrace.RedactURL(&r.u), Age: now.Sub(r.openedAt.time()),
 		Stack: formatStack(r.stack), Collected: r.collected}
 	if r.conn != nil {
 		b.Conn = r.conn.ID

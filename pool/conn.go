@@ -108,7 +108,7 @@ type connState struct {
 	h2           bool
 	doomed       bool     // the Transport is closing it
 	last         *request // the last request that ended while it was active
-	idleSince    time.Time
+	idleSince    stamp    // when it last went idle
 }
 
 // activeSet is the set of timeline ids of the requests a connection
@@ -187,15 +187,34 @@ type connIO struct {
 	_       [56]byte
 }
 
-func (c *connState) setState(s ConnState, now time.Time) {
+// maxHistory bounds a connection's state history: a kept-alive HTTP/1
+// connection changes state twice per request.
+const maxHistory = 256
+
+func (c *connState) setState(s ConnState, now stamp) {
 	c.State = s
-	if len(c.History) < 256 {
-		c.History = append(c.History, StateChange{State: s, At: now})
+	if len(c.History) < maxHistory {
+		c.History = append(c.History, StateChange{State: s, At: now.time()})
 	}
 	if s == StateIdle {
 		c.idleSince = now
 	}
 }
+
+// stamp is a point in time as a timeline gives it: its start and an
+// offset. Turning it into a time.Time costs a time.Time.Add, which most
+// events of a request never need (a connection's history is full after
+// its first 128 requests), so the pool keeps stamps and converts them when
+// it reads them.
+type stamp struct {
+	start time.Time
+	at    time.Duration
+}
+
+// stampOf returns the stamp of t.
+func stampOf(t time.Time) stamp { return stamp{start: t} }
+
+func (s stamp) time() time.Time { return s.start.Add(s.at) }
 
 // trackedConn is the net.Conn the pool's dialer returns.
 type trackedConn struct {

@@ -54,8 +54,7 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 // slower deferred calls, which showed in profiles. ObserveEvent passes
 // only the kinds of observedKinds: a kind handled here must be listed there.
 func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack []uintptr) {
-	// The event's time: computed only where a case needs it.
-	now := func() time.Time { return tl.Start.Add(ev.At) }
+	now := stamp{tl.Start, ev.At} // the event's time
 	switch ev.Kind {
 	case httptrace.KindGetConn:
 		r := p.reqLocked(tl.ID)
@@ -97,7 +96,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			return
 		}
 		if c.State == StateHandshake {
-			p.handshakeDoneLocked(c, "", 0, now())
+			p.handshakeDoneLocked(c, "", 0, now)
 		}
 		if c.Requests > 0 {
 			p.tally(h, func(n *counters) { n.reused++ })
@@ -107,7 +106,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			c.RequestIDs = append(c.RequestIDs, tl.ID)
 		}
 		r.conn = c
-		p.activateLocked(c, tl.ID, now())
+		p.activateLocked(c, tl.ID, now)
 	case httptrace.KindTLSDone:
 		c := p.pendingTLS[tl.ID]
 		if c == nil {
@@ -117,7 +116,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		if ev.Err == nil && c.State == StateHandshake {
 			c.TLSVersion = tls.VersionName(uint16(ev.N))
 			c.TLSResumed = !ev.Late && tl.TLS.Resumed
-			p.handshakeDoneLocked(c, ev.Addr, uint16(ev.N), now())
+			p.handshakeDoneLocked(c, ev.Addr, uint16(ev.N), now)
 		}
 	case httptrace.KindPutIdleConn:
 		c := p.conns[ev.Conn]
@@ -129,14 +128,14 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			p.doomLocked(c)
 			return
 		}
-		p.deactivateLocked(c, tl.ID, now())
+		p.deactivateLocked(c, tl.ID, now)
 	case httptrace.KindResponse:
 		r := p.reqLocked(tl.ID)
 		if r == nil {
 			return
 		}
 		r.bodyOpen = true
-		r.openedAt = now()
+		r.openedAt = now
 		r.stack = stack
 		r.connClose = tl.ConnClose
 		r.proto = tl.Proto
@@ -214,7 +213,7 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 		return
 	}
 	if c.h2 || strings.HasPrefix(tl.Proto, "HTTP/2") {
-		p.deactivateLocked(c, tl.ID, tl.Start.Add(at))
+		p.deactivateLocked(c, tl.ID, stamp{tl.Start, at})
 		return
 	}
 	if c.State == StateClosed {
@@ -285,7 +284,7 @@ func (p *Pool) bodyClosedLocked(r *request) {
 }
 
 // handshakeDoneLocked opens a connection whose TLS handshake finished.
-func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, now time.Time) {
+func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, now stamp) {
 	h := c.hc
 	p.tally(h, func(n *counters) { n.dialing-- })
 	for id, pc := range p.pendingTLS {
@@ -302,7 +301,7 @@ func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, no
 	p.openLocked(c, h, now)
 }
 
-func (p *Pool) activateLocked(c *connState, id uint64, now time.Time) {
+func (p *Pool) activateLocked(c *connState, id uint64, now stamp) {
 	if c.State == StateClosed || c.State == StateFailed {
 		return
 	}
@@ -317,7 +316,7 @@ func (p *Pool) activateLocked(c *connState, id uint64, now time.Time) {
 	}
 }
 
-func (p *Pool) deactivateLocked(c *connState, id uint64, now time.Time) {
+func (p *Pool) deactivateLocked(c *connState, id uint64, now stamp) {
 	if c.State != StateActive {
 		return
 	}
@@ -379,7 +378,7 @@ func (p *Pool) connClosed(c *connState) {
 		p.tally(h, func(n *counters) { n.doomed-- })
 	}
 	delete(p.conns, c.ID)
-	c.setState(StateClosed, now)
+	c.setState(StateClosed, stampOf(now))
 	c.ClosedAt = now
 	by, reason := p.closeReasonLocked(c, prev)
 	c.ClosedBy, c.CloseReason = by, reason
@@ -440,7 +439,7 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 				goaway = false
 			}
 		}
-		if prev == StateIdle && p.tr.IdleConnTimeout > 0 && time.Since(c.idleSince) >= p.tr.IdleConnTimeout {
+		if prev == StateIdle && p.tr.IdleConnTimeout > 0 && time.Since(c.idleSince.time()) >= p.tr.IdleConnTimeout {
 			goaway = false
 		}
 		if goaway {

@@ -21,9 +21,9 @@ func BenchmarkObserve(b *testing.B) {
 	now := time.Now()
 	p.mu.Lock()
 	c := &connState{Conn: Conn{ID: 1, Host: host}, io: new(connIO), hc: p.hostLocked(host)}
-	c.setState(StateDialing, now)
+	c.setState(StateDialing, stampOf(now))
 	p.conns[c.ID] = c
-	p.openLocked(c, c.hc, now)
+	p.openLocked(c, c.hc, stampOf(now))
 	p.mu.Unlock()
 	kinds := []httptrace.Kind{
 		httptrace.KindGetConn, httptrace.KindGotConn, httptrace.KindWroteHeaders, httptrace.KindWroteRequest,

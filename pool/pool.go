@@ -51,7 +51,7 @@ type request struct {
 	getConnAt time.Duration // the offset of the last GetConn in its timeline
 	waiting   bool
 	bodyOpen  bool
-	openedAt  time.Time
+	openedAt  stamp
 	stack     []uintptr
 	collected bool
 	early     bool
@@ -308,7 +308,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		p.nextConn++
 		h := p.hostLocked(addr)
 		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, io: new(connIO), hc: h}
-		c.setState(StateDialing, now)
+		c.setState(StateDialing, stampOf(now))
 		p.conns[c.ID] = c
 		// Whether the Transport handshakes after this dial is known from
 		// the request, looked up now: the request may be cancelled and
@@ -334,7 +334,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 				nc.Close()
 			}
 			c.DialError = err.Error()
-			c.setState(StateFailed, now)
+			c.setState(StateFailed, stampOf(now))
 			p.tally(h, func(n *counters) { n.dialErrors++ })
 			p.rememberLocked(c)
 			return nil, err
@@ -344,11 +344,11 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		if handshake || (tlsHandshake && p.httpsLocked(tlID)) {
 			// The Transport handshakes next; the connection opens when
 			// that request's timeline reports the handshake done.
-			c.setState(StateHandshake, now)
+			c.setState(StateHandshake, stampOf(now))
 			p.pendingTLS[tlID] = c
 			p.tally(h, func(n *counters) { n.dialing++ })
 		} else {
-			p.openLocked(c, h, now)
+			p.openLocked(c, h, stampOf(now))
 		}
 		return &trackedConn{Conn: nc, p: p, c: c, io: c.io}, nil
 	}
@@ -362,7 +362,7 @@ func (p *Pool) httpsLocked(id uint64) bool {
 }
 
 // openLocked marks c open and idle.
-func (p *Pool) openLocked(c *connState, h *counters, now time.Time) {
+func (p *Pool) openLocked(c *connState, h *counters, now stamp) {
 	c.setState(StateIdle, now)
 	p.tally(h, func(n *counters) {
 		n.open++
