@@ -91,7 +91,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 				})
 			}
 		}
-		c := p.conns[ev.Conn]
+		c := p.connLocked(ev.Conn)
 		if c == nil {
 			return
 		}
@@ -119,7 +119,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			p.handshakeDoneLocked(c, ev.Addr, uint16(ev.N), now)
 		}
 	case httptrace.KindPutIdleConn:
-		c := p.conns[ev.Conn]
+		c := p.connLocked(ev.Conn)
 		if c == nil {
 			return
 		}
@@ -185,6 +185,28 @@ func (p *Pool) reqLocked(id uint64) *request {
 		return r
 	}
 	return p.reqs[id]
+}
+
+// connLocked returns the open or dialing connection id, or nil. The last
+// one looked up is at hand without a map lookup: a request's events, and
+// the next request's on a kept-alive connection, concern the same one.
+func (p *Pool) connLocked(id uint64) *connState {
+	if c := p.lastConn; c != nil && c.ID == id {
+		return c
+	}
+	c := p.conns[id]
+	if c != nil {
+		p.lastConn = c
+	}
+	return c
+}
+
+// forgetConnLocked removes c from the open and dialing connections.
+func (p *Pool) forgetConnLocked(c *connState) {
+	delete(p.conns, c.ID)
+	if p.lastConn == c {
+		p.lastConn = nil
+	}
 }
 
 // requestPool recycles the pool's request records, one per request.
@@ -377,7 +399,7 @@ func (p *Pool) connClosed(c *connState) {
 	if c.doomed {
 		p.tally(h, func(n *counters) { n.doomed-- })
 	}
-	delete(p.conns, c.ID)
+	p.forgetConnLocked(c)
 	c.setState(StateClosed, stampOf(now))
 	c.ClosedAt = now
 	by, reason := p.closeReasonLocked(c, prev)

@@ -29,6 +29,7 @@ type Pool struct {
 	mu          sync.Mutex
 	nextConn    uint64
 	conns       map[uint64]*connState // open and dialing
+	lastConn    *connState            // the last of conns looked up (see connLocked)
 	closed      []*connState          // most recent closed, up to keepClosed
 	hosts       map[string]*counters
 	lastHost    hostCache // the host of the last request started
@@ -328,7 +329,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		defer p.mu.Unlock()
 		defer p.signalLocked()
 		p.tally(h, func(n *counters) { n.dialing-- })
-		delete(p.conns, c.ID)
+		p.forgetConnLocked(c)
 		if err != nil {
 			if nc != nil {
 				nc.Close()
