@@ -9,15 +9,19 @@ import (
 // scenario can act at a known stage rather than after a guess.
 type signals struct {
 	chans map[httptrace.Kind]chan struct{} // written only by newSignals
+	kinds httptrace.KindSet
 }
 
 func newSignals(kinds ...httptrace.Kind) *signals {
-	s := &signals{chans: map[httptrace.Kind]chan struct{}{}}
+	s := &signals{chans: map[httptrace.Kind]chan struct{}{}, kinds: httptrace.Kinds(kinds...)}
 	for _, k := range kinds {
 		s.chans[k] = make(chan struct{}, 64)
 	}
 	return s
 }
+
+// EventKinds implements [httptrace.EventFilter]: the kinds it watches.
+func (s *signals) EventKinds() httptrace.KindSet { return s.kinds }
 
 // Observe does nothing: signals only watch events.
 func (s *signals) Observe(*httptrace.Timeline) {}

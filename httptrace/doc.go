@@ -26,7 +26,10 @@
 // The steady state of a service — a keep-alive connection taken from the
 // idle pool — allocates a handful of small objects per request: the
 // recorder, its ClientTrace and hook closures are built once and recycled
-// when no hook of the finished request can fire any more.
+// when no hook of the finished request can fire any more. Every event
+// handed to an [EventObserver] is a call on the request's path; one that
+// needs a few kinds of events says so with [EventFilter] and is called for
+// those alone.
 //
 // # Redaction
 //

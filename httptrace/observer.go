@@ -58,8 +58,8 @@ func Kinds(kinds ...Kind) KindSet {
 func (s KindSet) Has(k Kind) bool { return s&(1<<k) != 0 }
 
 // EventFilter is implemented by an [EventObserver] that wants events of
-// some kinds only: a [Transport] calls its ObserveEvent for those kinds
-// alone, late events included. Each call of ObserveEvent sits on the
+// some kinds only: a [Transport] calls its ObserveEvent for events of those
+// kinds alone, late ones included. Each call of ObserveEvent sits on the
 // request's path, so an observer that ignores most kinds spares the
 // request the calls.
 type EventFilter interface {
