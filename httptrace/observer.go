@@ -3,6 +3,8 @@ package httptrace
 import (
 	"context"
 	"sync"
+
+	"github.com/connaudit/connaudit/internal/notify"
 )
 
 // Observer receives each finished timeline, once, when the response body was
@@ -129,7 +131,7 @@ type Collector struct {
 	mu        sync.Mutex
 	timelines []*Timeline
 	late      []LateEvent
-	changed   chan struct{}
+	changes   notify.Changes
 }
 
 // LateEvent is an event recorded after its timeline was finished.
@@ -144,7 +146,7 @@ func (c *Collector) Observe(tl *Timeline) {
 	cl := tl.Clone()
 	c.mu.Lock()
 	c.timelines = append(c.timelines, cl)
-	c.signalLocked()
+	c.changes.Signal()
 	c.mu.Unlock()
 }
 
@@ -155,15 +157,8 @@ func (c *Collector) ObserveEvent(tl *Timeline, ev Event) {
 	}
 	c.mu.Lock()
 	c.late = append(c.late, LateEvent{Timeline: tl.ID, Event: ev})
-	c.signalLocked()
+	c.changes.Signal()
 	c.mu.Unlock()
-}
-
-func (c *Collector) signalLocked() {
-	if c.changed != nil {
-		close(c.changed)
-		c.changed = nil
-	}
 }
 
 // Timelines returns the finished timelines collected so far, in the order
@@ -191,23 +186,7 @@ func (c *Collector) Reset() {
 // Wait blocks until cond, called with what was collected so far, returns
 // true, or ctx ends. It returns ctx's error in the latter case.
 func (c *Collector) Wait(ctx context.Context, cond func(timelines []*Timeline, late []LateEvent) bool) error {
-	for {
-		c.mu.Lock()
-		if cond(c.timelines, c.late) {
-			c.mu.Unlock()
-			return nil
-		}
-		if c.changed == nil {
-			c.changed = make(chan struct{})
-		}
-		ch := c.changed
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return notify.Wait(ctx, &c.mu, &c.changes, func() bool { return cond(c.timelines, c.late) })
 }
 
 // WaitN blocks until at least n timelines were collected or ctx ends.

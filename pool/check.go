@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/notify"
 	"go.uber.org/goleak"
 )
 
@@ -44,20 +45,10 @@ func (p *Pool) quietLocked() bool {
 // except those held by open response bodies — or ctx ends, whose error it
 // then returns.
 func (p *Pool) Quiesce(ctx context.Context) error {
-	for {
-		p.mu.Lock()
-		if p.quietLocked() {
-			p.mu.Unlock()
-			return nil
-		}
-		ch := p.waitChangeLocked()
-		p.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("pool: did not settle: %s: %w", p.describeMotion(), ctx.Err())
-		}
+	if err := notify.Wait(ctx, &p.mu, &p.changes, p.quietLocked); err != nil {
+		return fmt.Errorf("pool: did not settle: %s: %w", p.describeMotion(), err)
 	}
+	return nil
 }
 
 func (p *Pool) describeMotion() string {

@@ -44,7 +44,7 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	// Signal on every path: some cases change a count and then return
 	// early (a GotConn for a connection the pool no longer knows still
 	// ends the wait).
-	defer p.signalLocked()
+	defer p.changes.Signal()
 	p.observeLocked(tl, ev, stack)
 }
 
@@ -371,7 +371,7 @@ func (p *Pool) connClosed(c *connState) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	defer p.signalLocked()
+	defer p.changes.Signal()
 	if c.State == StateClosed || c.State == StateFailed {
 		return
 	}

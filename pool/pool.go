@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/notify"
 )
 
 // Pool is a tracked HTTP connection pool: an [http.Transport] whose
@@ -38,7 +39,7 @@ type Pool struct {
 	lastReq     *request            // the request started last, while in reqs (see reqLocked)
 	pendingTLS  map[uint64]*connState
 	closingIdle int
-	changed     chan struct{}
+	changes     notify.Changes  // signalled at every change of state
 	unclosed    map[string]bool // call sites already reported
 }
 
@@ -319,7 +320,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 			n.dials++
 			n.dialing++
 		})
-		p.signalLocked()
+		p.changes.Signal()
 		p.mu.Unlock()
 
 		nc, err := dial(ctx, network, addr)
@@ -327,7 +328,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		now = time.Now()
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		defer p.signalLocked()
+		defer p.changes.Signal()
 		p.tally(h, func(n *counters) { n.dialing-- })
 		p.forgetConnLocked(c)
 		if err != nil {
@@ -412,21 +413,6 @@ func (p *Pool) rememberLocked(c *connState) {
 		p.closed = p.closed[:len(p.closed)-1]
 	}
 	p.closed = append(p.closed, c)
-}
-
-func (p *Pool) signalLocked() {
-	if p.changed != nil {
-		close(p.changed)
-		p.changed = nil
-	}
-}
-
-// waitChange returns a channel closed at the next change of state.
-func (p *Pool) waitChangeLocked() <-chan struct{} {
-	if p.changed == nil {
-		p.changed = make(chan struct{})
-	}
-	return p.changed
 }
 
 // hostKey returns the address the Transport dials for a request to u's

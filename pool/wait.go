@@ -13,7 +13,7 @@ func (p *Pool) WaitFor(ctx context.Context, cond func(Stats) bool) error {
 	for {
 		p.mu.Lock()
 		s := p.total.stats()
-		ch := p.waitChangeLocked()
+		ch := p.changes.Next()
 		p.mu.Unlock()
 		if cond(s) {
 			return nil

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/notify"
 )
 
 // A Server is a fault-injecting HTTP server listening on a loopback address.
@@ -39,7 +41,7 @@ type Server struct {
 	conns     map[*trackedConn]struct{} // accepted and not yet done
 	nextID    uint64
 	inflight  map[*trackedConn]int // running handlers per connection
-	changed   chan struct{}        // closed and replaced whenever a handler exits
+	changes   notify.Changes       // signalled whenever a handler exits
 }
 
 // NewUnstarted returns a [Server] listening on 127.0.0.1 with a
@@ -65,7 +67,6 @@ func NewUnstarted(opts ...Option) (*Server, error) {
 		endpoints: make(map[string]*endpoint),
 		conns:     make(map[*trackedConn]struct{}),
 		inflight:  make(map[*trackedConn]int),
-		changed:   make(chan struct{}),
 	}
 	if cfg.tls {
 		s.cert, s.leaf, err = selfSigned(ln.Addr().(*net.TCPAddr).IP)
@@ -332,8 +333,7 @@ func (s *Server) exit(tc *trackedConn) {
 	if s.inflight[tc]--; s.inflight[tc] <= 0 {
 		delete(s.inflight, tc)
 	}
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changes.Signal()
 }
 
 // waitHandlers waits until no handler runs on a connection matched by on
@@ -349,11 +349,12 @@ func (s *Server) waitHandlers(on map[*trackedConn]bool, timeout <-chan time.Time
 				break
 			}
 		}
-		ch := s.changed
-		s.mu.Unlock()
 		if !busy {
+			s.mu.Unlock()
 			return true
 		}
+		ch := s.changes.Next()
+		s.mu.Unlock()
 		select {
 		case <-ch:
 		case <-timeout:

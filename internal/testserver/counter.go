@@ -3,6 +3,8 @@ package testserver
 import (
 	"context"
 	"sync"
+
+	"github.com/connaudit/connaudit/internal/notify"
 )
 
 // Counter is a count that a test can wait on without sleeping: a server
@@ -12,17 +14,14 @@ import (
 type Counter struct {
 	mu      sync.Mutex
 	n       int64
-	changed chan struct{} // closed at the next change; nil when nobody waits
+	changes notify.Changes
 }
 
 // Add adds d to the count.
 func (c *Counter) Add(d int64) {
 	c.mu.Lock()
 	c.n += d
-	if c.changed != nil {
-		close(c.changed)
-		c.changed = nil
-	}
+	c.changes.Signal()
 	c.mu.Unlock()
 }
 
@@ -36,21 +35,5 @@ func (c *Counter) Load() int64 {
 // WaitAtLeast waits until the count is at least n, or ctx ends; it
 // returns ctx's error in the latter case.
 func (c *Counter) WaitAtLeast(ctx context.Context, n int64) error {
-	for {
-		c.mu.Lock()
-		if c.n >= n {
-			c.mu.Unlock()
-			return nil
-		}
-		if c.changed == nil {
-			c.changed = make(chan struct{})
-		}
-		ch := c.changed
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return notify.Wait(ctx, &c.mu, &c.changes, func() bool { return c.n >= n })
 }
