@@ -53,16 +53,11 @@ func WithObserver(o Observer) Option {
 		}
 		t.obs = o
 		t.events, _ = o.(EventObserver)
-		if m, ok := o.(multi); ok {
-			// Events go straight to the one observer that wants them,
-			// or nowhere: each event would otherwise pay a call to the
-			// combination's loop.
-			switch len(m.events) {
-			case 0:
-				t.events = nil
-			case 1:
-				t.events = m.events[0]
-			}
+		if m, ok := o.(multi); ok && len(m.events) == 1 {
+			// Events go straight to the one observer that wants them:
+			// each would otherwise pay a call to the combination's loop.
+			// (With none, the combination wants no kind of event.)
+			t.events = m.events[0]
 		}
 		t.kinds = 0
 		if t.events != nil {
