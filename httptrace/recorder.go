@@ -380,14 +380,18 @@ func (r *recorder) wroteRequest(info stdtrace.WroteRequestInfo) {
 	r.mu.Unlock()
 }
 
-// wroteBodiless is the WroteRequest hook of a request without a body, whose
-// trace has no WroteHeaders hook: net/http reports such a request's headers
-// and the request itself written one after the other, with no I/O in
-// between (HTTP/1 writes both into the connection's buffer, which it flushes
-// after both hooks; HTTP/2 sends the HEADERS frame with END_STREAM, then
-// calls both). Both events are recorded here, at one time, which spares the
-// write path a hook, a lock and a clock read on every such request. A write
-// that failed records no headers event: the headers may not have gone out.
+// wroteBodiless is the WroteRequest hook of a request without a body,
+// whose trace has no WroteHeaders hook. HTTP/1 reports such a request's
+// headers and the request itself written one after the other, with no I/O
+// in between (it writes both into the connection's buffer, which it
+// flushes after both hooks). Both events are recorded here, at one time,
+// which spares the write path a hook, a lock and a clock read on every
+// such request. A write that failed records no headers event: the headers
+// may not have gone out. HTTP/2 sends the HEADERS frame with END_STREAM
+// and reports the request written only once it let other streams start,
+// by when the response may have come and even been read; its headers
+// written hook comes sooner, but can come after the response too.
+// [Timeline.Timings] allows for both.
 func (r *recorder) wroteBodiless(info stdtrace.WroteRequestInfo) {
 	r.mu.Lock()
 	var at time.Duration

@@ -201,7 +201,11 @@ type Timings struct {
 	Connect time.Duration
 	// TLS is TLSStart to TLSDone.
 	TLS time.Duration
-	// Write is GotConn to WroteRequest.
+	// Write is GotConn to WroteRequest. When the request was reported
+	// written only after its first response byte (HTTP/2 may report it
+	// late; a server may answer before the body was all sent), it ends at
+	// WroteHeaders instead, and when that too came after the first byte,
+	// Write is 0 and Server counts from GotConn.
 	Write time.Duration
 	// Server is WroteRequest to the first response byte: server
 	// processing plus one network round trip.
@@ -227,6 +231,7 @@ func (tl *Timeline) Timings() Timings {
 		connStart, connDone          = time.Duration(-1), time.Duration(-1)
 		tlsStart, tlsDone            = time.Duration(-1), time.Duration(-1)
 		wrote, first, eof, closed, d = time.Duration(-1), time.Duration(-1), time.Duration(-1), time.Duration(-1), time.Duration(-1)
+		wroteHeaders                 = time.Duration(-1)
 	)
 	for i := range tl.Events {
 		e := &tl.Events[i] // not a copy of each event: this runs per request
@@ -258,6 +263,8 @@ func (tl *Timeline) Timings() Timings {
 			}
 		case KindTLSDone:
 			tlsDone = e.At
+		case KindWroteHeaders:
+			wroteHeaders = e.At
 		case KindWroteRequest:
 			wrote = e.At
 		case KindFirstByte:
@@ -285,6 +292,20 @@ func (tl *Timeline) Timings() Timings {
 	t.PoolWait = acquire
 	if tl.Conn.Dialed {
 		t.PoolWait = max(0, acquire-t.DNS-t.Connect-t.TLS)
+	}
+	if wrote < 0 || (first >= 0 && wrote > first) {
+		// HTTP/2 reports the request written only after it let other
+		// streams start, which can be after the response came, or even
+		// after the request ended (a late event); the server may also
+		// answer before the body was all sent. The headers written then
+		// stand for the request written; if they too were reported too
+		// late, the wait for the response counts from the connection.
+		switch {
+		case wroteHeaders >= 0 && (first < 0 || wroteHeaders <= first):
+			wrote = wroteHeaders
+		case first >= 0 && gotConn >= 0 && gotConn <= first:
+			wrote = gotConn
+		}
 	}
 	t.Write = span(gotConn, wrote)
 	t.Server = span(wrote, first)

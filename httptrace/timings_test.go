@@ -117,13 +117,42 @@ func TestTimings(t *testing.T) {
 			want: httptrace.Timings{PoolWait: 2 * ms, Total: 3 * ms},
 		},
 		{
-			name: "out-of-order pair counts as zero",
+			name: "request reported written after the first byte, no headers event: the wait counts from the connection",
 			conn: httptrace.ConnInfo{Reused: true},
 			events: []httptrace.Event{
 				ev(httptrace.KindGetConn, 0), ev(httptrace.KindGotConn, 1), ev(httptrace.KindFirstByte, 2),
 				ev(httptrace.KindWroteRequest, 3), ev(httptrace.KindDone, 4),
 			},
-			want: httptrace.Timings{PoolWait: 1 * ms, Write: 2 * ms, Total: 4 * ms},
+			want: httptrace.Timings{PoolWait: 1 * ms, Server: 1 * ms, Total: 4 * ms},
+		},
+		{
+			name: "HTTP/2 request written reported late: the headers written stand for it",
+			conn: httptrace.ConnInfo{Reused: true},
+			events: []httptrace.Event{
+				ev(httptrace.KindGetConn, 0), ev(httptrace.KindGotConn, 1), ev(httptrace.KindWroteHeaders, 2),
+				ev(httptrace.KindFirstByte, 5), ev(httptrace.KindBodyEOF, 6), ev(httptrace.KindBodyClose, 7),
+				ev(httptrace.KindDone, 7), late(ev(httptrace.KindWroteRequest, 8)),
+			},
+			want: httptrace.Timings{PoolWait: 1 * ms, Write: 1 * ms, Server: 3 * ms, Transfer: 1 * ms, Total: 7 * ms},
+		},
+		{
+			name: "HTTP/2 headers and request written both reported late",
+			conn: httptrace.ConnInfo{Reused: true},
+			events: []httptrace.Event{
+				ev(httptrace.KindGetConn, 0), ev(httptrace.KindGotConn, 1), ev(httptrace.KindFirstByte, 5),
+				ev(httptrace.KindBodyEOF, 6), ev(httptrace.KindBodyClose, 7), ev(httptrace.KindDone, 7),
+				late(ev(httptrace.KindWroteHeaders, 8)), late(ev(httptrace.KindWroteRequest, 8)),
+			},
+			want: httptrace.Timings{PoolWait: 1 * ms, Server: 4 * ms, Transfer: 1 * ms, Total: 7 * ms},
+		},
+		{
+			name: "server answered before the body was all sent",
+			conn: httptrace.ConnInfo{Reused: true},
+			events: []httptrace.Event{
+				ev(httptrace.KindGetConn, 0), ev(httptrace.KindGotConn, 0), ev(httptrace.KindWroteHeaders, 1),
+				ev(httptrace.KindFirstByte, 3), ev(httptrace.KindWroteRequest, 6), ev(httptrace.KindDone, 7),
+			},
+			want: httptrace.Timings{Write: 1 * ms, Server: 2 * ms, Total: 7 * ms},
 		},
 		{
 			name: "empty",

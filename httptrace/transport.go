@@ -303,58 +303,31 @@ func (t *Transport) recorder() *recorder {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := t.recorder()
 	r.begin(req)
-	ctx := r.ctx
-	if t.bodyIdle > 0 {
-		ctx, r.cancel = context.WithCancelCause(ctx)
-	}
 	ct := r.trace(req)
-	if stdtrace.ContextClientTrace(ctx) != nil {
-		// Compose a fresh copy: WithClientTrace changes it in place to
-		// call the caller's hooks too, so it is never used again.
-		own := ct
-		ct = new(stdtrace.ClientTrace)
-		*ct = *own
-		r.tl.Composed = true
-	}
-	var wrapper *body // allocated with the context, when it can be
-	switch {
-	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil && t.unclosed == nil:
-		// One context value instead of two: it answers both net/http's
-		// ClientTrace lookup and DialTrace's recorder lookup. The hooks
-		// carry no DNS or connect hooks (the dialer adds them), so
-		// WithClientTrace would add nothing else. The body wrapper comes
-		// in the same allocation (not when unclosed bodies are reported:
-		// net/http holds the context of a body left open, which would
-		// keep its wrapper reachable and its cleanup from ever running).
-		rc := &requestContextBody{ctx: requestContext{Context: ctx, trace: ct, r: r}}
+	var (
+		ctx     context.Context
+		wrapper *body // allocated with the context, when it can be
+	)
+	if t.bodyIdle == 0 && t.unclosed == nil && t.dialHooks && clientTraceKey != nil &&
+		stdtrace.ContextClientTrace(r.ctx) == nil {
+		// The common case, that of a pool: one context value instead of
+		// two, answering both net/http's ClientTrace lookup and
+		// DialTrace's recorder lookup. The hooks carry no DNS or connect
+		// hooks (the dialer adds them), so WithClientTrace would add
+		// nothing else. The body wrapper comes in the same allocation.
+		rc := &requestContextBody{ctx: requestContext{Context: r.ctx, trace: ct, r: r}}
 		ctx, wrapper = &rc.ctx, &rc.body
-	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil:
-		ctx = &requestContext{Context: ctx, trace: ct, r: r}
-	case t.dialHooks:
-		ctx = stdtrace.WithClientTrace(ctx, ct)
-		ctx = context.WithValue(ctx, recorderKey{}, r)
-	default:
-		ctx = stdtrace.WithClientTrace(ctx, ct)
+	} else {
+		ctx, wrapper = t.requestContext(r, ct)
 	}
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
-	if err == nil && resp == nil {
-		err = errors.New("httptrace: base RoundTripper returned neither response nor error")
-	}
-	if err != nil {
-		if resp != nil && resp.Body != nil {
-			resp.Body.Close()
-		}
-		r.roundTripDone(nil, err)
-		return nil, err
+	if err != nil || resp == nil {
+		return nil, r.failed(resp, err)
 	}
 	r.roundTripDone(resp, nil)
 	resp.Request = req
 	if resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
-		// Nothing to wait for (or a connection handed over to the
-		// caller): the request ends here.
-		r.mu.Lock()
-		r.finishLocked(ClassOK, StageBody, nil, 0)
-		r.mu.Unlock()
+		r.noBody()
 		return resp, nil
 	}
 	b := wrapper
@@ -363,13 +336,74 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	*b = body{rc: resp.Body, r: r, gen: r.gen}
 	if t.unclosed != nil {
-		info := UnclosedBody{Timeline: r.tl.ID, Method: r.tl.Method, URL: r.tl.URL(), Conn: r.tl.Conn.ID}
-		b.cleanup = runtime.AddCleanup(b, t.unclosed, info)
-		b.hasCleanup = true
+		t.reportUnclosed(b, r)
 	}
 	r.bodyStarted(resp.Body == http.NoBody)
 	resp.Body = b
 	return resp, nil
+}
+
+// requestContext returns the context of a request r traces with ct, and
+// the body wrapper allocated with it if it was, in the cases other than
+// RoundTrip's common one: a body idle watchdog, a caller's own ClientTrace
+// to compose with, unclosed bodies reported, or no dialer hooks.
+func (t *Transport) requestContext(r *recorder, ct *stdtrace.ClientTrace) (context.Context, *body) {
+	ctx := r.ctx
+	if t.bodyIdle > 0 {
+		ctx, r.cancel = context.WithCancelCause(ctx)
+	}
+	if stdtrace.ContextClientTrace(ctx) != nil {
+		// Compose a fresh copy: WithClientTrace changes it in place to
+		// call the caller's hooks too, so it is never used again.
+		own := ct
+		ct = new(stdtrace.ClientTrace)
+		*ct = *own
+		r.tl.Composed = true
+	}
+	switch {
+	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil && t.unclosed == nil:
+		// As in RoundTrip's common case. (Not when unclosed bodies are
+		// reported: net/http holds the context of a body left open, which
+		// would keep a wrapper allocated with it reachable and its cleanup
+		// from ever running.)
+		rc := &requestContextBody{ctx: requestContext{Context: ctx, trace: ct, r: r}}
+		return &rc.ctx, &rc.body
+	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil:
+		return &requestContext{Context: ctx, trace: ct, r: r}, nil
+	case t.dialHooks:
+		ctx = stdtrace.WithClientTrace(ctx, ct)
+		return context.WithValue(ctx, recorderKey{}, r), nil
+	}
+	return stdtrace.WithClientTrace(ctx, ct), nil
+}
+
+// failed records the failure of the base RoundTripper and returns the
+// error to give the caller.
+func (r *recorder) failed(resp *http.Response, err error) error {
+	if err == nil {
+		err = errors.New("httptrace: base RoundTripper returned neither response nor error")
+	}
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	r.roundTripDone(nil, err)
+	return err
+}
+
+// noBody ends a request whose response has no body to wait for (or whose
+// connection was handed over to the caller, 101 Switching Protocols).
+func (r *recorder) noBody() {
+	r.mu.Lock()
+	r.finishLocked(ClassOK, StageBody, nil, 0)
+	r.mu.Unlock()
+}
+
+// reportUnclosed registers the cleanup that reports b if it is garbage
+// collected without having been closed.
+func (t *Transport) reportUnclosed(b *body, r *recorder) {
+	info := UnclosedBody{Timeline: r.tl.ID, Method: r.tl.Method, URL: r.tl.URL(), Conn: r.tl.Conn.ID}
+	b.cleanup = runtime.AddCleanup(b, t.unclosed, info)
+	b.hasCleanup = true
 }
 
 // body wraps a response body to record reads, EOF and Close.

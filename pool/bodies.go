@@ -45,7 +45,7 @@ func (p *Pool) OpenBodies() []OpenBody {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []OpenBody
-	for _, r := range p.reqs {
+	for r := range p.reqs.all() {
 		if r.bodyOpen {
 			out = append(out, r.openBody(now))
 		}
@@ -66,7 +66,7 @@ func (r *request) openBody(now time.Time) OpenBody {
 // bodyCollected is the httptrace report of a body collected unclosed.
 func (p *Pool) bodyCollected(u httptrace.UnclosedBody) {
 	p.mu.Lock()
-	r := p.reqs[u.Timeline]
+	r := p.reqs.get(u.Timeline)
 	var rep UnclosedBodyReport
 	if r != nil {
 		r.collected = true

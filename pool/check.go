@@ -22,7 +22,7 @@ func (p *Pool) quietLocked() bool {
 	if p.total.dialing > 0 || p.total.waiting > 0 {
 		return false
 	}
-	for _, r := range p.reqs {
+	for r := range p.reqs.all() {
 		if !r.bodyOpen {
 			return false
 		}
@@ -32,7 +32,7 @@ func (p *Pool) quietLocked() bool {
 			continue
 		}
 		for id := range c.active.all() {
-			if r := p.reqs[id]; r == nil || !r.bodyOpen {
+			if r := p.reqs.get(id); r == nil || !r.bodyOpen {
 				return false
 			}
 		}
@@ -62,7 +62,7 @@ func (p *Pool) describeMotion() string {
 		parts = append(parts, fmt.Sprintf("%d request(s) waiting for a connection", n))
 	}
 	n := 0
-	for _, r := range p.reqs {
+	for r := range p.reqs.all() {
 		if !r.bodyOpen && !r.waiting {
 			n++
 		}
@@ -107,7 +107,7 @@ func (p *Pool) Check(ctx context.Context) error {
 	for _, c := range active {
 		var holders []string
 		for id := range c.active.all() {
-			if r := p.reqs[id]; r != nil {
+			if r := p.reqs.get(id); r != nil {
 				state := "in flight"
 				if r.bodyOpen {
 					state = "body open"

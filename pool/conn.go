@@ -109,6 +109,7 @@ type connState struct {
 	doomed       bool     // the Transport is closing it
 	last         *request // the last request that ended while it was active
 	idleSince    stamp    // when it last went idle
+	openedAt     stamp    // when it opened (its TLS handshake, if any, done)
 }
 
 // activeSet is the set of timeline ids of the requests a connection
@@ -181,10 +182,45 @@ func (s *activeSet) all() iter.Seq[uint64] {
 // 128-byte aligned), away from the pool's record, which the requests'
 // goroutines write, so that the two do not keep taking each other's line.
 type connIO struct {
-	read    atomic.Int64
-	_       [56]byte
-	written atomic.Int64
-	_       [56]byte
+	read atomic.Int64
+	// For HTTP/2 connections (h2) only, as offsets from ioEpoch: when a
+	// Read last returned data, when a Write last began, and lastRead as it
+	// was then. net/http's idle timer for an HTTP/2 connection starts when
+	// its last stream ends, which the pool sees as a read, not as a
+	// request's end (see sinceRead).
+	lastRead    atomic.Int64
+	h2          atomic.Bool
+	_           [44]byte
+	written     atomic.Int64
+	lastWrite   atomic.Int64
+	readAtWrite atomic.Int64
+	_           [40]byte
+}
+
+// ioEpoch is the origin of connIO's times.
+var ioEpoch = time.Now()
+
+// sinceRead returns how long ago an HTTP/2 connection last received data
+// before it began to close, at now (an offset from ioEpoch), and false if
+// it never did. A TLS connection's close begins with a write (its
+// close_notify), which the server may answer before the connection is
+// closed: what was read after a write as recent as that (within slack) is
+// the answer to the close, not what came before it.
+func (io *connIO) sinceRead(now, slack time.Duration) (time.Duration, bool) {
+	r := time.Duration(io.lastRead.Load())
+	if w := time.Duration(io.lastWrite.Load()); w > 0 && r >= w && now-w <= slack {
+		r = time.Duration(io.readAtWrite.Load())
+	}
+	if r == 0 {
+		return 0, false
+	}
+	return now - r, true
+}
+
+// setH2 marks c an HTTP/2 connection.
+func (c *connState) setH2() {
+	c.Proto, c.h2 = "h2", true
+	c.io.h2.Store(true)
 }
 
 // maxHistory bounds a connection's state history: a kept-alive HTTP/1
@@ -234,6 +270,9 @@ func (t *trackedConn) ConnID() uint64 { return t.c.ID }
 func (t *trackedConn) Read(b []byte) (int, error) {
 	n, err := t.Conn.Read(b)
 	t.io.read.Add(int64(n))
+	if n > 0 && t.io.h2.Load() {
+		t.io.lastRead.Store(int64(time.Since(ioEpoch)))
+	}
 	if err != nil && !t.closed.Load() && !isDeadline(err) {
 		t.errOnce.Do(func() { t.p.connReadErr(t.c, err) })
 	}
@@ -241,6 +280,11 @@ func (t *trackedConn) Read(b []byte) (int, error) {
 }
 
 func (t *trackedConn) Write(b []byte) (int, error) {
+	if t.io.h2.Load() {
+		// Before the write: a reply to it must come after both.
+		t.io.readAtWrite.Store(t.io.lastRead.Load())
+		t.io.lastWrite.Store(int64(time.Since(ioEpoch)))
+	}
 	n, err := t.Conn.Write(b)
 	t.io.written.Add(int64(n))
 	return n, err
@@ -273,4 +317,67 @@ func serverSide(err error) (CloseReason, bool) {
 		return ReasonServerReset, true
 	}
 	return "", false
+}
+
+// reqSet holds the requests not yet finished, by timeline id. A pool that
+// carries one request at a time, such as a client calling one host in
+// turn, needs no map: the first request goes apart, and only those in
+// flight beside it go into one.
+type reqSet struct {
+	one  *request
+	more map[uint64]*request
+}
+
+// get returns the request of timeline id, or nil.
+func (s *reqSet) get(id uint64) *request {
+	if r := s.one; r != nil && r.id == id {
+		return r
+	}
+	return s.more[id]
+}
+
+// add adds r, which is not in s.
+func (s *reqSet) add(r *request) {
+	if s.one == nil {
+		s.one = r
+		return
+	}
+	if s.more == nil {
+		s.more = make(map[uint64]*request)
+	}
+	s.more[r.id] = r
+}
+
+// remove removes r, if it is in s.
+func (s *reqSet) remove(r *request) {
+	if s.one == r {
+		s.one = nil
+		return
+	}
+	if s.more[r.id] == r {
+		delete(s.more, r.id)
+	}
+}
+
+// len returns the number of requests.
+func (s *reqSet) len() int {
+	n := len(s.more)
+	if s.one != nil {
+		n++
+	}
+	return n
+}
+
+// all yields the requests.
+func (s *reqSet) all() iter.Seq[*request] {
+	return func(yield func(*request) bool) {
+		if s.one != nil && !yield(s.one) {
+			return
+		}
+		for _, r := range s.more {
+			if !yield(r) {
+				return
+			}
+		}
+	}
 }

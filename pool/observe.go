@@ -3,6 +3,7 @@ package pool
 import (
 	"crypto/tls"
 	"errors"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -35,9 +36,7 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	}
 	var stack []uintptr
 	if ev.Kind == httptrace.KindResponse && p.cfg.captureStacks {
-		var pcs [32]uintptr
-		n := runtime.Callers(2, pcs[:])
-		stack = append([]uintptr(nil), pcs[:n]...)
+		stack = callers()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -46,6 +45,16 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	// ends the wait).
 	defer p.changes.Signal()
 	p.observeLocked(tl, ev, stack)
+}
+
+// callers returns the stack of ObserveEvent's caller. It is apart so that
+// ObserveEvent's frame and code, run for every event, stay small.
+//
+//go:noinline
+func callers() []uintptr {
+	var pcs [32]uintptr
+	n := runtime.Callers(3, pcs[:])
+	return append([]uintptr(nil), pcs[:n]...)
 }
 
 // observeLocked applies ev to the pool's state; p.mu is held. It is apart
@@ -80,30 +89,51 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			r = p.newRequestLocked(tl)
 		}
 		h := r.hc
+		c := p.connLocked(ev.Conn)
 		if r.waiting {
 			r.waiting = false
 			p.tally(h, func(n *counters) { n.waiting-- })
-			if !tl.Conn.WasIdle {
+			if waited(tl, r, c) {
+				// Every wait counts in the duration; a request that
+				// waited again (the Transport retried it) is one more
+				// request that waited only the first time.
 				d := ev.At - r.getConnAt
+				first := !r.waited
+				r.waited = true
 				p.tally(h, func(n *counters) {
-					n.waitCount++
+					if first {
+						n.waitCount++
+					}
 					n.waitDuration += d
 				})
 			}
 		}
-		c := p.connLocked(ev.Conn)
 		if c == nil {
 			return
 		}
 		if c.State == StateHandshake {
 			p.handshakeDoneLocked(c, "", 0, now)
 		}
-		if c.Requests > 0 {
-			p.tally(h, func(n *counters) { n.reused++ })
+		again := r.servedBy == c.ID // an attempt of r already came here
+		// Whether r is served by a reused connection follows its latest
+		// attempt: a hidden retry of a request sent on a reused
+		// connection goes to a new one.
+		if reused := c.Requests > 0 && !(again && c.Requests == 1); reused != r.reused {
+			r.reused = reused
+			p.tally(h, func(n *counters) {
+				if reused {
+					n.reused++
+				} else {
+					n.reused--
+				}
+			})
 		}
-		c.Requests++
-		if len(c.RequestIDs) < maxRequestIDs {
-			c.RequestIDs = append(c.RequestIDs, tl.ID)
+		if !again {
+			r.servedBy = c.ID
+			c.Requests++
+			if len(c.RequestIDs) < maxRequestIDs {
+				c.RequestIDs = append(c.RequestIDs, tl.ID)
+			}
 		}
 		r.conn = c
 		p.activateLocked(c, tl.ID, now)
@@ -143,7 +173,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		p.tally(h, func(n *counters) { n.openBodies++ })
 		if c := r.conn; c != nil {
 			if strings.HasPrefix(tl.Proto, "HTTP/2") {
-				c.Proto, c.h2 = "h2", true
+				c.setH2()
 			} else if c.Proto == "" {
 				c.Proto = tl.Proto
 			}
@@ -151,6 +181,14 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 	case httptrace.KindDone:
 		r := p.reqLocked(tl.ID)
 		if r == nil {
+			if !ev.Late {
+				// The request ended before it asked for a connection
+				// (its context ended first, say): it counts all the
+				// same.
+				u := tl.RawURL()
+				_, h := p.requestHostLocked(u.Scheme, requestHost(&u, tl))
+				p.tally(h, func(n *counters) { n.requests++ })
+			}
 			return
 		}
 		p.requestDoneLocked(tl, r, ev.At)
@@ -166,9 +204,8 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 	r := requestPool.Get().(*request)
 	*r = request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
-	r.host, r.hc = p.requestHostLocked(r.u.Scheme, tl.Host)
-	p.reqs[tl.ID] = r
-	p.lastReq = r
+	r.host, r.hc = p.requestHostLocked(r.u.Scheme, requestHost(&r.u, tl))
+	p.reqs.add(r)
 	p.tally(r.hc, func(n *counters) {
 		n.requests++
 		n.inFlight++
@@ -176,15 +213,32 @@ func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 	return r
 }
 
-// reqLocked returns the pool's record of the request of timeline id, or
-// nil once it ended. The record of the request started last is at hand
-// without a map lookup: with one request at a time on a connection, the
-// events of one request follow each other.
-func (p *Pool) reqLocked(id uint64) *request {
-	if r := p.lastReq; r != nil && r.id == id {
-		return r
+// requestHost returns the host a request to u is sent to: the URL's, which
+// the Transport dials, not a Host header set apart from it.
+func requestHost(u *url.URL, tl *httptrace.Timeline) string {
+	if u.Host != "" {
+		return u.Host
 	}
-	return p.reqs[id]
+	return tl.Host
+}
+
+// waited reports whether request r waited for the connection c a GotConn
+// handed it, when it was waiting for one: an HTTP/1 request did unless it
+// took an idle connection; an HTTP/2 request did if the connection opened
+// after the request asked for one (a request that joins an open HTTP/2
+// connection beside other streams did not wait, though the connection was
+// not idle).
+func waited(tl *httptrace.Timeline, r *request, c *connState) bool {
+	if c == nil || !c.h2 || c.openedAt.start.IsZero() {
+		return !tl.Conn.WasIdle
+	}
+	return c.openedAt.time().After(tl.Start.Add(r.getConnAt))
+}
+
+// reqLocked returns the pool's record of the request of timeline id, or
+// nil once it ended.
+func (p *Pool) reqLocked(id uint64) *request {
+	return p.reqs.get(id)
 }
 
 // connLocked returns the open or dialing connection id, or nil. The last
@@ -216,10 +270,7 @@ var requestPool = sync.Pool{New: func() any { return new(request) }}
 // timeline.
 func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Duration) {
 	p.bodyClosedLocked(r)
-	delete(p.reqs, tl.ID)
-	if p.lastReq == r {
-		p.lastReq = nil
-	}
+	p.reqs.remove(r)
 	h := r.hc
 	p.tally(h, func(n *counters) { n.inFlight-- })
 	if r.waiting {
@@ -236,6 +287,12 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 	}
 	if c.h2 || strings.HasPrefix(tl.Proto, "HTTP/2") {
 		p.deactivateLocked(c, tl.ID, stamp{tl.Start, at})
+		if eof := bodyEOF(tl); c.State == StateIdle && eof >= 0 && eof < at {
+			// net/http's idle timer for an HTTP/2 connection starts
+			// when its last stream ends, at the body's EOF, not when
+			// the body is closed.
+			c.idleSince = stamp{tl.Start, eof}
+		}
 		return
 	}
 	if c.State == StateClosed {
@@ -256,6 +313,16 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 		c.last = r
 		p.doomLocked(c)
 	}
+}
+
+// bodyEOF returns the offset of tl's body EOF, or -1.
+func bodyEOF(tl *httptrace.Timeline) time.Duration {
+	for i := len(tl.Events) - 1; i >= 0; i-- {
+		if e := &tl.Events[i]; e.Kind == httptrace.KindBodyEOF && !e.Late {
+			return e.At
+		}
+	}
+	return -1
 }
 
 // requestCloseReason says why the Transport closes an HTTP/1 connection
@@ -315,7 +382,7 @@ func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, no
 		}
 	}
 	if alpn == "h2" {
-		c.Proto, c.h2 = "h2", true
+		c.setH2()
 	}
 	if version != 0 {
 		c.TLSVersion = tls.VersionName(version)
@@ -419,7 +486,7 @@ func (p *Pool) recloseLocked(c *connState, by Closer, reason CloseReason) {
 func (p *Pool) activeReqsLocked(c *connState) []*request {
 	var out []*request
 	for id := range c.active.all() {
-		if r := p.reqs[id]; r != nil {
+		if r := p.reqs.get(id); r != nil {
 			out = append(out, r)
 		} else if c.last != nil && c.last.id == id {
 			out = append(out, c.last)
@@ -451,6 +518,15 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 		c.CloseDetail = c.readErr.Error()
 	}
 	if c.h2 && prev != StateHandshake && p.closingIdle == 0 && c.putIdleErr == nil {
+		t := p.tr.IdleConnTimeout
+		if d, ok := c.io.sinceRead(time.Since(ioEpoch), t/8); ok && timedOut(d, t) {
+			// Nothing came in for the idle timeout: net/http's idle timer
+			// closed it. That timer starts when the last stream ends
+			// (its END_STREAM read), not when its body is closed, so a
+			// connection whose body the caller still holds, and which the
+			// pool counts active, times out too.
+			return ClosedByClient, ReasonIdleTimeout
+		}
 		// An HTTP/2 client closes a connection itself once the server
 		// sent GOAWAY and its last stream ended. The frame is not visible
 		// here (the bytes are encrypted); infer it: the connection was not
@@ -461,7 +537,7 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 				goaway = false
 			}
 		}
-		if prev == StateIdle && p.tr.IdleConnTimeout > 0 && time.Since(c.idleSince.time()) >= p.tr.IdleConnTimeout {
+		if prev == StateIdle && timedOut(time.Since(c.idleSince.time()), p.tr.IdleConnTimeout) {
 			goaway = false
 		}
 		if goaway {
@@ -479,8 +555,12 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			return ClosedByClient, putIdleReason(c.putIdleErr)
 		case p.tr.DisableKeepAlives:
 			return ClosedByClient, ReasonKeepAlivesOff
-		case p.tr.IdleConnTimeout > 0:
+		case timedOut(time.Since(c.idleSince.time()), p.tr.IdleConnTimeout):
 			return ClosedByClient, ReasonIdleTimeout
+		case p.tr.MaxIdleConns > 0:
+			// net/http closes the least recently used idle connection,
+			// with no hook, to keep MaxIdleConns.
+			return ClosedByClient, ReasonIdlePoolFull
 		}
 		return ClosedByClient, ReasonClient
 	}
@@ -510,6 +590,14 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 		return ClosedByClient, ReasonRequestError
 	}
 	return ClosedByClient, ReasonClient
+}
+
+// timedOut reports whether a connection idle for d can have been closed by
+// net/http's idle timer, of timeout t. The pool learns that a connection
+// went idle a little after the Transport started the timer (the hook runs
+// after), hence the slack.
+func timedOut(d, t time.Duration) bool {
+	return t > 0 && d >= t-t/8
 }
 
 // putIdleReason names the PutIdleConn error that made the Transport close

@@ -35,8 +35,7 @@ type Pool struct {
 	hosts       map[string]*counters
 	lastHost    hostCache // the host of the last request started
 	total       counters
-	reqs        map[uint64]*request // requests not yet finished, by timeline id
-	lastReq     *request            // the request started last, while in reqs (see reqLocked)
+	reqs        reqSet // requests not yet finished
 	pendingTLS  map[uint64]*connState
 	closingIdle int
 	changes     notify.Changes  // signalled at every change of state
@@ -56,6 +55,9 @@ type request struct {
 	openedAt  stamp
 	stack     []uintptr
 	collected bool
+	waited    bool   // it waited for a connection (counted in waitCount)
+	reused    bool   // its latest attempt got a reused connection (counted in reused)
+	servedBy  uint64 // the connection its latest attempt was counted on
 	early     bool
 	connClose bool
 	proto     string
@@ -207,7 +209,6 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 		maxConn:    tr.MaxConnsPerHost,
 		conns:      map[uint64]*connState{},
 		hosts:      map[string]*counters{},
-		reqs:       map[uint64]*request{},
 		pendingTLS: map[uint64]*connState{},
 		unclosed:   map[string]bool{},
 	}
@@ -359,13 +360,14 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 // httpsLocked reports whether the request of timeline id, if still known,
 // is an https request.
 func (p *Pool) httpsLocked(id uint64) bool {
-	r := p.reqs[id]
+	r := p.reqs.get(id)
 	return r != nil && r.u.Scheme == "https"
 }
 
 // openLocked marks c open and idle.
 func (p *Pool) openLocked(c *connState, h *counters, now stamp) {
 	c.setState(StateIdle, now)
+	c.openedAt = now
 	p.tally(h, func(n *counters) {
 		n.open++
 		n.idle++

@@ -1,0 +1,216 @@
+package pool_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+
+	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+)
+
+// TestHostStatsUseTheURLsHost checks that a request whose Host header
+// differs from its URL counts under the host the Transport dials, with its
+// connection, not under a host never dialed.
+func TestHostStatsUseTheURLsHost(t *testing.T) {
+	srv := newServer(t, plainHTTP, okHandler)
+	p := newPool(t)
+	for range 2 {
+		req, err := http.NewRequestWithContext(bounded(t), http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		req.Host = "example.com"
+		resp, err := p.Client().Do(req)
+		require.NoError(t, err)
+		_, err = io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+	}
+	quiesce(t, p)
+	hs := p.HostStats()
+	require.Len(t, hs, 1, "%v", hs)
+	for _, s := range hs {
+		require.EqualValues(t, 2, s.Requests)
+		require.EqualValues(t, 1, s.Dials)
+		require.EqualValues(t, 1, s.ReusedRequests)
+		require.Equal(t, 1, s.Open)
+	}
+}
+
+// TestRetriedRequestCountedOnce checks that a request the Transport sends
+// twice (the server refused its first stream) is one request, on a
+// connection that served one request, and not a reused one.
+func TestRetriedRequestCountedOnce(t *testing.T) {
+	s, err := faultserver.New(faultserver.WithRawHTTP2())
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	s.Handle("/refused", faultserver.Sequence{Faults: []faultserver.Fault{
+		faultserver.RSTStream{Code: uint32(http2.ErrCodeRefusedStream)}, faultserver.OK{},
+	}})
+	col := &httptrace.Collector{}
+	p := newPool(t, pool.TLSConfig(s.ClientTLSConfig()), pool.WithObserver(col))
+	get(t, p, s.URL()+"/refused")
+	quiesce(t, p)
+
+	tls := col.Timelines()
+	require.Len(t, tls, 1)
+	require.Equal(t, 2, tls[0].GetConns, "the Transport asked for a connection twice")
+	st := p.Stats()
+	require.EqualValues(t, 1, st.Requests)
+	require.EqualValues(t, 0, st.ReusedRequests)
+	require.EqualValues(t, 1, st.WaitCount)
+	c := onlyConn(t, p)
+	require.Equal(t, 1, c.Requests)
+	require.Equal(t, []uint64{tls[0].ID}, c.RequestIDs)
+}
+
+// TestH2StreamsBesideOthersDoNotWait checks that requests joining an open
+// HTTP/2 connection beside other streams are not counted as waits: only
+// the request that dialed it waited.
+func TestH2StreamsBesideOthersDoNotWait(t *testing.T) {
+	const n = 8
+	gate := make(chan struct{})
+	entered := make(chan struct{}, n)
+	srv := newServer(t, tlsHTTP2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-gate
+		}
+		io.WriteString(w, "ok")
+	}))
+	p := newPool(t, pool.TLSConfig(srv.trust()), pool.MaxConnsPerHost(2))
+	get(t, p, srv.URL+"/warm")
+	quiesce(t, p)
+
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(bounded(t), http.MethodGet, srv.URL+"/slow", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp, err := p.Client().Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	for range n {
+		<-entered
+	}
+	require.Len(t, onlyConn(t, p).Active, n, "all streams on one connection")
+	close(gate)
+	wg.Wait()
+	quiesce(t, p)
+
+	s := p.Stats()
+	require.EqualValues(t, n+1, s.Requests)
+	require.EqualValues(t, 1, s.Dials)
+	require.EqualValues(t, n, s.ReusedRequests)
+	require.EqualValues(t, 1, s.WaitCount, "only the request that dialed waited")
+}
+
+// TestRequestEndedBeforeAskingForAConnection checks that a request whose
+// context ended before the Transport asked for a connection still counts.
+func TestRequestEndedBeforeAskingForAConnection(t *testing.T) {
+	srv := newServer(t, plainHTTP, okHandler)
+	col := &httptrace.Collector{}
+	p := newPool(t, pool.WithObserver(col))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	_, err = p.Client().Do(req)
+	require.ErrorIs(t, err, context.Canceled)
+	quiesce(t, p)
+
+	tls := col.Timelines()
+	require.Len(t, tls, 1)
+	require.Zero(t, tls[0].GetConns, "no connection asked for")
+	s := p.Stats()
+	require.EqualValues(t, 1, s.Requests)
+	require.Zero(t, s.InFlight)
+	require.Zero(t, s.Dials)
+	require.EqualValues(t, 1, p.HostStats()[srv.Listener.Addr().String()].Requests)
+}
+
+// TestIdleConnEvictedByMaxIdleConns checks the reason given for an idle
+// connection the Transport closes to keep MaxIdleConns: not the idle
+// timeout, which is a minute away.
+func TestIdleConnEvictedByMaxIdleConns(t *testing.T) {
+	s1 := newServer(t, plainHTTP, okHandler)
+	s2 := newServer(t, plainHTTP, okHandler)
+	p, err := pool.Track(&http.Transport{MaxIdleConns: 1, IdleConnTimeout: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	get(t, p, s1.URL)
+	get(t, p, s2.URL)
+	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+	var closed []pool.Conn
+	for _, c := range p.Conns() {
+		if c.State == pool.StateClosed {
+			closed = append(closed, c)
+		}
+	}
+	require.Len(t, closed, 1)
+	require.Equal(t, s1.Listener.Addr().String(), closed[0].Host, "the least recently used")
+	require.Equal(t, pool.ClosedByClient, closed[0].ClosedBy)
+	require.Equal(t, pool.ReasonIdlePoolFull, closed[0].CloseReason)
+}
+
+// TestH2IdleTimeoutWhileBodyHeld checks the reason given for an HTTP/2
+// connection that net/http's idle timer closes while the caller still
+// holds a response body: the timer starts when the stream ends, not when
+// the body is closed, so the client closed it, not the server.
+func TestH2IdleTimeoutWhileBodyHeld(t *testing.T) {
+	srv := newServer(t, tlsHTTP2, okHandler)
+	p := newPool(t, pool.TLSConfig(srv.trust()), pool.IdleConnTimeout(150*time.Millisecond))
+	resp := open(t, p, bounded(t), srv.URL)
+	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the body came before the close")
+	require.Equal(t, "ok", string(b))
+	require.NoError(t, resp.Body.Close())
+	quiesce(t, p)
+	requireClosed(t, p, pool.ClosedByClient, pool.ReasonIdleTimeout)
+}
+
+// TestH2ServerStageRecorded checks that every HTTP/2 GET has a server
+// stage (headers written, or the connection got, to the first byte):
+// net/http reports such a request written only after it let other streams
+// start, often after the response was read, and its headers written may
+// come after too.
+func TestH2ServerStageRecorded(t *testing.T) {
+	srv := newServer(t, tlsHTTP2, okHandler)
+	col := &httptrace.Collector{}
+	p := newPool(t, pool.TLSConfig(srv.trust()), pool.WithObserver(col))
+	const n = 50
+	for range n {
+		require.Equal(t, "ok", get(t, p, srv.URL))
+	}
+	quiesce(t, p)
+	tls := col.Timelines()
+	require.Len(t, tls, n)
+	inTime := 0
+	for _, tl := range tls {
+		// A round trip separates the connection and the first byte: the
+		// span is never empty.
+		require.Positive(t, tl.Timings().Server, "timeline %d: %v", tl.ID, tl.Events)
+		for _, e := range tl.Events {
+			if e.Kind == httptrace.KindWroteHeaders && !e.Late {
+				inTime++
+			}
+		}
+	}
+	t.Logf("%d of %d requests reported their headers written before they ended", inTime, n)
+}
