@@ -237,8 +237,7 @@ func (r *Runner) observe(s Scenario, e *Env, unbounded bool) {
 		last := faulted[n-1]
 		obs.Class, obs.Stage, obs.Status = last.Outcome.Class, last.Outcome.Stage, last.Outcome.Status
 		if last.Outcome.Err != nil {
-			u := last.RawURL()
-			obs.Error = httptrace.RedactError(last.Outcome.Err, &u)
+			obs.Error = last.RedactError(last.Outcome.Err)
 		}
 		obs.Conn = last.Conn.ID
 		obs.Timeline = last

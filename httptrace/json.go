@@ -100,7 +100,7 @@ type EventJSON struct {
 
 // JSON returns the stable, redacted JSON form of tl.
 func (tl *Timeline) JSON() TimelineJSON {
-	errText := func(err error) string { return RedactError(err, tl.url) }
+	errText := tl.RedactError
 	j := TimelineJSON{
 		ID: tl.ID, Attempt: tl.Attempt, Method: tl.Method, URL: tl.URL(), Host: tl.Host, Start: tl.Start,
 		Status: tl.Status, Proto: tl.Proto, BodyBytes: tl.BodyBytes, BodyEOF: tl.BodyEOF, Closed: tl.BodyClosed,

@@ -10,6 +10,7 @@ import (
 	stdtrace "net/http/httptrace"
 	"net/textproto"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,10 @@ type recorder struct {
 	gen uint64 // bumped on reuse; a body wrapper of an earlier request carries its own
 	t   *Transport
 	ctx context.Context // the caller's request context
+	// req is the request, until it finished (it may be read, not
+	// changed, until then); errs is set once an event carried an error.
+	req  *http.Request
+	errs bool
 
 	tl Timeline
 
@@ -125,6 +130,7 @@ func (r *recorder) addNetHooks(ct *stdtrace.ClientTrace) {
 // begin readies r for req.
 func (r *recorder) begin(req *http.Request) {
 	r.ctx = req.Context()
+	r.req = req
 	r.tl.ID = timelineIDs.Add(1)
 	r.tl.Attempt = AttemptFromContext(r.ctx)
 	r.tl.Method = req.Method
@@ -141,7 +147,11 @@ func (r *recorder) begin(req *http.Request) {
 		r.tl.Header = make(map[string]string, len(r.t.headers))
 		for _, h := range r.t.headers {
 			if v := req.Header.Values(h); len(v) > 0 {
-				r.tl.Header[h] = redactHeader(h, v)
+				if slices.Contains(r.t.secretHeaders, h) {
+					r.tl.Header[h] = Masked
+				} else {
+					r.tl.Header[h] = redactHeader(h, v)
+				}
 			}
 		}
 	}
@@ -159,7 +169,7 @@ func (r *recorder) reset() {
 	clear(r.buf[:min(len(r.tl.Events), inlineEvents)])
 	buf := r.buf[:0]
 	r.tl = Timeline{Events: buf}
-	r.ctx = nil
+	r.ctx, r.req, r.errs = nil, nil, false
 	r.phase, r.connects, r.connectOK, r.netEvents = "", 0, false, false
 	r.gotIdle, r.gotConn, r.gotAny, r.wrote, r.firstByte, r.response = 0, false, false, false, false, false
 	r.readErr, r.roundTrips, r.size1xx = nil, 0, 0
@@ -176,6 +186,9 @@ func (r *recorder) add(e Event) {
 	}
 	if r.tl.Finished {
 		e.Late = true
+	}
+	if e.Err != nil {
+		r.errs = true
 	}
 	if n := len(r.tl.Events); n < maxEvents-endEvents || (n < maxEvents && endsRequest(e.Kind)) {
 		r.tl.Events = append(r.tl.Events, e)
@@ -541,6 +554,12 @@ func (r *recorder) finishLocked(class Class, stage Stage, err error, at time.Dur
 	}
 	r.tl.Outcome = Outcome{Class: class, Stage: stage, Status: r.tl.Status, Err: err}
 	r.add(Event{Kind: KindDone, At: at, Conn: r.tl.Conn.ID, N: int64(r.tl.Status), Err: err})
+	if r.errs && r.req != nil {
+		// The request is still the caller's to leave alone: its header
+		// can be read.
+		r.tl.secrets = requestSecrets(r.req, r.t.secretHeaders)
+	}
+	r.req = nil
 	r.tl.Finished = true
 	if r.t.obs != nil {
 		r.t.obs.Observe(&r.tl)

@@ -1,6 +1,8 @@
 package httptrace
 
 import (
+	"encoding/base64"
+	"net/http"
 	"net/textproto"
 	"net/url"
 	"sort"
@@ -74,8 +76,9 @@ func redactHeader(name string, values []string) string {
 // RedactError returns err's text with every occurrence of the raw URL u
 // replaced by the redacted form, for errors such as *url.Error that quote
 // the URL they were given, and u's password and query values (of 3 bytes
-// or more), as decoded and as written in u, masked wherever else they
-// appear.
+// or more), as decoded and as written in u, and the Basic credentials
+// http.Client builds from u's user information, masked wherever else they
+// appear; a shorter query value is masked where it follows its key.
 func RedactError(err error, u *url.URL) string {
 	if err == nil {
 		return ""
@@ -104,6 +107,10 @@ func RedactError(err error, u *url.URL) string {
 		if p, ok := u.User.Password(); ok && p != "" {
 			secrets = append(secrets, secretForms(p, passwordAsWritten(u.User))...)
 		}
+		// http.Client sends the user information as a Basic
+		// Authorization, which a server may quote back.
+		p, _ := u.User.Password()
+		secrets = append(secrets, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+p)))
 	}
 	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
 		if _, v, ok := strings.Cut(pair, "="); ok {
@@ -119,6 +126,20 @@ func RedactError(err error, u *url.URL) string {
 		}
 	}
 	msg = maskAll(msg, secrets)
+	// A short value is masked only where it is written with its key, as
+	// an error quoting the request line quotes it ("?pin=42"): masking
+	// "42" everywhere would mask unrelated text.
+	var pairs []string
+	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		if _, v, ok := strings.Cut(pair, "="); ok && v != "" && len(v) < 3 {
+			pairs = append(pairs, pair)
+		}
+	}
+	sort.Slice(pairs, func(i, j int) bool { return len(pairs[i]) > len(pairs[j]) })
+	for _, pair := range pairs {
+		k, _, _ := strings.Cut(pair, "=")
+		msg = strings.ReplaceAll(msg, pair, k+"="+Masked)
+	}
 	if u.User != nil {
 		if n := u.User.Username(); n != "" {
 			msg = strings.ReplaceAll(msg, n+":***@", "")
@@ -126,6 +147,71 @@ func RedactError(err error, u *url.URL) string {
 		}
 	}
 	return msg
+}
+
+// RedactRequestError returns err's text redacted as [RedactError] does for
+// req's URL, with the values of req's Authorization, Proxy-Authorization
+// and Cookie headers, and of the headers named, masked too: a server may
+// quote what it was sent in a malformed reply, which net/http's error then
+// quotes.
+func RedactRequestError(err error, req *http.Request, names ...string) string {
+	if err == nil {
+		return ""
+	}
+	if req == nil {
+		return err.Error()
+	}
+	msg := RedactError(err, req.URL)
+	return maskAll(msg, requestSecrets(req, names))
+}
+
+// requestSecrets returns the secrets in req's header: each value of
+// Authorization, Proxy-Authorization and Cookie and of the headers named
+// (as canonical keys), and the parts of each that a server may quote
+// alone: an authorization's credentials, and a Basic one decoded, its
+// password apart; each cookie's value. Parts shorter than 3 bytes are
+// left out, as for query values.
+func requestSecrets(req *http.Request, names []string) []string {
+	var out []string
+	add := func(s string) {
+		if len(s) >= 3 {
+			out = append(out, s)
+		}
+	}
+	for _, name := range [...]string{"Authorization", "Proxy-Authorization"} {
+		for _, v := range req.Header[name] {
+			add(v)
+			scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
+			if !ok {
+				continue
+			}
+			cred = strings.TrimSpace(cred)
+			add(cred)
+			if strings.EqualFold(scheme, "Basic") {
+				if b, err := base64.StdEncoding.DecodeString(cred); err == nil {
+					add(string(b))
+					if _, pass, ok := strings.Cut(string(b), ":"); ok {
+						add(pass)
+					}
+				}
+			}
+		}
+	}
+	for _, v := range req.Header["Cookie"] {
+		add(v)
+		for _, pair := range strings.Split(v, ";") {
+			if _, val, ok := strings.Cut(pair, "="); ok {
+				add(strings.TrimSpace(val))
+			}
+		}
+	}
+	for _, name := range names {
+		for _, v := range req.Header[name] {
+			add(v)
+			add(strings.TrimSpace(v))
+		}
+	}
+	return out
 }
 
 // passwordAsWritten returns the password of user as it is written in a URL

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -156,4 +157,82 @@ func TestRedactErrorClientForm(t *testing.T) {
 	assert.Equal(t, httptrace.Masked, httptrace.RedactURLString("http://[::1"))
 	assert.True(t, httptrace.SensitiveHeader("set-cookie"))
 	assert.False(t, httptrace.SensitiveHeader("X-Req"))
+}
+
+// TestRedactionOfEchoedHeaders: a broken server that quotes the request's
+// head back as a malformed header line makes net/http's error quote the
+// request's credentials. They are masked in every output of the timeline
+// and by RedactRequestError: the Basic credentials the client built from
+// the URL (encoded and decoded), a bearer token, a cookie's value and the
+// value of a header declared secret.
+func TestRedactionOfEchoedHeaders(t *testing.T) {
+	const (
+		bearer = "bearer-SECRET-789"
+		apiKey = "apikey-SECRET-012"
+	)
+	echo := rawServer(t, func(c net.Conn) {
+		head, err := readRequestHead(c)
+		if err != nil {
+			return
+		}
+		lines := strings.Split(strings.TrimSpace(head), "\r\n")
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nEcho "+strings.Join(lines, " | ")+"\r\n\r\n")
+		io.Copy(io.Discard, c)
+	})
+	var jsonBuf, slogBuf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&slogBuf, nil))
+	tr, c := traced(t, newBase(t, nil),
+		[]httptrace.Observer{httptrace.NewJSONLines(&jsonBuf), httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)},
+		httptrace.WithSecretHeaders("x-api-key"), httptrace.WithHeaders("X-Api-Key"))
+	client := &http.Client{Transport: tr}
+	all := append([]string{bearer, apiKey}, secrets...)
+
+	send := func(u string, header http.Header) {
+		t.Helper()
+		req := newRequest(t, guardCtx(t), http.MethodGet, u, nil)
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		_, err := client.Do(req)
+		require.Error(t, err)
+		raw := err.Error()
+		require.NotEmpty(t, secretsIn(raw, all...), "the raw error quotes the request: %s", raw)
+		msg := httptrace.RedactRequestError(err, req, "X-Api-Key")
+		assert.Empty(t, secretsIn(msg, all...), "RedactRequestError leaks: %s", msg)
+	}
+	send(secretURL(echo.Addr().String(), "/basic"), http.Header{
+		"Cookie": {"session=" + secretCookie + "; lang=en"}, "X-Api-Key": {apiKey},
+	})
+	send("http://"+echo.Addr().String()+"/bearer", http.Header{
+		"Authorization": {"Bearer " + bearer}, "Proxy-Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte(secretUser+":"+secretPassword))},
+	})
+
+	tls := waitTimelines(t, c, 2)
+	for _, tl := range tls {
+		require.Equal(t, httptrace.ClassProtocol, tl.Outcome.Class)
+		require.NotEmpty(t, secretsIn(tl.Outcome.Err.Error(), all...), "the raw outcome quotes the request")
+		var wf strings.Builder
+		require.NoError(t, httptrace.WriteWaterfall(&wf, tl))
+		js, err := json.Marshal(tl)
+		require.NoError(t, err)
+		for name, out := range map[string]string{"waterfall": wf.String(), "MarshalJSON": string(js)} {
+			assert.Empty(t, secretsIn(out, all...), "%s of %s leaks: %s", name, tl.URL(), out)
+		}
+		if v, ok := tl.Header["X-Api-Key"]; ok {
+			assert.Equal(t, httptrace.Masked, v, "a secret header is recorded masked")
+		}
+	}
+	for name, out := range map[string]string{"json lines": jsonBuf.String(), "slog": slogBuf.String()} {
+		assert.Empty(t, secretsIn(out, all...), "%s leaks:\n%s", name, out)
+	}
+}
+
+// TestRedactErrorShortQueryValues: a query value shorter than 3 bytes is
+// masked where the error quotes it with its key (a request line), and
+// left alone elsewhere.
+func TestRedactErrorShortQueryValues(t *testing.T) {
+	u, err := url.Parse("http://127.0.0.1:1/p?pin=42&k=ab&page=2")
+	require.NoError(t, err)
+	got := httptrace.RedactError(errors.New(`malformed HTTP response "GET /p?pin=42&k=ab&page=2 HTTP/1.1" after 42 bytes`), u)
+	assert.Equal(t, `malformed HTTP response "GET /p?pin=REDACTED&k=REDACTED&page=REDACTED HTTP/1.1" after 42 bytes`, got)
 }

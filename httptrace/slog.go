@@ -61,7 +61,7 @@ func (s *SlogObserver) Observe(tl *Timeline) {
 		attrs = append(attrs, slog.Bool("closed_early", true))
 	}
 	if tl.Outcome.Err != nil {
-		attrs = append(attrs, slog.String("error", RedactError(tl.Outcome.Err, tl.url)))
+		attrs = append(attrs, slog.String("error", tl.RedactError(tl.Outcome.Err)))
 	}
 	s.logger.LogAttrs(ctx, level, "http request", attrs...)
 }

@@ -72,6 +72,22 @@ type Timeline struct {
 	Header map[string]string
 
 	url *url.URL
+	// secrets are the request's header secrets (see requestSecrets),
+	// kept when it failed or an event carries an error, whose text a
+	// server may have filled with what it was sent.
+	secrets []string
+}
+
+// RedactError returns the text of err, an error of tl (its outcome's or an
+// event's), redacted with the package's [RedactError] for tl's URL and with
+// the request's credentials masked as [RedactRequestError] masks them (a
+// server may quote what it was sent, and net/http's error quote that).
+func (tl *Timeline) RedactError(err error) string {
+	msg := RedactError(err, tl.url)
+	if len(tl.secrets) > 0 && err != nil {
+		msg = maskAll(msg, slices.Clone(tl.secrets))
+	}
+	return msg
 }
 
 // URL returns the request URL, redacted: no user information, query values

@@ -24,9 +24,13 @@ type Transport struct {
 	dialHooks bool
 	bodyIdle  time.Duration
 	headers   []string
-	unclosed  func(UnclosedBody)
-	max1xx    int64 // bound on the bytes of a request's 1xx responses
-	recorders sync.Pool
+	// secretHeaders are the header names whose values are masked in every
+	// error text and recorded header, beside Authorization,
+	// Proxy-Authorization and Cookie.
+	secretHeaders []string
+	unclosed      func(UnclosedBody)
+	max1xx        int64 // bound on the bytes of a request's 1xx responses
+	recorders     sync.Pool
 }
 
 // defaultMax1xx is net/http's default MaxResponseHeaderBytes, the bound on
@@ -108,6 +112,23 @@ func WithHeaders(names ...string) Option {
 				return errors.New("httptrace: empty header name")
 			}
 			t.headers = append(t.headers, textproto.CanonicalMIMEHeaderKey(n))
+		}
+		return nil
+	})
+}
+
+// WithSecretHeaders declares the named request headers secret, as
+// Authorization, Proxy-Authorization and Cookie always are: their values
+// are masked in the error texts of every output (a server may quote what
+// it was sent in a malformed reply, which net/http's error then quotes)
+// and in the headers recorded with [WithHeaders].
+func WithSecretHeaders(names ...string) Option {
+	return optionFunc(func(t *Transport) error {
+		for _, n := range names {
+			if n == "" {
+				return errors.New("httptrace: empty header name")
+			}
+			t.secretHeaders = append(t.secretHeaders, textproto.CanonicalMIMEHeaderKey(n))
 		}
 		return nil
 	})

@@ -16,7 +16,10 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 	t := tl.Timings()
 	fmt.Fprintf(&b, "%s %s\n", tl.Method, tl.URL())
 	conn := "reused"
+	_, got := tl.First(KindGotConn)
 	switch {
+	case !got:
+		conn = "none: the request got no connection"
 	case t.NewConn:
 		conn = "new"
 	case tl.Conn.WasIdle:
@@ -31,7 +34,10 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 		fmt.Fprintf(&b, "  %s -> %s", tl.Conn.Local, tl.Conn.Remote)
 	}
 	b.WriteByte('\n')
-	if tl.TLS.Done {
+	if tl.TLS.Done && tl.TLS.Version == 0 {
+		b.WriteString("  tls         handshake failed\n")
+	}
+	if tl.TLS.Done && tl.TLS.Version != 0 {
 		fmt.Fprintf(&b, "  tls         %s %s", tls.VersionName(tl.TLS.Version), tls.CipherSuiteName(tl.TLS.CipherSuite))
 		if tl.TLS.ALPN != "" {
 			fmt.Fprintf(&b, " alpn=%s", tl.TLS.ALPN)
@@ -53,7 +59,7 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 		outcome += " @" + string(tl.Outcome.Stage)
 	}
 	if tl.Outcome.Err != nil {
-		outcome += ": " + RedactError(tl.Outcome.Err, tl.url)
+		outcome += ": " + tl.RedactError(tl.Outcome.Err)
 	}
 	fmt.Fprintf(&b, "  outcome     %s\n", outcome)
 	if tl.Retries > 0 {
@@ -91,7 +97,7 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 			fmt.Fprintf(&b, " n=%d", e.N)
 		}
 		if e.Err != nil {
-			fmt.Fprintf(&b, " err=%q", RedactError(e.Err, tl.url))
+			fmt.Fprintf(&b, " err=%q", tl.RedactError(e.Err))
 		}
 		if e.Late {
 			b.WriteString(" (late)")

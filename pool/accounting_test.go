@@ -1,9 +1,12 @@
 package pool_test
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/connaudit/connaudit/audit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -213,4 +217,40 @@ func TestH2ServerStageRecorded(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d requests reported their headers written before they ended", inTime, n)
+}
+
+// TestSecretHeadersMasked checks that a header declared secret is masked
+// in a timeline's error when a broken server quotes the request back.
+func TestSecretHeadersMasked(t *testing.T) {
+	const key = "apikey-SECRET-345"
+	echo := testserver.Raw(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		var lines []string
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
+			}
+			lines = append(lines, strings.TrimSpace(line))
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nEcho "+strings.Join(lines, " | ")+"\r\n\r\n")
+		io.Copy(io.Discard, c)
+	})
+	col := &httptrace.Collector{}
+	p := newPool(t, pool.SecretHeaders("X-Api-Key"), pool.WithObserver(col))
+	req, err := http.NewRequestWithContext(bounded(t), http.MethodGet, "http://"+echo.Addr().String()+"/", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Api-Key", key)
+	_, err = p.Client().Do(req)
+	require.ErrorContains(t, err, key, "the raw error quotes the request")
+	quiesce(t, p)
+	tls := col.Timelines()
+	require.Len(t, tls, 1)
+	require.Equal(t, httptrace.ClassProtocol, tls[0].Outcome.Class)
+	msg := tls[0].RedactError(tls[0].Outcome.Err)
+	require.NotContains(t, msg, key)
+	require.Contains(t, msg, "X-Api-Key: "+httptrace.Masked)
+
+	_, err = pool.New(pool.SecretHeaders(""))
+	require.Error(t, err, "an empty name")
 }

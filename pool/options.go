@@ -34,6 +34,7 @@ type config struct {
 	resolver            *net.Resolver
 	observer            httptrace.Observer
 	captureStacks       bool
+	secretHeaders       []string
 	unclosedReport      func(UnclosedBodyReport)
 	keepClosed          int
 }
@@ -157,6 +158,21 @@ func WithObserver(o httptrace.Observer) Option {
 			return errors.New("pool: nil observer")
 		}
 		c.observer = o
+		return nil
+	})
+}
+
+// SecretHeaders declares the named request headers secret, as
+// Authorization, Proxy-Authorization and Cookie always are: their values
+// are masked in every error text ([httptrace.WithSecretHeaders]).
+func SecretHeaders(names ...string) Option {
+	return optionFunc(func(c *config) error {
+		for _, n := range names {
+			if n == "" {
+				return errors.New("pool: empty secret header name")
+			}
+		}
+		c.secretHeaders = append(c.secretHeaders, names...)
 		return nil
 	})
 }

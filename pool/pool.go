@@ -224,6 +224,9 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 	if cfg.bodyIdle > 0 {
 		topts = append(topts, httptrace.WithBodyIdleTimeout(cfg.bodyIdle))
 	}
+	if len(cfg.secretHeaders) > 0 {
+		topts = append(topts, httptrace.WithSecretHeaders(cfg.secretHeaders...))
+	}
 	if cfg.unclosedReport != nil {
 		topts = append(topts, httptrace.WithUnclosedBodyReport(p.bodyCollected))
 	}
