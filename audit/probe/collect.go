@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -19,7 +18,6 @@ const maxFailures = 10
 type aggregator struct {
 	ctx  context.Context // the run's: a failure after it ended was cut by it
 	keep bool
-	u    *url.URL
 
 	mu        sync.Mutex
 	outcomes  map[httptrace.Class]int
@@ -87,9 +85,9 @@ func percentiles(ds []time.Duration) Percentiles {
 	return Percentiles{P50: rank(50), P90: rank(90), P99: rank(99), Max: ds[len(ds)-1]}
 }
 
-func newAggregator(ctx context.Context, keep bool, u *url.URL) *aggregator {
+func newAggregator(ctx context.Context, keep bool) *aggregator {
 	return &aggregator{
-		ctx: ctx, keep: keep, u: u,
+		ctx: ctx, keep: keep,
 		outcomes: map[httptrace.Class]int{},
 		statuses: map[int]int{},
 		ev:       evidence{newConnTimeouts: map[httptrace.Stage]int{}},
@@ -119,7 +117,7 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	)
 	if !ok {
 		cut = a.ctx.Err() != nil
-		errText = errorText(tl.Outcome.Err, a.u)
+		errText = errorText(tl)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

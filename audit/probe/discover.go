@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"sync"
 	"time"
 
@@ -84,10 +83,10 @@ func (pr *prober) stopReason() string {
 	return "interrupted"
 }
 
-func failureText(tl *httptrace.Timeline, u *url.URL) string {
+func failureText(tl *httptrace.Timeline) string {
 	msg := fmt.Sprintf("%s @%s", tl.Outcome.Class, tl.Outcome.Stage)
 	if tl.Outcome.Err != nil {
-		msg += ": " + errorText(tl.Outcome.Err, u)
+		msg += ": " + errorText(tl)
 	}
 	return msg
 }
@@ -118,7 +117,7 @@ func (pr *prober) findMaxRequests() *MaxRequestsResult {
 			if pr.ctx.Err() != nil {
 				res.Error = pr.stopReason()
 			} else {
-				res.Error = fmt.Sprintf("request %d failed: %s", res.Requests, failureText(tl, pr.target.URL))
+				res.Error = fmt.Sprintf("request %d failed: %s", res.Requests, failureText(tl))
 			}
 			break
 		}
@@ -201,7 +200,7 @@ func (pr *prober) findIdleTimeout() *IdleTimeoutResult {
 			res.Error = pr.stopReason()
 			return false, false
 		case a.Outcome.Class != httptrace.ClassOK:
-			res.Error = "request failed: " + failureText(a, pr.target.URL)
+			res.Error = "request failed: " + failureText(a)
 			return false, false
 		case a.ConnClose:
 			res.Error = "the server closes the connection after each response: no idle connection to measure"
@@ -224,7 +223,7 @@ func (pr *prober) findIdleTimeout() *IdleTimeoutResult {
 			return false, false
 		}
 		if !okB && b.Conn.Dialed {
-			res.Error = "request failed on a new connection: " + failureText(b, pr.target.URL)
+			res.Error = "request failed on a new connection: " + failureText(b)
 			return false, false
 		}
 		// Survived: the second request reused the idle connection, and the

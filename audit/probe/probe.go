@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,6 +216,11 @@ func (pr *prober) newPool(obs httptrace.Observer, maxConns, maxIdle int, idle ti
 	if pr.cfg.http1 {
 		opts = append(opts, pool.HTTP2(false))
 	}
+	if len(pr.target.Header) > 0 {
+		// The report prints no header value; nor may an error that
+		// quotes one.
+		opts = append(opts, pool.SecretHeaders(slices.Collect(maps.Keys(pr.target.Header))...))
+	}
 	p, err := pool.New(opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("probe: %w", err)
@@ -289,8 +295,9 @@ func (s *sender) close() {
 }
 
 // send sends one copy of the target and reads the response body (up to the
-// body bound). It returns false when the run's context had ended before
-// the request could be sent.
+// body bound; a 101 response's, the switched connection, not at all). It
+// returns false when the run's context had ended before the request could
+// be sent.
 func (s *sender) send() bool {
 	pr := s.pr
 	if pr.ctx.Err() != nil {
@@ -326,9 +333,15 @@ func (s *sender) send() bool {
 		}
 		return true
 	}
-	s.body = io.LimitedReader{R: resp.Body, N: pr.cfg.maxBody}
-	io.Copy(io.Discard, &s.body)
-	s.body.R = nil
+	// A 101 response's body is the connection, handed over to the
+	// protocol switched to: reading it waits for what the server sends
+	// next, and neither the request's timeout nor the run's deadline
+	// bounds that wait. It is closed unread.
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		s.body = io.LimitedReader{R: resp.Body, N: pr.cfg.maxBody}
+		io.Copy(io.Discard, &s.body)
+		s.body.R = nil
+	}
 	resp.Body.Close()
 	if pr.ctx.Err() != nil {
 		pr.stopped.Store(true)
@@ -356,7 +369,7 @@ func (pr *prober) sleep(d time.Duration) bool {
 // mainRun sends the requests and builds the report's main-run part.
 func (pr *prober) mainRun() (*Report, error) {
 	cfg := &pr.cfg
-	agg := newAggregator(pr.ctx, cfg.keepTimelines, pr.target.URL)
+	agg := newAggregator(pr.ctx, cfg.keepTimelines)
 	maxIdle := max(cfg.conns, cfg.concurrency)
 	p, client, err := pr.newPool(agg, cfg.conns, maxIdle, cfg.clientIdle)
 	if err != nil {
@@ -552,13 +565,13 @@ func (pr *prober) unusable(rep *Report) *UnusableError {
 	return e
 }
 
-// errorText is err's text for a report: redacted, on one line, and said
-// plainly where net/http's is obscure.
-func errorText(err error, u *url.URL) string {
-	if err == nil {
+// errorText is the text of tl's outcome error for a report: redacted, on
+// one line, and said plainly where net/http's is obscure.
+func errorText(tl *httptrace.Timeline) string {
+	if tl.Outcome.Err == nil {
 		return ""
 	}
-	msg := oneLine(httptrace.RedactError(err, u))
+	msg := oneLine(tl.RedactError(tl.Outcome.Err))
 	if strings.HasPrefix(msg, "readLoopPeekFailLocked") {
 		// net/http's readLoop found bytes on the connection before any
 		// request was written on it (it logs them as an "Unsolicited

@@ -560,3 +560,41 @@ func TestTimeoutMidRun(t *testing.T) {
 	require.EqualValues(t, 2, rep.Dials, "the timed-out request's connection is closed")
 	requireAccepted(t, s, rep.Dials)
 }
+
+// TestSwitchingProtocolsNotRead probes a server that switches protocols
+// and then stays silent: a 101 response's body is the connection itself,
+// which no timeout bounds, so the probe must close it unread rather than
+// wait on it for ever.
+func TestSwitchingProtocolsNotRead(t *testing.T) {
+	t.Parallel()
+	var closed testserver.Counter
+	s := rawServer(t, switchingProtocols(&closed))
+	req, err := http.NewRequest(http.MethodGet, s.URL+"/", nil)
+	require.NoError(t, err)
+	type result struct {
+		rep *probe.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := probe.Run(t.Context(), req, probe.Requests(3), probe.Deadline(guard))
+		done <- result{rep, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(2 * guard):
+		t.Fatal("the probe waits on a 101 response's body")
+	}
+	require.NoError(t, res.err)
+	rep := res.rep
+	require.Equal(t, 3, rep.Requests)
+	require.Equal(t, map[int]int{http.StatusSwitchingProtocols: 3}, rep.Statuses)
+	require.Equal(t, map[httptrace.Class]int{httptrace.ClassOK: 3}, rep.Outcomes)
+	require.EqualValues(t, 3, rep.Dials, "a switched connection serves no other request")
+	requireAccepted(t, s, rep.Dials)
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	require.NoError(t, closed.WaitAtLeast(ctx, 3), "the probe closed every switched connection")
+	require.EqualValues(t, 3, s.requests.Load())
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
@@ -31,10 +30,6 @@ import (
 // probe does.
 func BenchmarkSendPaired(b *testing.B) {
 	target := benchpair.Target(b)
-	u, err := url.Parse(target)
-	if err != nil {
-		b.Fatal(err)
-	}
 	req, err := http.NewRequest(http.MethodGet, target, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -48,7 +43,7 @@ func BenchmarkSendPaired(b *testing.B) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
 	defer cancel()
 	pr := &prober{cfg: defaults(), target: req, start: time.Now(), ctx: ctx}
-	agg := newAggregator(ctx, false, u)
+	agg := newAggregator(ctx, false)
 	p, client, err := pr.newPool(agg, 1, 1, pr.cfg.clientIdle)
 	if err != nil {
 		b.Fatal(err)

@@ -231,3 +231,18 @@ func requireFindings(t *testing.T, rep *probe.Report, ids ...string) {
 	}
 	require.ElementsMatch(t, ids, got, "findings: %+v", rep.Findings)
 }
+
+// switchingProtocols answers a request with a 101 and a first byte of the
+// protocol switched to, then says nothing more until the client closes the
+// connection; it counts those closes in closed.
+func switchingProtocols(closed *testserver.Counter) func(*server, net.Conn) {
+	return func(s *server, c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		s.requests.Add(1)
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\nabc")
+		io.Copy(io.Discard, c)
+		closed.Add(1)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -385,7 +386,7 @@ var fuzzFixedText = sync.OnceValue(func() string {
 
 // The secrets TestSecretsCLI gives the CLI: a user and password in the URL,
 // a token and a session value (written escaped) in its query, a bearer
-// token and a cookie in headers.
+// token, a cookie and an API key in headers.
 const (
 	cliUser     = "Us3rNameValue"
 	cliPassword = "S3cr3tPassw0rd"
@@ -393,10 +394,12 @@ const (
 	cliSession  = "S3ss+ion/Value=="
 	cliBearer   = "B3arerValue"
 	cliCookie   = "C00kieValue"
+	cliAPIKey   = "Ap1KeyValue"
 	cliPath     = "/api/items"
 )
 
-var cliSecrets = []string{cliUser, cliPassword, cliToken, cliSession, url.QueryEscape(cliSession), cliBearer, cliCookie}
+var cliSecrets = []string{cliUser, cliPassword, cliToken, cliSession, url.QueryEscape(cliSession), cliBearer, cliCookie, cliAPIKey,
+	base64.StdEncoding.EncodeToString([]byte(cliUser + ":" + cliPassword))}
 
 func cliSecretURL(hostport string) string {
 	return "http://" + cliUser + ":" + cliPassword + "@" + hostport + cliPath + "?token=" + cliToken +
@@ -420,8 +423,24 @@ func TestSecretsCLI(t *testing.T) {
 		io.WriteString(c, strings.TrimRight(line, "\r\n")+"\r\n\r\n")
 		io.Copy(io.Discard, c)
 	})
+	// A server that quotes the whole request head back as a malformed
+	// header line: the Transport's error then quotes every header sent.
+	headEchoHost := probeRawTCP(t, func(c net.Conn) {
+		br := bufio.NewReader(io.LimitReader(c, 64<<10))
+		var lines []string
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
+			}
+			lines = append(lines, strings.TrimRight(line, "\r\n"))
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nEcho "+strings.Join(lines, " | ")+"\r\n\r\n")
+		io.Copy(io.Discard, c)
+	})
 	refusedHost := testserver.ClosedPort(t)
-	headers := []string{"-H", "Authorization: Bearer " + cliBearer, "-H", "Cookie: id=" + cliCookie}
+	headers := []string{"-H", "Authorization: Bearer " + cliBearer, "-H", "Cookie: id=" + cliCookie, "-H", "X-Api-Key: " + cliAPIKey}
+	basicHeaders := []string{"-H", "Cookie: id=" + cliCookie, "-H", "X-Api-Key: " + cliAPIKey} // the URL's user as Basic
 	report := filepath.Join(t.TempDir(), "report.json")
 
 	type run struct {
@@ -439,6 +458,10 @@ func TestSecretsCLI(t *testing.T) {
 				want: []string{echoHost, cliPath, "malformed HTTP status code", "token=REDACTED"}},
 			run{args: append(append(append([]string{"trace"}, format...), headers...), cliSecretURL(refusedHost)), code: exitFail,
 				want: []string{refusedHost, cliPath, "connect-refused"}},
+			run{args: append(append(append([]string{"trace"}, format...), headers...), cliSecretURL(headEchoHost)), code: exitFail,
+				want: []string{headEchoHost, "malformed MIME header line", "Authorization: REDACTED", "X-Api-Key: REDACTED"}},
+			run{args: append(append(append([]string{"trace"}, format...), basicHeaders...), cliSecretURL(headEchoHost)), code: exitFail,
+				want: []string{headEchoHost, "malformed MIME header line", "Authorization: Basic REDACTED"}},
 		)
 	}
 	for _, format := range [][]string{{"-v"}, {"-v", "-json"}} {
@@ -447,6 +470,10 @@ func TestSecretsCLI(t *testing.T) {
 				want: []string{okHost, cliPath, "token=REDACTED"}},
 			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), headers...), cliSecretURL(refusedHost)),
 				code: exitUsage, want: []string{"connect-refused"}},
+			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), headers...), cliSecretURL(headEchoHost)),
+				code: exitUsage, want: []string{"malformed MIME header line"}},
+			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), basicHeaders...), cliSecretURL(headEchoHost)),
+				code: exitUsage, want: []string{"malformed MIME header line"}},
 		)
 	}
 	runs = append(runs,

@@ -1,11 +1,31 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+func TestVersion(t *testing.T) {
+	code, out, errOut := runCLI(t, "version")
+	require.Equal(t, exitOK, code, errOut)
+	require.True(t, strings.HasPrefix(out, "connaudit "), out)
+	require.Empty(t, errOut)
+	code, out, errOut = runCLI(t, "version", "extra")
+	require.Equal(t, exitUsage, code)
+	require.Empty(t, out)
+	require.Contains(t, errOut, `connaudit version: unexpected argument "extra"`)
+	code, out, errOut = runCLI(t, "version", "--json")
+	require.Equal(t, exitUsage, code)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "flag provided but not defined: -json")
+	code, _, errOut = runCLI(t, "version", "-h")
+	require.Equal(t, exitOK, code, "help, as for every command")
+	require.Contains(t, errOut, "usage: connaudit version")
 }

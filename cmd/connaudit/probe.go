@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
 	"strings"
 	"time"
@@ -122,16 +121,12 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if rf.insecure {
 		fmt.Fprintln(stderr, "connaudit probe: warning: -k: TLS certificates are not verified")
 	}
-	out, closeOut, err := pf.output(stdout)
-	if err != nil {
-		return fail("%v", err)
+	var outFile *outputFile
+	if pf.out != "" {
+		if outFile, err = openOutput(pf.out); err != nil {
+			return fail("-o: %v", err)
+		}
 	}
-	// net/http logs to the standard logger when a server sends bytes on
-	// an idle connection ("Unsolicited response …", as a protocol that
-	// speaks first does), quoting those bytes: not on our stderr, whose
-	// error is one line, and never bytes a server may have echoed.
-	defer log.SetOutput(log.Writer())
-	log.SetOutput(io.Discard)
 	progress := newProgressLine(stderr)
 	if progress != nil {
 		opts = append(opts, probe.OnProgress(progress.update))
@@ -140,12 +135,16 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	progress.clear()
 	var unusable *probe.UnusableError
 	if err != nil && !errors.As(err, &unusable) {
-		closeOut()
-		return fail("%s", httptrace.RedactError(err, req.URL))
+		if outFile != nil {
+			outFile.discard()
+		}
+		return fail("%s", rf.redact(err, req))
 	}
-	werr := pf.write(out, rep)
-	if cerr := closeOut(); werr == nil {
-		werr = cerr
+	var werr error
+	if outFile != nil {
+		werr = outFile.write(func(w io.Writer) error { return pf.write(w, rep) })
+	} else {
+		werr = pf.write(stdout, rep)
 	}
 	if werr != nil {
 		fmt.Fprintf(stderr, "connaudit probe: writing the report: %v\n", werr)
@@ -153,7 +152,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	switch {
 	case unusable != nil:
-		return fail("unusable target: %s%s", httptrace.RedactError(unusable, req.URL), hint(unusable))
+		return fail("unusable target: %s%s", rf.redact(unusable, req), hint(unusable))
 	case rep.Interrupted:
 		fmt.Fprintln(stderr, "connaudit probe: interrupted")
 		return exitFail
@@ -183,7 +182,7 @@ func (pf *probeFlags) options(rf *requestFlags) ([]probe.Option, error) {
 	}
 	tc := &tls.Config{InsecureSkipVerify: rf.insecure} //nolint:gosec // asked for with -k, warned about
 	if pf.cacert != "" {
-		pem, err := os.ReadFile(pf.cacert)
+		pem, err := readUserFile(pf.cacert, maxCACertFile)
 		if err != nil {
 			return nil, fmt.Errorf("-cacert: %w", err)
 		}
@@ -210,18 +209,6 @@ func (pf *probeFlags) options(rf *requestFlags) ([]probe.Option, error) {
 		opts = append(opts, probe.KeepTimelines())
 	}
 	return opts, nil
-}
-
-// output returns where the report goes, and how to close it.
-func (pf *probeFlags) output(stdout io.Writer) (io.Writer, func() error, error) {
-	if pf.out == "" {
-		return stdout, func() error { return nil }, nil
-	}
-	f, err := os.Create(pf.out)
-	if err != nil {
-		return nil, nil, fmt.Errorf("-o: %w", err)
-	}
-	return f, f.Close, nil
 }
 
 func (pf *probeFlags) write(w io.Writer, rep *probe.Report) error {

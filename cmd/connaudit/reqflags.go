@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -77,12 +76,13 @@ func parseHeader(v string) (string, string, error) {
 func parseTarget(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		// url.Error quotes the URL, secrets included: say it without.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			return nil, fmt.Errorf("malformed URL: %v", ue.Err)
-		}
-		return nil, errors.New("malformed URL")
+		return nil, malformedURL(err)
+	}
+	if u.Opaque != "" {
+		// "user:password@host" or "host:port" without a scheme parses
+		// as the scheme "user" or "host" and an opaque rest, and
+		// "http:user:password@host" as an opaque http URL: quote neither.
+		return nil, errors.New("malformed URL: want http://host/ or https://host/")
 	}
 	switch u.Scheme {
 	case "http", "https":
@@ -101,6 +101,45 @@ func parseTarget(raw string) (*url.URL, error) {
 		}
 	}
 	return u, nil
+}
+
+// malformedURL is the error for a URL that net/url refused. net/url's
+// errors quote the URL or parts of it, which may be the password or a
+// query value (a password holding a '#', '/' or '?' ends the authority
+// there: "invalid port \":hunter2\" after host"): this one says what is
+// wrong in fixed words, and quotes nothing.
+func malformedURL(err error) error {
+	var (
+		escape url.EscapeError
+		host   url.InvalidHostError
+	)
+	switch {
+	case errors.As(err, &escape):
+		return errors.New("malformed URL: invalid percent-escape")
+	case errors.As(err, &host):
+		return errors.New("malformed URL: invalid character in host name")
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := strings.TrimPrefix(err.Error(), "net/url: ")
+	for _, reason := range []string{
+		"invalid port",
+		"invalid host",
+		"invalid IP-literal",
+		"missing ']' in host",
+		"invalid userinfo",
+		"invalid control character in URL",
+		"missing protocol scheme",
+		"first path segment in URL cannot contain colon",
+		"empty url",
+	} {
+		if strings.HasPrefix(msg, reason) {
+			return errors.New("malformed URL: " + reason)
+		}
+	}
+	return errors.New("malformed URL")
 }
 
 // validate checks flag values that the flag package cannot.
@@ -143,7 +182,7 @@ func (rf *requestFlags) body() ([]byte, error) {
 		return nil, nil
 	}
 	if name, ok := strings.CutPrefix(rf.data, "@"); ok {
-		b, err := os.ReadFile(name)
+		b, err := readUserFile(name, maxBodyFile)
 		if err != nil {
 			return nil, fmt.Errorf("-d: %w", err)
 		}
@@ -177,6 +216,12 @@ func (rf *requestFlags) request(ctx context.Context, rawURL string) (*http.Reque
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
+		// net/url may refuse the URL it printed ("http://[::%25%87]"):
+		// its error, like url.Parse's, quotes parts of it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return nil, fmt.Errorf("building the request: %w", malformedURL(ue))
+		}
 		return nil, fmt.Errorf("building the request: %s", httptrace.RedactError(err, u))
 	}
 	if body != nil {
@@ -195,9 +240,30 @@ func (rf *requestFlags) request(ctx context.Context, rawURL string) (*http.Reque
 	return req, nil
 }
 
+// secretHeaders returns the names of the -H headers: their values are
+// never printed, even when a server quotes them back.
+func (rf *requestFlags) secretHeaders() []string {
+	var names []string
+	for _, h := range rf.headers {
+		if name, _, err := parseHeader(h); err == nil && !strings.EqualFold(name, "Host") {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// redact returns err's text for req with every secret masked: the URL's,
+// the credentials in req's header and the values of the -H headers.
+func (rf *requestFlags) redact(err error, req *http.Request) string {
+	return httptrace.RedactRequestError(err, req, rf.secretHeaders()...)
+}
+
 // poolOptions returns the pool options the flags ask for.
 func (rf *requestFlags) poolOptions() []pool.Option {
 	var opts []pool.Option
+	if names := rf.secretHeaders(); len(names) > 0 {
+		opts = append(opts, pool.SecretHeaders(names...))
+	}
 	if rf.http1 {
 		opts = append(opts, pool.HTTP2(false))
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"runtime/debug"
 )
 
@@ -41,6 +42,12 @@ func usage(w io.Writer) {
 
 // run runs the command line args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// net/http logs to the standard logger when a server sends bytes on
+	// an idle connection ("Unsolicited response …", as a protocol that
+	// speaks first does, or a second response to one request), quoting
+	// those bytes: not on our stderr, whose error is one line, and never
+	// bytes a server may have echoed (a cookie, the request's query).
+	log.SetOutput(io.Discard)
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -84,7 +91,16 @@ func parseFlags(fs *flag.FlagSet, args []string) int {
 	return -1
 }
 
-func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("version", stderr, "")
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "connaudit version: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return exitUsage
+	}
 	v := "(devel)"
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		v = bi.Main.Version

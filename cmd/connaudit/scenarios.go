@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
@@ -47,6 +46,15 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "connaudit scenarios: %v\n", err)
 		return exitUsage
 	}
+	// The JUnit file is opened now, so that a path that cannot be written
+	// fails before the run, and written after it.
+	var junitFile *outputFile
+	if *junit != "" {
+		if junitFile, err = openOutput(*junit); err != nil {
+			fmt.Fprintf(stderr, "connaudit scenarios: -junit: %v\n", err)
+			return exitUsage
+		}
+	}
 	rep := r.Run(ctx, scenarios)
 	if ctx.Err() != nil {
 		fmt.Fprintf(stderr, "connaudit scenarios: stopped after %d of %d scenarios: %v\n", len(rep.Results), len(scenarios), context.Cause(ctx))
@@ -58,22 +66,15 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "connaudit scenarios: %v\n", err)
-		return exitFail
 	}
-	if *junit != "" {
-		f, err := os.Create(*junit)
-		if err != nil {
-			fmt.Fprintf(stderr, "connaudit scenarios: %v\n", err)
-			return exitUsage
-		}
-		werr := audit.WriteJUnit(f, rep)
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			fmt.Fprintf(stderr, "connaudit scenarios: writing %s: %v\n", *junit, werr)
+	if junitFile != nil {
+		if jerr := junitFile.write(func(w io.Writer) error { return audit.WriteJUnit(w, rep) }); jerr != nil {
+			fmt.Fprintf(stderr, "connaudit scenarios: writing %s: %v\n", *junit, jerr)
 			return exitFail
 		}
+	}
+	if err != nil {
+		return exitFail
 	}
 	if !rep.OK() || ctx.Err() != nil {
 		return exitFail

@@ -89,3 +89,16 @@ func TestScenariosUsageErrors(t *testing.T) {
 	require.Equal(t, exitOK, code)
 	require.True(t, strings.Contains(out, "scenarios"))
 }
+
+// TestScenariosJUnitFailsFast gives -junit a path that cannot be written:
+// the usage error comes before any scenario runs.
+func TestScenariosJUnitFailsFast(t *testing.T) {
+	dir := t.TempDir()
+	for _, path := range []string{filepath.Join(dir, "no", "such", "dir", "report.xml"), dir} {
+		code, out, errOut := runCLI(t, "scenarios", "-run", "^ok$", "-junit", path)
+		require.Equal(t, exitUsage, code, "%s: %s", path, errOut)
+		require.Empty(t, out, "no scenario ran")
+		require.True(t, strings.HasPrefix(errOut, "connaudit scenarios: -junit: "), errOut)
+		require.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
@@ -49,14 +51,35 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer p.Close()
 	rctx, cancel := context.WithTimeout(req.Context(), rf.timeout)
 	defer cancel()
-	resp, err := p.Client().Do(req.WithContext(rctx))
+	client := &http.Client{
+		Transport: p.RoundTripper(),
+		// Never follow a redirect: trace traces one request, and the
+		// Client would send the next one with this one's URL, query
+		// included, as its Referer. The 3xx response is the result.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	resp, err := client.Do(req.WithContext(rctx))
+	var notH2 string // why -http2 was not met
 	if err == nil {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, rf.maxBody))
+		if rf.http2 && resp.ProtoMajor != 2 {
+			alpn := "none"
+			if resp.TLS != nil && resp.TLS.NegotiatedProtocol != "" {
+				alpn = resp.TLS.NegotiatedProtocol
+			}
+			notH2 = "the server did not select HTTP/2 over TLS (ALPN: " + alpn + ")"
+		}
+		// A 101 response's body is the connection, handed over to the
+		// protocol switched to: reading it waits for what the server
+		// sends next, and no timeout or context bounds that wait. It is
+		// closed unread.
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, rf.maxBody))
+		}
 		resp.Body.Close()
 	}
 	tls := col.Timelines()
 	if len(tls) == 0 {
-		fmt.Fprintf(stderr, "connaudit trace: %s\n", httptrace.RedactError(err, req.URL))
+		fmt.Fprintf(stderr, "connaudit trace: %s\n", rf.redact(err, req))
 		return exitFail
 	}
 	tl := tls[len(tls)-1]
@@ -69,6 +92,22 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	} else if err := httptrace.WriteWaterfall(stdout, tl); err != nil {
 		fmt.Fprintf(stderr, "connaudit trace: %v\n", err)
+		return exitFail
+	}
+	if err != nil {
+		// The Client's own errors (a bad Location header) come after a
+		// timeline that may be ok.
+		msg := rf.redact(err, req)
+		if strings.Contains(msg, "failed to parse Location header") {
+			// net/http quotes the header, which the server wrote and may
+			// have filled with credentials of its own.
+			msg = "the response's Location header does not parse"
+		}
+		fmt.Fprintf(stderr, "connaudit trace: %s\n", msg)
+		return exitFail
+	}
+	if notH2 != "" {
+		fmt.Fprintf(stderr, "connaudit trace: -http2: h2-not-offered: %s\n", notH2)
 		return exitFail
 	}
 	if tl.Outcome.Class != httptrace.ClassOK {
