@@ -308,9 +308,16 @@ func (r *Runner) recover(ctx context.Context, e *Env) {
 }
 
 // fateOf returns the fate of the faulted request's connection: the one it
-// got, or, when it never got one, the one dialed for it.
+// got, or, when it never got one, the one dialed for it. A connection the
+// recovery request was served on (reused) outlived the fault: if it closed
+// after that (under load net/http gives a connection up when its write
+// goroutine is late to report a request written), the recovery's request
+// closed it, not the fault.
 func fateOf(p *pool.Pool, o *Observed, reused bool) Fate {
 	f := Fate{Reused: reused}
+	if reused {
+		return f
+	}
 	id := o.Conn
 	if id == 0 && o.Timeline != nil {
 		for _, c := range p.Conns() {
