@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/url"
 	"net/http"
 	stdtrace "net/http/httptrace"
 	"os"
@@ -491,6 +492,13 @@ func TestClassifyUnit(t *testing.T) {
 		{errors.New("http2: timeout awaiting response headers"), httptrace.StageAwaitHeaders, httptrace.ClassResponseHeaderTimeout},
 		{errors.New("net/http: HTTP/1.x transport connection broken: too many transfer encodings"), httptrace.StageAwaitHeaders, httptrace.ClassProtocol},
 		{errors.New("something else"), httptrace.StageBody, httptrace.ClassError},
+		// http.Client's *url.Error quotes the URL, whose text is not the
+		// error's.
+		{&url.Error{Op: "Get", URL: "http://h/GOAWAY", Err: io.EOF}, httptrace.StageAwaitHeaders, httptrace.ClassServerClosed},
+		{&url.Error{Op: "Get", URL: "http://h/TLS handshake timeout", Err: syscall.ECONNRESET}, httptrace.StageAwaitHeaders, httptrace.ClassReset},
+		{&url.Error{Op: "Get", URL: "http://h/timeout awaiting response headers", Err: context.DeadlineExceeded}, httptrace.StageAwaitHeaders, httptrace.ClassDeadline},
+		{&url.Error{Op: "Get", URL: "http://h/invalid", Err: errors.New("boom")}, httptrace.StageAwaitHeaders, httptrace.ClassError},
+		{&url.Error{Op: "Get", URL: "http://h/", Err: errors.New("http2: timeout awaiting response headers")}, httptrace.StageAwaitHeaders, httptrace.ClassResponseHeaderTimeout},
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, httptrace.Classify(c.err, c.stage), "Classify(%v, %s)", c.err, c.stage)

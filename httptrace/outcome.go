@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/url"
 	"strings"
 	"syscall"
 )
@@ -97,6 +98,16 @@ func Classify(err error, stage Stage) Class {
 	}
 	if errors.Is(err, errTooMany1xx) || errors.Is(err, errBadStatus) {
 		return ClassProtocol
+	}
+	// http.Client's *url.Error quotes the request's URL, which must not
+	// be read as the error's text: the classes read from text below come
+	// from what it wraps.
+	for {
+		ue, ok := err.(*url.Error)
+		if !ok || ue.Err == nil {
+			break
+		}
+		err = ue.Err
 	}
 	msg := err.Error()
 	// net/http's errTimeout and http2's errTimeout are unexported; their

@@ -44,6 +44,11 @@ func (p *Pool) OpenBodies() []OpenBody {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.openBodiesLocked(now)
+}
+
+// openBodiesLocked returns the bodies not yet closed at now; p.mu is held.
+func (p *Pool) openBodiesLocked(now time.Time) []OpenBody {
 	var out []OpenBody
 	for r := range p.reqs.all() {
 		if r.bodyOpen {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -29,7 +30,11 @@ type Snapshot struct {
 
 // Snapshot returns the pool's state.
 func (p *Pool) Snapshot() Snapshot {
-	return Snapshot{Time: time.Now(), Total: p.Stats(), Hosts: p.HostStats(), Conns: p.Conns(), OpenBodies: p.OpenBodies()}
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Snapshot{Time: now, Total: p.total.stats(), Hosts: p.hostStatsLocked(), Conns: p.connsLocked(),
+		OpenBodies: p.openBodiesLocked(now)}
 }
 
 // Handler returns an http.Handler that serves the pool's [Snapshot] as JSON,
@@ -94,9 +99,15 @@ func (p *Pool) Publish(name string) error {
 	if name == "" {
 		return errors.New("pool: empty expvar name")
 	}
+	publishing.Lock()
+	defer publishing.Unlock()
 	if expvar.Get(name) != nil {
 		return fmt.Errorf("pool: expvar %q already published", name)
 	}
 	expvar.Publish(name, expvar.Func(func() any { return p.Snapshot() }))
 	return nil
 }
+
+// publishing serializes Publish: expvar.Publish panics on a name already
+// published, which two calls could both find free.
+var publishing sync.Mutex

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"expvar"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -94,4 +96,84 @@ func TestPublish(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), name)
 	require.Error(t, p.Publish(""))
+}
+
+// TestPublishConcurrently: two calls that publish one name at once get one
+// success and one error, not expvar's panic.
+func TestPublishConcurrently(t *testing.T) {
+	p := newPool(t)
+	name := fmt.Sprintf("connaudit_pool_test_%d", expvarSeq.Add(1))
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- p.Publish(name) }()
+	}
+	var failed int
+	for range 2 {
+		if err := <-errs; err != nil {
+			failed++
+		}
+	}
+	require.Equal(t, 1, failed)
+}
+
+// TestSnapshotIsOneInstant takes snapshots while requests run, some bodies
+// closed early, some left open a while: each snapshot's parts agree with
+// each other, as they do only if taken at one instant.
+func TestSnapshotIsOneInstant(t *testing.T) {
+	srv := newServer(t, plainHTTP, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write(make([]byte, 64<<10))
+	}))
+	p := newPool(t, pool.MaxConnsPerHost(4))
+	const workers, each = 8, 40
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				resp := open(t, p, bounded(t), srv.URL)
+				if (w+i)%3 == 0 {
+					resp.Body.Close() // early: the connection is closed
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	check := func(s pool.Snapshot) {
+		t.Helper()
+		require.NoError(t, s.Total.Check())
+		require.Equal(t, s.Total.OpenBodies, len(s.OpenBodies), "open bodies")
+		var dials, requests int64
+		for _, h := range s.Hosts {
+			dials += int64(h.Dials)
+			requests += h.Requests
+		}
+		require.Equal(t, int64(s.Total.Dials), dials, "dials")
+		require.Equal(t, s.Total.Requests, requests, "requests")
+		open := 0
+		for _, c := range s.Conns {
+			if c.State == pool.StateIdle || c.State == pool.StateActive {
+				open++
+			}
+		}
+		require.Equal(t, s.Total.Open, open, "open connections")
+	}
+	snaps := 0
+	for {
+		select {
+		case <-done:
+			quiesce(t, p)
+			check(p.Snapshot())
+			require.Positive(t, snaps)
+			return
+		default:
+			check(p.Snapshot())
+			snaps++
+		}
+	}
 }

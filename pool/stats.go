@@ -132,6 +132,10 @@ func (p *Pool) Stats() Stats {
 func (p *Pool) HostStats() map[string]Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.hostStatsLocked()
+}
+
+func (p *Pool) hostStatsLocked() map[string]Stats {
 	m := make(map[string]Stats, len(p.hosts))
 	for k, h := range p.hosts {
 		m[k] = h.stats()
@@ -144,6 +148,10 @@ func (p *Pool) HostStats() map[string]Stats {
 func (p *Pool) Conns() []Conn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.connsLocked()
+}
+
+func (p *Pool) connsLocked() []Conn {
 	out := make([]Conn, 0, len(p.conns)+len(p.closed))
 	seen := map[uint64]bool{}
 	for _, c := range p.closed {
