@@ -188,13 +188,18 @@ type connIO struct {
 	// was then. net/http's idle timer for an HTTP/2 connection starts when
 	// its last stream ends, which the pool sees as a read, not as a
 	// request's end (see sinceRead).
-	lastRead    atomic.Int64
-	h2          atomic.Bool
-	_           [44]byte
-	written     atomic.Int64
-	lastWrite   atomic.Int64
-	readAtWrite atomic.Int64
-	_           [40]byte
+	lastRead atomic.Int64
+	h2       atomic.Bool
+	// idle is set while the connection is idle; closing once an HTTP/1
+	// connection wrote while idle, which only a TLS close_notify does:
+	// the client is closing it, and the server's answer to that (its own
+	// close_notify, its FIN) is no close of the server's.
+	idle, closing atomic.Bool
+	_             [36]byte
+	written       atomic.Int64
+	lastWrite     atomic.Int64
+	readAtWrite   atomic.Int64
+	_             [40]byte
 }
 
 // ioEpoch is the origin of connIO's times.
@@ -229,6 +234,7 @@ const maxHistory = 256
 
 func (c *connState) setState(s ConnState, now stamp) {
 	c.State = s
+	c.io.idle.Store(s == StateIdle)
 	if len(c.History) < maxHistory {
 		c.History = append(c.History, StateChange{State: s, At: now.time()})
 	}
@@ -273,7 +279,7 @@ func (t *trackedConn) Read(b []byte) (int, error) {
 	if n > 0 && t.io.h2.Load() {
 		t.io.lastRead.Store(int64(time.Since(ioEpoch)))
 	}
-	if err != nil && !t.closed.Load() && !isDeadline(err) {
+	if err != nil && !t.closed.Load() && !t.io.closing.Load() && !isDeadline(err) {
 		t.errOnce.Do(func() { t.p.connReadErr(t.c, err) })
 	}
 	return n, err
@@ -284,6 +290,8 @@ func (t *trackedConn) Write(b []byte) (int, error) {
 		// Before the write: a reply to it must come after both.
 		t.io.readAtWrite.Store(t.io.lastRead.Load())
 		t.io.lastWrite.Store(int64(time.Since(ioEpoch)))
+	} else if t.io.idle.Load() {
+		t.io.closing.Store(true)
 	}
 	n, err := t.Conn.Write(b)
 	t.io.written.Add(int64(n))

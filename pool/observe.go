@@ -425,6 +425,12 @@ func (p *Pool) deactivateLocked(c *connState, id uint64, now stamp) {
 // closed: an EOF or reset there means the server closed it.
 func (p *Pool) connReadErr(c *connState, err error) {
 	p.mu.Lock()
+	if p.closingIdle > 0 && c.State == StateIdle {
+		// The client is closing its idle connections: an error now is
+		// the server's answer to that (to a TLS close_notify, say).
+		p.mu.Unlock()
+		return
+	}
 	if c.readErr == nil {
 		c.readErr = err
 		c.readErrState = c.State
@@ -526,6 +532,13 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			// connection whose body the caller still holds, and which the
 			// pool counts active, times out too.
 			return ClosedByClient, ReasonIdleTimeout
+		}
+		if prev == StateIdle && c.Requests == 0 && !timedOut(time.Since(c.idleSince.time()), t) {
+			// A connection no request ever used: the Transport dialed
+			// more than one at once and keeps one per host for HTTP/2,
+			// closing the others as their handshakes end.
+			c.CloseDetail = "never used: HTTP/2 takes one connection per host"
+			return ClosedByClient, ReasonClient
 		}
 		// An HTTP/2 client closes a connection itself once the server
 		// sent GOAWAY and its last stream ended. The frame is not visible
