@@ -177,6 +177,9 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 		res.Mismatches = append(res.Mismatches, "run: "+driveErr.Error())
 	}
 	r.observe(s, e, unbounded)
+	if msg := notHTTP2(s, p, obs); msg != "" {
+		res.Mismatches = append(res.Mismatches, msg)
+	}
 
 	// Recovery: the same pool serves /ok.
 	r.recover(ctx, e)
@@ -201,6 +204,11 @@ func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Obse
 		if t == nil {
 			return nil, errors.New("audit: transport factory returned nil")
 		}
+		if s.Proto == HTTP2 && speaksHTTP2(t) {
+			// The TLS configuration the audit adds would turn net/http's
+			// automatic HTTP/2 off, which the transport has in service.
+			opts = append(opts, pool.HTTP2(true))
+		}
 		if cfg := srv.ClientTLSConfig(); cfg != nil {
 			merged := cfg
 			if t.TLSClientConfig != nil {
@@ -217,6 +225,36 @@ func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Obse
 	opts = append(opts, pool.HTTP2(s.Proto == HTTP2))
 	opts = append(opts, s.Bounds...)
 	return pool.New(opts...)
+}
+
+// speaksHTTP2 reports whether t speaks HTTP/2 over TLS as configured, by
+// net/http's rules: its Protocols if set, else its TLSNextProto if set,
+// else ForceAttemptHTTP2, else only with no TLS configuration or dialer of
+// its own.
+func speaksHTTP2(t *http.Transport) bool {
+	switch {
+	case t.Protocols != nil:
+		return t.Protocols.HTTP2()
+	case t.TLSNextProto != nil:
+		return t.TLSNextProto["h2"] != nil
+	case t.ForceAttemptHTTP2:
+		return true
+	}
+	//lint:ignore SA1019 Dial and DialTLS are deprecated, not gone: net/http still reads them.
+	return t.TLSClientConfig == nil && t.Dial == nil && t.DialContext == nil && t.DialTLS == nil && t.DialTLSContext == nil
+}
+
+// notHTTP2 says so when an HTTP/2 scenario's faulted request went over
+// another protocol: the transport audited does not speak HTTP/2 (the
+// scenario's verdict would be about HTTP/1).
+func notHTTP2(s Scenario, p *pool.Pool, o *Observed) string {
+	if s.Proto != HTTP2 || o.Conn == 0 {
+		return ""
+	}
+	if c, ok := p.Conn(o.Conn); ok && c.Proto != "" && c.Proto != "h2" {
+		return fmt.Sprintf("not HTTP/2: the transport spoke %s to a server that offers h2", c.Proto)
+	}
+	return ""
 }
 
 // observe fills in what the faulted request did.

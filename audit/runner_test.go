@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"encoding/xml"
 	"net/http"
@@ -185,4 +186,25 @@ func TestReports(t *testing.T) {
 	require.Nil(t, suites.Suites[0].Cases[0].Failure)
 	require.NotNil(t, suites.Suites[0].Cases[1].Failure)
 	require.Contains(t, suites.Suites[0].Cases[1].Failure.Message, "status: expected 200")
+}
+
+// A transport audited as it is shipped speaks HTTP/2 in the h2 scenarios
+// when it would in service (a plain http.Transport does, though the
+// audit's TLS configuration would turn net/http's automatic HTTP/2 off);
+// one that turned HTTP/2 off fails them as not HTTP/2, rather than passing
+// them over HTTP/1.
+func TestUserTransportInHTTP2Scenarios(t *testing.T) {
+	plain, err := audit.NewRunner(audit.WithTransport("plain", func() *http.Transport { return &http.Transport{} }))
+	require.NoError(t, err)
+	res := plain.RunOne(context.Background(), scenario(t, "h2/ok"))
+	require.True(t, res.Pass, "%v", res.Mismatches)
+	require.Equal(t, "HTTP/2.0", res.Observed.Timeline.Proto)
+
+	h1, err := audit.NewRunner(audit.WithTransport("http/1 only", func() *http.Transport {
+		return &http.Transport{TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+	}))
+	require.NoError(t, err)
+	res = h1.RunOne(context.Background(), scenario(t, "h2/ok"))
+	require.False(t, res.Pass)
+	require.Contains(t, res.Mismatches, "not HTTP/2: the transport spoke HTTP/1.1 to a server that offers h2")
 }

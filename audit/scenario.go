@@ -163,7 +163,8 @@ func Catalogue() []Scenario {
 }
 
 // Select returns the scenarios whose name matches the regular expression
-// pattern ("" matches all).
+// pattern ("" matches all). A pattern that does not compile, or that
+// matches no scenario, is an error.
 func Select(scenarios []Scenario, pattern string) ([]Scenario, error) {
 	if pattern == "" {
 		return scenarios, nil

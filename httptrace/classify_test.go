@@ -196,12 +196,10 @@ type classCase struct {
 }
 
 // rawClass is what Classify says of the caller's error alone, for the cases
-// where only the recorder knows better.
-var rawClass = map[string]httptrace.Class{
-	// HTTP/2 reports the watchdog's cancel as plain "context canceled",
-	// without its cause; the recorder remembers that its watchdog fired.
-	"http2 body idle timeout": httptrace.ClassCanceled,
-}
+// where only the recorder knows better. (HTTP/2 reports the watchdog's
+// cancel as plain "context canceled", without its cause; the body wrapper
+// adds it to the error the caller reads.)
+var rawClass = map[string]httptrace.Class{}
 
 var classCases = []classCase{
 	{"connect refused", httptrace.ClassConnectRefused, httptrace.StageConnect, func(t *testing.T) failure {
@@ -410,6 +408,7 @@ var classCases = []classCase{
 		f := failBody(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, srv.URL, nil))
 		assert.Equal(t, "HTTP/2.0", f.tl.Proto)
 		assert.Equal(t, int64(50), f.tl.BodyBytes)
+		assert.ErrorIs(t, f.err, httptrace.ErrBodyIdleTimeout, "the caller's Read says why, as over HTTP/1")
 		return f
 	}},
 	{"http2 stream reset", httptrace.ClassStreamReset, httptrace.StageAwaitHeaders, func(t *testing.T) failure {

@@ -583,6 +583,14 @@ func (r *recorder) stopWatchLocked() {
 	}
 }
 
+// idleFiredFor reports whether the body idle watchdog cancelled the
+// request of generation gen.
+func (r *recorder) idleFiredFor(gen uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen == gen && r.idleFired
+}
+
 func (r *recorder) bodyIdleFired() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -438,6 +438,11 @@ type body struct {
 
 func (b *body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF && b.r.t.bodyIdle > 0 && !errors.Is(err, ErrBodyIdleTimeout) && b.r.idleFiredFor(b.gen) {
+		// HTTP/2 reports the watchdog's cancellation as context.Canceled,
+		// without its cause: say it.
+		err = fmt.Errorf("%w (%w)", ErrBodyIdleTimeout, err)
+	}
 	if n > 0 || err != nil {
 		b.r.bodyRead(b.gen, n, err)
 	}

@@ -63,7 +63,9 @@ func MaxConnsPerHost(n int) Option {
 // MaxIdleConnsPerHost caps the idle connections kept per host
 // (http.Transport.MaxIdleConnsPerHost); a connection returned to a full idle
 // pool is closed with reason [ReasonIdlePoolFull]. New's default is the
-// MaxConnsPerHost value, or 2 without a cap.
+// MaxConnsPerHost value, or 2 without a cap. Zero is net/http's default,
+// which is 2 (http.DefaultMaxIdleConnsPerHost), not "keep none": to keep
+// no idle connection, use [DisableKeepAlives].
 func MaxIdleConnsPerHost(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {
@@ -143,7 +145,9 @@ func DisableKeepAlives(on bool) Option {
 }
 
 // Resolver sets the resolver of the dialer, for tests that exercise the DNS
-// stage against a loopback DNS server.
+// stage against a loopback DNS server. With [Track], it applies only when
+// the base transport has no dial function of its own (DialContext or
+// Dial), whose resolving is its own business.
 func Resolver(r *net.Resolver) Option {
 	return optionFunc(func(c *config) error {
 		c.resolver = r

@@ -200,8 +200,12 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 	if cfg.disableKeepAlives != nil {
 		tr.DisableKeepAlives = *cfg.disableKeepAlives
 	}
-	if cfg.http2 != nil && !*cfg.http2 {
-		disableHTTP2(tr)
+	if cfg.http2 != nil {
+		if *cfg.http2 {
+			enableHTTP2(tr)
+		} else {
+			disableHTTP2(tr)
+		}
 	}
 	p := &Pool{
 		tr:         tr,
@@ -238,6 +242,22 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 	p.rt = &roundTripper{p: p}
 	p.client = &http.Client{Transport: p.rt}
 	return p, nil
+}
+
+// enableHTTP2 turns HTTP/2 over TLS on for tr, a transport of the pool's
+// own, even with a TLS configuration or dialer of the caller's, which turn
+// net/http's automatic HTTP/2 off.
+func enableHTTP2(tr *http.Transport) {
+	tr.ForceAttemptHTTP2 = true
+	if tr.Protocols != nil {
+		pr := *tr.Protocols
+		pr.SetHTTP2(true)
+		tr.Protocols = &pr
+	}
+	if tr.TLSNextProto != nil && tr.TLSNextProto["h2"] == nil {
+		// An empty map turns HTTP/2 off; nil lets net/http set it up.
+		tr.TLSNextProto = nil
+	}
 }
 
 // disableHTTP2 turns HTTP/2 off on tr, a transport of the pool's own. An

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -169,5 +170,36 @@ func TestNewDefaults(t *testing.T) {
 	} {
 		_, err := pool.New(bad)
 		require.Error(t, err)
+	}
+}
+
+// TestTrackHTTP2On: HTTP2(true) turns HTTP/2 on for a tracked transport
+// whose TLS configuration (the pool's or its own) turned net/http's
+// automatic HTTP/2 off, or that turned it off itself.
+func TestTrackHTTP2On(t *testing.T) {
+	srv := newServer(t, tlsHTTP2, okHandler)
+	for name, base := range map[string]func() (*http.Transport, []pool.Option){
+		"pool TLS config": func() (*http.Transport, []pool.Option) {
+			return &http.Transport{}, []pool.Option{pool.TLSConfig(srv.trust())}
+		},
+		"own TLS config": func() (*http.Transport, []pool.Option) {
+			return &http.Transport{TLSClientConfig: srv.trust()}, nil
+		},
+		"HTTP/2 turned off": func() (*http.Transport, []pool.Option) {
+			return &http.Transport{TLSClientConfig: srv.trust(), TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}, nil
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr, opts := base()
+			col := &httptrace.Collector{}
+			p, err := pool.Track(tr, append(opts, pool.HTTP2(true), pool.WithObserver(col))...)
+			require.NoError(t, err)
+			t.Cleanup(p.Close)
+			require.Equal(t, "ok", get(t, p, srv.URL))
+			quiesce(t, p)
+			tlines := col.Timelines()
+			require.Len(t, tlines, 1)
+			require.Equal(t, "HTTP/2.0", tlines[0].Proto)
+		})
 	}
 }

@@ -78,6 +78,13 @@ func (p Policy) DoWithReport(ctx context.Context, c *http.Client, req *http.Requ
 		}
 		a.Retryable = retryable(areq, resp, err)
 		switch {
+		case err != nil && ctx.Err() != nil:
+			// An attempt that failed as the caller's context ended, or the
+			// budget (the errors say so, and no predicate retries them):
+			// that is why it stopped. A response that came stays final.
+			return finish(a, StopCanceled, resp, err, endAttempt)
+		case err != nil && budget.Err() != nil:
+			return finish(a, StopBudget, resp, err, endAttempt)
 		case !a.Retryable:
 			return finish(a, StopFinal, resp, err, endAttempt)
 		case ctx.Err() != nil:

@@ -152,6 +152,29 @@ func TestTotalBudgetEndsAttempt(t *testing.T) {
 	})
 }
 
+// The same with the default predicate, which retries no error: the stop
+// reason is still the budget, and with the caller's own deadline ending
+// the attempt, a cancellation; not the predicate's "final".
+func TestStopReasonWhenAnAttemptEndsWithTheBudgetOrContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+		pn := newPipeNet(t, srv)
+		p := retry.Policy{TotalTimeout: time.Second, MaxRetries: 3, Delay: 10 * time.Millisecond}
+		_, rep, err := p.DoWithReport(t.Context(), pn.client, get(t))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, retry.StopBudget, rep.Stop)
+		require.Len(t, rep.Attempts, 1)
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		p.TotalTimeout = time.Minute
+		_, rep, err = p.DoWithReport(ctx, pn.client, get(t))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, retry.StopCanceled, rep.Stop)
+		require.Len(t, rep.Attempts, 1)
+	})
+}
+
 // Exponential backoff, capped: 100, 200, 300 (cap), 300 ms, no jitter.
 func TestBackoffDelays(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
