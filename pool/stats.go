@@ -69,7 +69,9 @@ type Stats struct {
 	ClosedBy       map[CloseReason]int64 `json:"closed_by,omitempty"`
 	ClosedByClient int64                 `json:"closed_by_client"`
 	ClosedByServer int64                 `json:"closed_by_server"`
-	// Requests counts requests; ReusedRequests those served by a
+	// Requests counts requests, each once however many times the
+	// Transport sent it, and those that ended before asking for a
+	// connection; ReusedRequests those served (their last attempt) by a
 	// connection that had served a request before.
 	Requests       int64 `json:"requests"`
 	ReusedRequests int64 `json:"reused_requests"`
@@ -78,8 +80,9 @@ type Stats struct {
 	// OpenBodies counts response bodies handed out and not closed.
 	OpenBodies int `json:"open_bodies"`
 	// Waiting counts requests waiting for a connection now; WaitCount
-	// those that ever waited (not served at once from the idle pool) and
-	// WaitDuration their total wait.
+	// those that ever waited (not served at once from the idle pool, nor,
+	// over HTTP/2, by a connection already open) and WaitDuration their
+	// total wait.
 	Waiting      int           `json:"waiting"`
 	WaitCount    int64         `json:"wait_count"`
 	WaitDuration time.Duration `json:"wait_duration_ns"`
