@@ -365,6 +365,7 @@ func fateOf(p *pool.Pool, o *Observed, reused bool) Fate {
 		}
 	}
 	if id == 0 {
+		f.None = true
 		return f
 	}
 	if c, ok := p.Conn(id); ok && c.State == pool.StateClosed {

@@ -31,11 +31,17 @@ type Fate struct {
 	Reason   pool.CloseReason `json:"reason,omitempty"`
 	// Reused is set when the recovery request was served by it.
 	Reused bool `json:"reused"`
+	// None is set when the faulted request had no connection: it got
+	// none, and none was dialed for it (or the dial failed).
+	None bool `json:"none,omitempty"`
 }
 
-// String says the fate in words, such as "closed by server (server-eof)".
+// String says the fate in words, such as "closed by server (server-eof)",
+// or "-" when there was no connection.
 func (f Fate) String() string {
 	switch {
+	case f.None:
+		return "-"
 	case f.ClosedBy != "":
 		return fmt.Sprintf("closed by %s (%s)", f.ClosedBy, f.Reason)
 	case f.Reused:
