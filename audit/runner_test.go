@@ -57,7 +57,7 @@ func TestSelect(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, len(all))
 	_, err = audit.Select(all, "(")
-	require.ErrorContains(t, err, "bad -run pattern")
+	require.ErrorContains(t, err, "bad scenario pattern")
 	_, err = audit.Select(all, "no-such-scenario")
 	require.ErrorContains(t, err, "no scenario matches")
 }

@@ -177,7 +177,7 @@ func Select(scenarios []Scenario, pattern string) ([]Scenario, error) {
 	}
 	re, err := regexp.Compile(pattern)
 	if err != nil {
-		return nil, fmt.Errorf("audit: bad -run pattern: %w", err)
+		return nil, fmt.Errorf("audit: bad scenario pattern: %w", err)
 	}
 	var out []Scenario
 	for _, s := range scenarios {
