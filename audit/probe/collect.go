@@ -30,6 +30,19 @@ type aggregator struct {
 	reused    samples
 	ev        evidence
 	timelines []*httptrace.Timeline
+	// lastTally is the tally of the connection lastTallyConn.
+	lastTally     *connTally
+	lastTallyConn uint64
+}
+
+// connTally is what the main run's timelines say of one connection.
+type connTally struct {
+	// answered counts the requests whose response came on it: those
+	// whose final connection it was.
+	answered int
+	// closeStatus is the status of the response on it that asked for the
+	// connection to be closed (ConnClose), 0 if none did.
+	closeStatus int
 }
 
 // evidence is what the findings need beyond the report's numbers.
@@ -41,6 +54,21 @@ type evidence struct {
 	// their timeout while setting up a connection or later on a new one
 	// (not those the probe's deadline cut).
 	newConnTimeouts map[httptrace.Stage]int
+	// conns holds, by connection id, what the timelines say of each
+	// connection that carried a response.
+	conns map[uint64]*connTally
+	// unconnected holds the ids of the timelines that failed before
+	// they got a connection (at most maxKeptConns of them; unconnectedAll
+	// is unset past that): only their failure can have cancelled a dial
+	// made for them.
+	unconnected    map[uint64]bool
+	unconnectedAll bool
+}
+
+// failedUnconnected reports whether the timeline id failed before it got
+// a connection, or may have: past the bound, any may have.
+func (ev *evidence) failedUnconnected(id uint64) bool {
+	return ev.unconnected[id] || !ev.unconnectedAll
 }
 
 // samples holds the stage durations of successful requests, one row per
@@ -90,7 +118,12 @@ func newAggregator(ctx context.Context, keep bool) *aggregator {
 		ctx: ctx, keep: keep,
 		outcomes: map[httptrace.Class]int{},
 		statuses: map[int]int{},
-		ev:       evidence{newConnTimeouts: map[httptrace.Stage]int{}},
+		ev: evidence{
+			newConnTimeouts: map[httptrace.Stage]int{},
+			conns:           map[uint64]*connTally{},
+			unconnected:     map[uint64]bool{},
+			unconnectedAll:  true,
+		},
 	}
 }
 
@@ -128,6 +161,32 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if n := tl.Retries; n > 0 {
 		a.hidden++
 		a.extra += n
+	}
+	if tl.Status > 0 && tl.Conn.ID != 0 {
+		// The response came on the request's final connection; an
+		// earlier attempt the Transport sent again elsewhere got none.
+		c := a.lastTally
+		if c == nil || a.lastTallyConn != tl.Conn.ID {
+			// A run of requests on one connection finds its tally without
+			// a map lookup.
+			c = a.ev.conns[tl.Conn.ID]
+			if c == nil {
+				c = new(connTally)
+				a.ev.conns[tl.Conn.ID] = c
+			}
+			a.lastTally, a.lastTallyConn = c, tl.Conn.ID
+		}
+		c.answered++
+		if tl.ConnClose {
+			c.closeStatus = tl.Status
+		}
+	}
+	if !ok && tl.Conn.ID == 0 {
+		if len(a.ev.unconnected) < maxKeptConns {
+			a.ev.unconnected[tl.ID] = true
+		} else {
+			a.ev.unconnectedAll = false
+		}
 	}
 	if ok {
 		a.statuses[tl.Status]++

@@ -92,7 +92,9 @@ func failureText(tl *httptrace.Timeline) string {
 }
 
 // findMaxRequests sends sequential requests on one connection until the
-// server closes it, at most the configured bound.
+// server closes it, at most the configured bound. A close right after an
+// error response gives no limit: a server may close after an error
+// whatever its keep-alive limit.
 func (pr *prober) findMaxRequests() *MaxRequestsResult {
 	limit := pr.cfg.findMaxReqs
 	res := &MaxRequestsResult{Bound: limit}
@@ -102,9 +104,10 @@ func (pr *prober) findMaxRequests() *MaxRequestsResult {
 		return res
 	}
 	var (
-		first    uint64
-		count    int
-		switched bool
+		first      uint64
+		count      int
+		lastStatus int // the status of the last response on the connection
+		switched   bool
 	)
 	for res.Requests < limit {
 		tl := s.one()
@@ -133,6 +136,14 @@ func (pr *prober) findMaxRequests() *MaxRequestsResult {
 			break
 		}
 		count++
+		lastStatus = tl.Status
+		if tl.Status >= 400 {
+			res.ErrorResponses++
+		}
+		if tl.ConnClose && tl.Status >= 400 {
+			res.Error = fmt.Sprintf("the server answered request %d with %d and Connection: close, which says nothing of its keep-alive limit", count, tl.Status)
+			break
+		}
 		if tl.ConnClose {
 			res.Found, res.Limit = true, count
 			res.How = string(pool.ReasonConnectionClose)
@@ -149,6 +160,8 @@ func (pr *prober) findMaxRequests() *MaxRequestsResult {
 		switch {
 		case ok && c.ClosedBy == pool.ClosedByClient:
 			res.Error = fmt.Sprintf("the client closed the connection after %d requests (%s)", count, c.CloseReason)
+		case lastStatus >= 400:
+			res.Error = fmt.Sprintf("the server closed the connection without notice right after a %d response to request %d, which says nothing of its keep-alive limit", lastStatus, count)
 		default:
 			res.Found, res.Limit = true, count
 			res.How = "closed"
@@ -201,6 +214,9 @@ func (pr *prober) findIdleTimeout() *IdleTimeoutResult {
 			return false, false
 		case a.Outcome.Class != httptrace.ClassOK:
 			res.Error = "request failed: " + failureText(a)
+			return false, false
+		case a.ConnClose && a.Status >= 400:
+			res.Error = fmt.Sprintf("the server answered %d with Connection: close: no idle connection to measure", a.Status)
 			return false, false
 		case a.ConnClose:
 			res.Error = "the server closes the connection after each response: no idle connection to measure"

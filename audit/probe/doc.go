@@ -28,14 +28,20 @@
 //
 // # Findings
 //
-// Each finding has a stable id and a severity (info, warn, error):
+// Each finding has a stable id and a severity (info, warn, error). A
+// connection counts the requests answered on it: a request the Transport
+// sent again on another connection counts where its response came. The
+// server's closes announced on error responses (status ≥ 400) are not
+// taken for keep-alive limits.
 //
 //	request-errors                   error  requests failed (the probe's own deadline aside)
+//	error-responses                  warn   every response was an error (status ≥ 400)
 //	no-keep-alive                    warn   every connection served one response, then the server closed it
 //	server-closes-every-n            warn   the server closes each connection after N ≥ 2 requests (info from N = 100)
 //	server-idle-shorter-than-client  warn   the server closes idle connections the client would still use
 //	h2-not-offered                   info   no HTTP/2 over TLS (error with RequireHTTP2)
-//	hidden-retries                   warn   the Transport retried requests by itself (a GetConn after a GotConn)
+//	hidden-retries                   warn   the Transport sent requests again on another connection by itself
+//	                                        (a GetConn after a GotConn)
 //	slow-new-connection              warn   connection setup > half the timeout, or a new connection ran out of it
 //	tls-not-resumed                  info   no TLS connection resumed a session although some could
 //	deadline-reached                 warn   the deadline cut the probe short
@@ -57,7 +63,9 @@
 //	target, method           the redacted URL and the method
 //	requested, requests      requests asked for, and sent
 //	concurrency, max_conns   workers, and the pool's cap per host (0: none)
-//	gap_ns, timeout_ns, deadline_ns, client_idle_timeout_ns, elapsed_ns
+//	gap_ns, timeout_ns, deadline_ns, client_idle_timeout_ns
+//	elapsed_ns               the whole probe, discovery included
+//	main_elapsed_ns          the main run's requests, from the start until the last ended
 //	deadline_reached         the deadline stopped the probe
 //	cut_by_deadline          main-run requests the deadline ended
 //	interrupted              the caller's context ended the probe
@@ -67,12 +75,17 @@
 //	hidden_retries           requests the Transport retried by itself
 //	extra_attempts           their attempts beyond the first
 //	dials, dial_errors       dials made by the main run, and those that failed
+//	dials_abandoned          dials the Transport cancelled once no request needed them (neither failed nor connected)
 //	perfect_dials            dials with perfect keep-alive
-//	requests_per_connection  {min, max, mean} over connections that served a request
+//	requests_per_connection  {min, max, mean} of the requests answered per connection, over those that answered one
 //	protocols                {"HTTP/1.1" | "HTTP/1.0" | "h2": connections}
-//	tls                      {versions {"TLS 1.3": n}, connections, resumed, resumable, alpn}; absent without TLS
-//	connections              [{id, proto, tls_version, tls_resumed, requests, closed_by ("client" | "server"),
-//	                           close_reason, close_detail, idle_before_close_ns, dial_error}], at most 4096
+//	tls                      {versions {"TLS 1.3": n}, connections, resumed, resumable, alpn}; absent without TLS;
+//	                         resumable: connections whose handshake began after another's had finished, or that resumed
+//	connections              [{id, proto, tls_version, tls_resumed, requests, responses, closed_by ("client" | "server"),
+//	                           close_reason, close_detail, close_status, idle_before_close_ns, dial_error, dial_abandoned}],
+//	                         at most 4096; requests counts the attempts sent on it (a request the Transport sent
+//	                         again elsewhere included), responses those answered on it; close_status is the status
+//	                         of the response that announced the server's close
 //	connections_omitted      connections beyond those listed
 //	closed_by                {close_reason: count} over every close
 //	stages                   {new: StageSet, reused: StageSet, reuse_saves_ns}: successful requests only;
@@ -80,7 +93,7 @@
 //	                         each {p50_ns, p90_ns, p99_ns, max_ns} (nearest rank); reuse_saves_ns is the
 //	                         median total on new connections minus that on reused ones, absent unless both
 //	discovery                {requests, dials,
-//	                          max_requests: {requests, bound, dials, found, limit, how, hidden_retry, error},
+//	                          max_requests: {requests, bound, dials, found, limit, how, hidden_retry, error_responses, error},
 //	                          idle_timeout: {requests, trials, dials, max_ns, found, survived_ns, closed_ns, complete, error}}
 //	                         absent unless a discovery ran; the idle timeout lies in (survived_ns, closed_ns]
 //	findings                 [{id, severity ("info" | "warn" | "error"), message}], most severe first

@@ -59,8 +59,10 @@ const (
 	FindingH2NotOffered = "h2-not-offered"
 	// FindingHiddenRetries: the Transport retried requests by itself:
 	// a timeline asked for a connection again after it had one (see
-	// [Report.HiddenRetries]), so the server saw requests the caller sent
-	// once. Warn.
+	// [Report.HiddenRetries]). It sent them again on another connection
+	// after the first failed before any response; the server may or may
+	// not have processed the first attempt, so a request that is not
+	// idempotent risks running twice. Warn.
 	FindingHiddenRetries = "hidden-retries"
 	// FindingSlowNewConnection: setting up a connection (DNS, connect,
 	// TLS) took more than half the per-request timeout, or a request on a
@@ -72,6 +74,10 @@ const (
 	// FindingDeadlineReached: the deadline stopped the probe; its numbers
 	// cover part of the run. Warn.
 	FindingDeadlineReached = "deadline-reached"
+	// FindingErrorResponses: every response was an error (status 400 or
+	// more). The closes the server announced on error responses are not
+	// taken for keep-alive limits. Warn.
+	FindingErrorResponses = "error-responses"
 )
 
 // Finding is one conclusion of a probe.

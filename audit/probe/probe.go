@@ -400,6 +400,7 @@ func (pr *prober) mainRun() (*Report, error) {
 		})
 	}
 	wg.Wait()
+	mainElapsed := time.Since(pr.start)
 	settle(pr.ctx, p)
 	pr.mainDials = nil
 	dials := p.Stats().Dials
@@ -417,6 +418,7 @@ func (pr *prober) mainRun() (*Report, error) {
 		Timeout:           cfg.timeout,
 		Deadline:          cfg.deadline,
 		ClientIdleTimeout: cfg.clientIdle,
+		MainElapsed:       mainElapsed,
 	}
 	if rep.Requests < rep.Requested {
 		pr.stopped.Store(true)
@@ -431,7 +433,7 @@ func (pr *prober) mainRun() (*Report, error) {
 	if rep.Cut > 0 {
 		pr.stopped.Store(true)
 	}
-	fillConns(rep, p.Conns(), int(st.Dials))
+	fillConns(rep, p.Conns(), int(st.Dials), &pr.ev)
 	rep.PerfectDials = perfectDials(rep, cfg)
 	return rep, nil
 }
@@ -457,22 +459,24 @@ func perfectDials(rep *Report, cfg *config) int {
 	return min(m, rep.Requests)
 }
 
-// fillConns fills the connection part of rep from the pool's snapshot.
-func fillConns(rep *Report, conns []pool.Conn, dials int) {
+// fillConns fills the connection part of rep from the pool's snapshot and
+// what the timelines said of each connection.
+func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
 	rep.Protocols = map[string]int{}
 	rep.Connections = []Connection{}
 	rep.ConnectionsOmitted = max(0, dials-len(conns))
 	var (
-		tlsSum   TLSSummary
-		firstTLS time.Time
-		served   int
-		total    int
+		tlsSum TLSSummary
+		// firstDone is when the first TLS handshake finished.
+		firstDone time.Time
+		answered  int
+		total     int
 	)
 	tlsSum.Versions = map[string]int{}
 	for _, c := range conns {
 		if c.TLSVersion != "" {
-			if at, ok := openedAt(c); ok && (firstTLS.IsZero() || at.Before(firstTLS)) {
-				firstTLS = at
+			if at, ok := openedAt(c); ok && (firstDone.IsZero() || at.Before(firstDone)) {
+				firstDone = at
 			}
 		}
 	}
@@ -480,20 +484,34 @@ func fillConns(rep *Report, conns []pool.Conn, dials int) {
 		conn := Connection{ID: c.ID, Proto: c.Proto, TLSVersion: c.TLSVersion, TLSResumed: c.TLSResumed,
 			Requests: c.Requests, ClosedBy: c.ClosedBy, CloseReason: c.CloseReason, CloseDetail: c.CloseDetail,
 			DialError: oneLine(c.DialError)}
+		if t, ok := ev.conns[c.ID]; ok {
+			conn.Responses = t.answered
+			if c.ClosedBy == pool.ClosedByServer && announcedByResponse(c.CloseReason) {
+				conn.CloseStatus = t.closeStatus
+			}
+		}
 		if c.CloseReason == pool.ReasonServerClosedIdle {
 			conn.IdleBeforeClose = idleBeforeClose(c)
 		}
+		if c.DialError != "" && canceled(c.DialError) && !ev.failedUnconnected(c.DialedFor) {
+			// The Transport cancelled a dial no request waited for any
+			// more (it closes its idle connections at the end of a phase,
+			// which cancels such dials): nothing failed.
+			conn.DialError, conn.DialAbandoned = "", true
+			rep.DialErrors--
+			rep.DialsAbandoned++
+		}
 		rep.Connections = append(rep.Connections, conn)
-		if c.Requests > 0 {
-			served++
-			total += c.Requests
-			if served == 1 || c.Requests < rep.PerConn.Min {
-				rep.PerConn.Min = c.Requests
+		if c.Requests > 0 && c.Proto != "" {
+			rep.Protocols[c.Proto]++
+		}
+		if n := conn.Responses; n > 0 {
+			answered++
+			total += n
+			if answered == 1 || n < rep.PerConn.Min {
+				rep.PerConn.Min = n
 			}
-			rep.PerConn.Max = max(rep.PerConn.Max, c.Requests)
-			if c.Proto != "" {
-				rep.Protocols[c.Proto]++
-			}
+			rep.PerConn.Max = max(rep.PerConn.Max, n)
 		}
 		if c.TLSVersion != "" {
 			tlsSum.Connections++
@@ -501,7 +519,9 @@ func fillConns(rep *Report, conns []pool.Conn, dials int) {
 			if c.TLSResumed {
 				tlsSum.Resumed++
 			}
-			if !firstTLS.IsZero() && c.DialedAt.After(firstTLS) {
+			// A handshake could resume a session once another had
+			// finished before it began; one that resumed could.
+			if c.TLSResumed || (!firstDone.IsZero() && firstDone.Before(handshakeStart(c))) {
 				tlsSum.Resumable++
 			}
 			if tlsSum.Connections == 1 {
@@ -509,12 +529,35 @@ func fillConns(rep *Report, conns []pool.Conn, dials int) {
 			}
 		}
 	}
-	if served > 0 {
-		rep.PerConn.Mean = float64(total) / float64(served)
+	if answered > 0 {
+		rep.PerConn.Mean = float64(total) / float64(answered)
 	}
 	if tlsSum.Connections > 0 {
 		rep.TLS = &tlsSum
 	}
+}
+
+// announcedByResponse reports whether a close reason is one a response
+// announced (so that the response's status is known).
+func announcedByResponse(r pool.CloseReason) bool {
+	return r == pool.ReasonConnectionClose || r == pool.ReasonHTTP10
+}
+
+// canceled reports whether a dial error's text is that of a cancelled
+// dial.
+func canceled(msg string) bool {
+	return strings.Contains(msg, "operation was canceled") || strings.Contains(msg, context.Canceled.Error())
+}
+
+// handshakeStart returns when c's TLS handshake began: when its TCP
+// connection was up, or when it was dialed if the dial made the handshake.
+func handshakeStart(c pool.Conn) time.Time {
+	for _, h := range c.History {
+		if h.State == pool.StateHandshake {
+			return h.At
+		}
+	}
+	return c.DialedAt
 }
 
 func alpnOf(c pool.Conn) string {

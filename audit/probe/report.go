@@ -31,7 +31,11 @@ type Report struct {
 	// ClientIdleTimeout is how long the probe's client kept idle
 	// connections.
 	ClientIdleTimeout time.Duration `json:"client_idle_timeout_ns"`
-	Elapsed           time.Duration `json:"elapsed_ns"`
+	// Elapsed is how long the whole probe took, discovery included;
+	// MainElapsed how long the main run's requests took, from the start
+	// until the last of them ended.
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	MainElapsed time.Duration `json:"main_elapsed_ns"`
 	// DeadlineReached is set when the deadline stopped the probe; Cut
 	// counts the main-run requests it ended.
 	DeadlineReached bool `json:"deadline_reached"`
@@ -54,13 +58,18 @@ type Report struct {
 	HiddenRetries int `json:"hidden_retries"`
 	ExtraAttempts int `json:"extra_attempts"`
 
-	// Dials counts the connections the main run dialed (failed dials
-	// included); DialErrors the dials that failed. PerfectDials is what
-	// Dials would be with perfect keep-alive.
-	Dials        int64 `json:"dials"`
-	DialErrors   int64 `json:"dial_errors"`
-	PerfectDials int   `json:"perfect_dials"`
-	// PerConn summarises the requests per connection.
+	// Dials counts the connections the main run dialed (failed and
+	// abandoned dials included); DialErrors the dials that failed;
+	// DialsAbandoned the dials the Transport cancelled once no request
+	// needed them (the request they were started for got another
+	// connection and did not fail), which neither failed nor connected.
+	// PerfectDials is what Dials would be with perfect keep-alive.
+	Dials          int64 `json:"dials"`
+	DialErrors     int64 `json:"dial_errors"`
+	DialsAbandoned int64 `json:"dials_abandoned,omitempty"`
+	PerfectDials   int   `json:"perfect_dials"`
+	// PerConn summarises the requests answered per connection
+	// ([Connection.Responses]).
 	PerConn PerConn `json:"requests_per_connection"`
 	// Protocols counts connections by protocol ("HTTP/1.1", "h2",
 	// "HTTP/1.0").
@@ -93,8 +102,10 @@ type Failure struct {
 	Count int    `json:"count"`
 }
 
-// PerConn summarises the requests per connection, over the connections
-// that carried at least one request.
+// PerConn summarises the requests answered per connection, over the
+// connections that answered at least one: a request the Transport sent
+// again on another connection counts once, on the connection that
+// answered it.
 type PerConn struct {
 	Min  int     `json:"min"`
 	Max  int     `json:"max"`
@@ -106,8 +117,9 @@ type TLSSummary struct {
 	// Versions counts connections by TLS version ("TLS 1.3").
 	Versions map[string]int `json:"versions"`
 	// Connections counts TLS connections; Resumed those whose handshake
-	// resumed an earlier session; Resumable those dialed after an earlier
-	// handshake had finished, the only ones that could resume.
+	// resumed an earlier session; Resumable those that could have: those
+	// whose handshake began after another connection's had finished, and
+	// those that resumed. Resumable is never less than Resumed.
 	Connections int `json:"connections"`
 	Resumed     int `json:"resumed"`
 	Resumable   int `json:"resumable"`
@@ -123,18 +135,27 @@ type Connection struct {
 	TLSVersion string `json:"tls_version,omitempty"`
 	TLSResumed bool   `json:"tls_resumed,omitempty"`
 	// Requests counts the requests it carried, a request the Transport
-	// retried on another connection included.
-	Requests int `json:"requests"`
+	// retried on another connection included; Responses those whose
+	// response came on it (a request sent on several connections counts
+	// on the last, if it got a response).
+	Requests  int `json:"requests"`
+	Responses int `json:"responses"`
 	// ClosedBy is "client" or "server"; CloseReason says why (see
 	// [pool.CloseReason]); CloseDetail adds the failed request's class.
 	ClosedBy    pool.Closer      `json:"closed_by,omitempty"`
 	CloseReason pool.CloseReason `json:"close_reason,omitempty"`
 	CloseDetail string           `json:"close_detail,omitempty"`
+	// CloseStatus is the status of the response with which the server
+	// announced the close (Connection: close, or HTTP/1.0 without
+	// keep-alive), when it did.
+	CloseStatus int `json:"close_status,omitempty"`
 	// IdleBeforeClose is how long it had been idle when the server closed
 	// it while idle.
 	IdleBeforeClose time.Duration `json:"idle_before_close_ns,omitempty"`
-	// DialError is set on a dial that failed.
-	DialError string `json:"dial_error,omitempty"`
+	// DialError is set on a dial that failed. DialAbandoned is set instead
+	// on a dial the Transport cancelled once no request needed it.
+	DialError     string `json:"dial_error,omitempty"`
+	DialAbandoned bool   `json:"dial_abandoned,omitempty"`
 }
 
 // Stages are stage-duration percentiles of the successful main-run
@@ -196,6 +217,11 @@ type MaxRequestsResult struct {
 	// HiddenRetry is set when the Transport had to retry the next request
 	// because the server closed without notice.
 	HiddenRetry bool `json:"hidden_retry,omitempty"`
+	// ErrorResponses counts the responses on the measured connection with
+	// a status of 400 or more. A connection the server closed right after
+	// an error response gives no limit: a server may close after an error
+	// whatever its keep-alive limit, and Error then says so.
+	ErrorResponses int `json:"error_responses,omitempty"`
 	// Error is why the discovery stopped early, if it did.
 	Error string `json:"error,omitempty"`
 }

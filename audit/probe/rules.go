@@ -26,6 +26,10 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 	}
 	ok := rep.Outcomes[httptrace.ClassOK]
 	served := servedConns(rep)
+	// judged are the connections whose close may say something of the
+	// server's keep-alive limits: not those it closed after an error
+	// response, which a server may do whatever its limits.
+	judged := slices.DeleteFunc(slices.Clone(served), closedAfterError)
 
 	// request-errors: a request failed, other than by the probe's own
 	// deadline or an interruption.
@@ -41,12 +45,22 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 		add(FindingRequestErrors, SeverityError, "%s", msg)
 	}
 
-	// no-keep-alive: every connection that carried a request carried one
-	// and the server closed it after that response.
-	if len(served) > 0 && ok > 0 && allOneAndServerClosed(served) {
+	// error-responses: every response was an error; the server's
+	// closes after them are not taken for keep-alive limits.
+	if errs := errorStatuses(rep.Statuses); ok > 0 && len(errs) == len(rep.Statuses) {
+		msg := fmt.Sprintf("every response was an error (%s)", statusList(rep.Statuses, errs))
+		if n := len(served) - len(judged); n > 0 {
+			msg += fmt.Sprintf("; the server closed %d connection(s) after an error response (Connection: close), which says nothing of its keep-alive limits", n)
+		}
+		add(FindingErrorResponses, SeverityWarn, "%s: check the URL, method and headers", msg)
+	}
+
+	// no-keep-alive: every connection that answered a request answered
+	// one and the server closed it after that response.
+	if len(judged) > 0 && ok > 0 && allOneAndServerClosed(judged) {
 		add(FindingNoKeepAlive, SeverityWarn,
 			"the server closed every connection after one response (%s): %d dials for %d requests; with keep-alive %d would do",
-			reasonList(served), rep.Dials, rep.Requests, rep.PerfectDials)
+			reasonList(judged), rep.Dials, rep.Requests, rep.PerfectDials)
 	}
 	var disc *MaxRequestsResult
 	if rep.Discovery != nil {
@@ -57,8 +71,10 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 	}
 
 	// server-closes-every-n: the server closed connections after N ≥ 2
-	// requests, saying so (Connection: close, or GOAWAY); or discovery
-	// found its limit.
+	// requests, saying so (Connection: close, or GOAWAY) or, without
+	// notice, at the same count on two connections or more; or discovery
+	// found its limit. A connection counts the requests answered on it.
+	var everyN []Connection
 	if !has(FindingNoKeepAlive) {
 		switch {
 		case disc != nil && disc.Found && disc.Limit >= 2:
@@ -67,6 +83,9 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 				sev = SeverityInfo
 			}
 			msg := fmt.Sprintf("the server closes each connection after %d requests (%s)", disc.Limit, howText(disc.How))
+			if disc.ErrorResponses > 0 {
+				msg += fmt.Sprintf(" (measured on responses of which %d were errors)", disc.ErrorResponses)
+			}
 			if !announced(disc.How) {
 				msg += ": it does so without notice, so the next request on the connection fails or is retried by the Transport"
 			}
@@ -74,40 +93,49 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 				msg += fmt.Sprintf("; the main run dialed %d times for %d requests, %d with perfect keep-alive", rep.Dials, rep.Requests, rep.PerfectDials)
 			}
 			add(FindingServerClosesEveryN, sev, "%s", msg)
+			everyN = silentAtOneCount(judged)
 		default:
-			lo, hi, n := 0, 0, 0
-			for _, c := range served {
-				if c.ClosedBy != pool.ClosedByServer || !announced(string(c.CloseReason)) || c.Requests < 2 {
-					continue
-				}
-				if n == 0 || c.Requests < lo {
-					lo = c.Requests
-				}
-				hi = max(hi, c.Requests)
-				n++
+			notice := true
+			everyN = announcedCloses(judged)
+			if len(everyN) == 0 {
+				notice = false
+				everyN = silentAtOneCount(judged)
 			}
-			if n > 0 {
-				sev := SeverityWarn
-				if lo >= closesEveryNInfo {
-					sev = SeverityInfo
-				}
-				every := fmt.Sprintf("%d", lo)
-				if hi != lo {
-					every = fmt.Sprintf("%d to %d", lo, hi)
-				}
-				add(FindingServerClosesEveryN, sev,
-					"the server closed %d connection(s) after %s requests each (%s): %d dials for %d requests, %d with perfect keep-alive",
-					n, every, reasonList(served), rep.Dials, rep.Requests, rep.PerfectDials)
+			if len(everyN) == 0 {
+				break
 			}
+			lo, hi := everyN[0].Responses, everyN[0].Responses
+			for _, c := range everyN {
+				lo, hi = min(lo, c.Responses), max(hi, c.Responses)
+			}
+			sev := SeverityWarn
+			if lo >= closesEveryNInfo {
+				sev = SeverityInfo
+			}
+			every := fmt.Sprintf("%d", lo)
+			if hi != lo {
+				every = fmt.Sprintf("%d to %d", lo, hi)
+			}
+			msg := fmt.Sprintf("the server closed %d connection(s) after %s requests each (%s)", len(everyN), every, reasonList(everyN))
+			if !notice {
+				msg += ", without notice, so the next request on such a connection fails or is retried by the Transport"
+			}
+			add(FindingServerClosesEveryN, sev, "%s: %d dials for %d requests, %d with perfect keep-alive",
+				msg, rep.Dials, rep.Requests, rep.PerfectDials)
 		}
 	}
 
 	// server-idle-shorter-than-client: the server closed idle connections
-	// the client would have kept, or discovery found its idle timeout
-	// below the client's.
+	// the client would have kept (other than those server-closes-every-n
+	// took for closes after N requests), or discovery found its idle
+	// timeout below the client's.
+	closedAtN := make(map[uint64]bool, len(everyN))
+	for _, c := range everyN {
+		closedAtN[c.ID] = true
+	}
 	var idleClosed []time.Duration
 	for _, c := range served {
-		if c.CloseReason == pool.ReasonServerClosedIdle {
+		if c.CloseReason == pool.ReasonServerClosedIdle && !closedAtN[c.ID] {
 			idleClosed = append(idleClosed, c.IdleBeforeClose)
 		}
 	}
@@ -144,7 +172,7 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 	// hidden-retries: the Transport retried requests by itself.
 	if rep.HiddenRetries > 0 {
 		add(FindingHiddenRetries, SeverityWarn,
-			"the Transport retried %d request(s) by itself (%d extra attempt(s)): the server saw requests the probe sent once, because it closed kept-alive connections without notice",
+			"the Transport sent %d request(s) again on another connection by itself (%d extra attempt(s)), after the connection it had sent them on failed before any response: the server may or may not have processed the first attempt, so a request that is not idempotent risks running twice",
 			rep.HiddenRetries, rep.ExtraAttempts)
 	}
 
@@ -201,15 +229,83 @@ func setupStage(st httptrace.Stage) bool {
 	return st == httptrace.StageDNS || st == httptrace.StageConnect || st == httptrace.StageTLS
 }
 
-// servedConns returns the connections that carried at least one request.
+// servedConns returns the connections that answered at least one
+// request.
 func servedConns(rep *Report) []Connection {
 	var out []Connection
 	for _, c := range rep.Connections {
-		if c.Requests > 0 {
+		if c.Responses > 0 {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// closedAfterError reports whether the server announced the close of c on
+// an error response (status 400 or more).
+func closedAfterError(c Connection) bool {
+	return c.CloseStatus >= 400
+}
+
+// announcedCloses returns the connections among cs the server closed, saying
+// so, after N ≥ 2 requests.
+func announcedCloses(cs []Connection) []Connection {
+	var out []Connection
+	for _, c := range cs {
+		if c.ClosedBy == pool.ClosedByServer && announced(string(c.CloseReason)) && c.Responses >= 2 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// silentAtOneCount returns the connections among cs the server closed
+// without notice, right after a response or during the next request,
+// when there are two or more and every one of them had answered the same
+// number N ≥ 2 of requests: the pattern of a server that closes after N
+// requests without saying so, not that of an idle timeout.
+func silentAtOneCount(cs []Connection) []Connection {
+	var out []Connection
+	for _, c := range cs {
+		if c.ClosedBy != pool.ClosedByServer {
+			continue
+		}
+		switch c.CloseReason {
+		case pool.ReasonServerClosedIdle, pool.ReasonServerEOF, pool.ReasonServerReset:
+		default:
+			continue
+		}
+		if len(out) > 0 && c.Responses != out[0].Responses {
+			return nil
+		}
+		out = append(out, c)
+	}
+	if len(out) < 2 || out[0].Responses < 2 {
+		return nil
+	}
+	return out
+}
+
+// errorStatuses returns the error statuses (400 or more) among statuses,
+// in order.
+func errorStatuses(statuses map[int]int) []int {
+	var out []int
+	for code := range statuses {
+		if code >= 400 {
+			out = append(out, code)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// statusList says the counts of the given statuses: "431 ×3, 503 ×1".
+func statusList(statuses map[int]int, codes []int) string {
+	parts := make([]string, 0, len(codes))
+	for _, code := range codes {
+		parts = append(parts, fmt.Sprintf("%d ×%d", code, statuses[code]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // announced reports whether a close reason is one the server announced.
@@ -221,11 +317,11 @@ func announced(reason string) bool {
 	return false
 }
 
-// allOneAndServerClosed reports whether every connection carried one
+// allOneAndServerClosed reports whether every connection answered one
 // request and was closed by the server after it, not for being idle.
 func allOneAndServerClosed(cs []Connection) bool {
 	for _, c := range cs {
-		if c.Requests != 1 || c.ClosedBy != pool.ClosedByServer {
+		if c.Responses != 1 || c.ClosedBy != pool.ClosedByServer {
 			return false
 		}
 		switch c.CloseReason {

@@ -43,6 +43,22 @@ func requireAccepted[N int | int64](t *testing.T, s *server, want N, msgAndArgs 
 	require.Equal(t, int64(want), s.accepted.Load(), msgAndArgs...)
 }
 
+// requireAcceptedDials asserts that the server accepts the connections
+// the probe's main run and its discovery (disc dials) connected. A dial
+// the Transport abandoned may or may not have reached the server before
+// it was cancelled.
+func requireAcceptedDials(t *testing.T, s *server, rep *probe.Report, disc int64) {
+	t.Helper()
+	lo := rep.Dials - rep.DialErrors - rep.DialsAbandoned + disc
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	s.accepted.WaitAtLeast(ctx, lo) // or time out: the count then says what went wrong
+	n := s.accepted.Load()
+	require.True(t, lo <= n && n <= lo+rep.DialsAbandoned,
+		"server accepts %d, probe dials %d (%d failed, %d abandoned), discovery dials %d: %+v",
+		n, rep.Dials, rep.DialErrors, rep.DialsAbandoned, disc, rep.Connections)
+}
+
 // goServer starts an httptest server that answers "ok" and, with
 // closeEvery > 0, sets "Connection: close" on every closeEvery-th response
 // of each connection. configure runs before the server starts.
@@ -139,6 +155,39 @@ func closeAfterReadingSecond(s *server, c net.Conn) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
 	}
+}
+
+// answerThenDropNext answers n requests of a connection with keep-alive,
+// then reads the next and closes without a word: the Transport sends that
+// one again on a new connection by itself.
+func answerThenDropNext(n int) func(*server, net.Conn) {
+	return func(s *server, c net.Conn) {
+		br := bufio.NewReader(c)
+		for i := 0; i <= n; i++ {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			req.Body.Close()
+			s.requests.Add(1)
+			if i < n {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}
+		}
+	}
+}
+
+// errorServer starts a server that answers every request with status and
+// "Connection: close", as a server does that refuses a request before its
+// handler runs (431 for headers too large, say). It counts the requests
+// in requests.
+func errorServer(t *testing.T, status int, requests *atomic.Int64) *server {
+	t.Helper()
+	return startCounting(t, httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(status)
+	})))
 }
 
 // garbage answers a request with bytes that are not HTTP.

@@ -79,7 +79,7 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	if r.Requests != r.Requested {
 		sent = fmt.Sprintf("%d of %d", r.Requests, r.Requested)
 	}
-	fmt.Fprintf(tw, "requests\t%s in %s: %s\n", sent, human(r.Elapsed), outcomeText(r))
+	fmt.Fprintf(tw, "requests\t%s in %s: %s\n", sent, human(r.MainElapsed), outcomeText(r))
 	for _, f := range r.Failures {
 		fmt.Fprintf(tw, "  failed\t%s @%s ×%d: %s\n", f.Class, f.Stage, f.Count, f.Error)
 	}
@@ -87,8 +87,15 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 		fmt.Fprintf(tw, "hidden retries\t%d request(s), %d extra attempt(s)\n", r.HiddenRetries, r.ExtraAttempts)
 	}
 	dials := fmt.Sprintf("%d", r.Dials)
+	var dialNotes []string
 	if r.DialErrors > 0 {
-		dials += fmt.Sprintf(" (%d failed)", r.DialErrors)
+		dialNotes = append(dialNotes, fmt.Sprintf("%d failed", r.DialErrors))
+	}
+	if r.DialsAbandoned > 0 {
+		dialNotes = append(dialNotes, fmt.Sprintf("%d abandoned", r.DialsAbandoned))
+	}
+	if len(dialNotes) > 0 {
+		dials += " (" + strings.Join(dialNotes, ", ") + ")"
 	}
 	fmt.Fprintf(tw, "dials\t%s; would be %d with perfect keep-alive\n", dials, r.PerfectDials)
 	if r.PerConn.Max > 0 {
@@ -122,7 +129,7 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	}
 
 	if d := r.Discovery; d != nil {
-		fmt.Fprintf(&b, "\ndiscovery (%d requests, %d dials, apart from the above)\n", d.Requests, d.Dials)
+		fmt.Fprintf(&b, "\ndiscovery (%d requests, %d dials, apart from the above; the whole probe took %s)\n", d.Requests, d.Dials, human(r.Elapsed))
 		if m := d.MaxRequests; m != nil {
 			fmt.Fprintf(&b, "  max requests per connection: %s\n", maxRequestsText(m))
 		}
@@ -215,6 +222,9 @@ func fateOf(c Connection) string {
 	if c.DialError != "" {
 		return "dial failed: " + c.DialError
 	}
+	if c.DialAbandoned {
+		return "dial abandoned: the Transport cancelled it once no request needed it"
+	}
 	var b strings.Builder
 	proto := c.Proto
 	if proto == "" {
@@ -227,7 +237,11 @@ func fateOf(c Connection) string {
 			b.WriteString(" resumed")
 		}
 	}
-	fmt.Fprintf(&b, ", %d request(s), ", c.Requests)
+	fmt.Fprintf(&b, ", %d request(s)", c.Responses)
+	if n := c.Requests - c.Responses; n > 0 {
+		fmt.Fprintf(&b, " + %d unanswered", n)
+	}
+	b.WriteString(", ")
 	switch {
 	case c.ClosedBy == "":
 		b.WriteString("still open")
@@ -237,6 +251,9 @@ func fateOf(c Connection) string {
 		fmt.Fprintf(&b, "closed by %s: %s", c.ClosedBy, c.CloseReason)
 		if c.CloseDetail != "" {
 			fmt.Fprintf(&b, " (%s)", c.CloseDetail)
+		}
+		if c.CloseStatus >= 400 {
+			fmt.Fprintf(&b, " on a %d response", c.CloseStatus)
 		}
 	}
 	return b.String()
@@ -264,22 +281,41 @@ func writeConnGroups(b *strings.Builder, conns []Connection) {
 	}
 }
 
-// idList says a list of connection ids briefly: "#1", "#1-#4", "#1,#3 (2)".
+// idListRuns bounds the runs of ids [idList] writes.
+const idListRuns = 4
+
+// idList says a list of connection ids, in ascending order, briefly: runs
+// of consecutive ids as ranges, and the count when they are not one run:
+// "#1", "#1-#4", "#1,#3 (2)", "#1-#3,#7 (4)". Past idListRuns runs it
+// writes the first ones and "…": "#1,#3,#5,#7,… (6)".
 func idList(ids []uint64) string {
-	if len(ids) == 1 {
-		return fmt.Sprintf("#%d", ids[0])
-	}
-	contiguous := true
-	for i := 1; i < len(ids); i++ {
-		if ids[i] != ids[i-1]+1 {
-			contiguous = false
+	var (
+		b    strings.Builder
+		runs int
+	)
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if runs > 0 {
+			b.WriteByte(',')
+		}
+		if runs == idListRuns {
+			b.WriteString("…")
 			break
 		}
+		fmt.Fprintf(&b, "#%d", ids[i])
+		if j > i {
+			fmt.Fprintf(&b, "-#%d", ids[j])
+		}
+		runs++
+		i = j + 1
 	}
-	if contiguous {
-		return fmt.Sprintf("#%d-#%d", ids[0], ids[len(ids)-1])
+	if runs > 1 {
+		fmt.Fprintf(&b, " (%d)", len(ids))
 	}
-	return fmt.Sprintf("%d conns", len(ids))
+	return b.String()
 }
 
 func writeStages(b *strings.Builder, s Stages) {
@@ -340,6 +376,9 @@ func maxRequestsText(m *MaxRequestsResult) string {
 		s = fmt.Sprintf("%d (%s)", m.Limit, howText(m.How))
 		if m.HiddenRetry {
 			s += "; the Transport retried the next request by itself"
+		}
+		if m.ErrorResponses > 0 {
+			s += fmt.Sprintf("; measured on responses of which %d were errors", m.ErrorResponses)
 		}
 	case m.Error != "":
 		s = "unknown: " + m.Error

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connaudit/connaudit/audit/probe"
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,12 +21,14 @@ func TestJSONSchema(t *testing.T) {
 	var m map[string]any
 	require.NoError(t, json.Unmarshal([]byte(b.String()), &m))
 	for _, key := range []string{"schema", "target", "method", "requested", "requests", "concurrency", "max_conns",
-		"gap_ns", "timeout_ns", "deadline_ns", "client_idle_timeout_ns", "elapsed_ns", "deadline_reached", "outcomes",
+		"gap_ns", "timeout_ns", "deadline_ns", "client_idle_timeout_ns", "elapsed_ns", "main_elapsed_ns", "deadline_reached", "outcomes",
 		"statuses", "hidden_retries", "extra_attempts", "dials", "dial_errors", "perfect_dials",
 		"requests_per_connection", "protocols", "tls", "connections", "closed_by", "stages", "discovery", "findings"} {
 		require.Contains(t, m, key)
 	}
 	require.Equal(t, probe.SchemaVersion, m["schema"])
+	require.Positive(t, rep.MainElapsed)
+	require.Less(t, rep.MainElapsed, rep.Elapsed, "discovery ran after the main run")
 	require.EqualValues(t, 4, m["requests"])
 	require.EqualValues(t, 2, m["dials"])
 	require.EqualValues(t, 1, m["perfect_dials"])
@@ -33,6 +38,7 @@ func TestJSONSchema(t *testing.T) {
 	for _, c := range conns {
 		c := c.(map[string]any)
 		require.EqualValues(t, 2, c["requests"])
+		require.EqualValues(t, 2, c["responses"])
 		require.Equal(t, "server", c["closed_by"])
 		require.Equal(t, "connection-close", c["close_reason"])
 		require.Equal(t, "TLS 1.3", c["tls_version"])
@@ -80,4 +86,34 @@ func TestWriteText(t *testing.T) {
 	} {
 		require.Contains(t, out, want)
 	}
+}
+
+// TestWriteTextTimes checks that the requests line gives the main run's
+// time, not the whole probe's, which discovery may make much longer.
+func TestWriteTextTimes(t *testing.T) {
+	t.Parallel()
+	rep := &probe.Report{
+		Requested: 3, Requests: 3, Concurrency: 1, MaxConns: 1,
+		Elapsed: 7250 * time.Millisecond, MainElapsed: 2 * time.Millisecond,
+		Outcomes: map[httptrace.Class]int{httptrace.ClassOK: 3}, Statuses: map[int]int{200: 3},
+		Dials: 3, DialsAbandoned: 1, PerfectDials: 1,
+		Connections: []probe.Connection{
+			{ID: 1, Proto: "HTTP/1.1", Requests: 2, Responses: 2, ClosedBy: pool.ClosedByServer, CloseReason: pool.ReasonConnectionClose},
+			{ID: 2, DialAbandoned: true},
+			{ID: 3, Proto: "HTTP/1.1", Requests: 1, Responses: 1, ClosedBy: pool.ClosedByServer, CloseReason: pool.ReasonConnectionClose},
+		},
+		Discovery: &probe.Discovery{Requests: 4, Dials: 2, MaxRequests: &probe.MaxRequestsResult{Requests: 4, Bound: 4}},
+	}
+	var b strings.Builder
+	require.NoError(t, probe.WriteText(&b, rep, probe.TextOptions{}))
+	out := b.String()
+	for _, want := range []string{
+		"3 in 2ms: ok 3 (200 ×3)\n",
+		"the whole probe took 7.25s",
+		"3 (1 abandoned); would be 1",
+		"#2             dial abandoned",
+	} {
+		require.Contains(t, out, want)
+	}
+	require.NotContains(t, out, "failed")
 }

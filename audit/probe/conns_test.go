@@ -1,0 +1,129 @@
+package probe
+
+import (
+	"testing"
+	"time"
+
+	"github.com/connaudit/connaudit/pool"
+	"github.com/stretchr/testify/require"
+)
+
+// tlsConn returns a TLS connection dialed at dial, whose TCP connection was
+// up at up and whose handshake finished at done (offsets from t0).
+func tlsConn(t0 time.Time, id uint64, dial, up, done time.Duration, resumed bool) pool.Conn {
+	return pool.Conn{
+		ID: id, Proto: "h2", TLSVersion: "TLS 1.3", TLSResumed: resumed, Requests: 1,
+		DialedAt: t0.Add(dial),
+		History: []pool.StateChange{
+			{State: pool.StateDialing, At: t0.Add(dial)},
+			{State: pool.StateHandshake, At: t0.Add(up)},
+			{State: pool.StateIdle, At: t0.Add(done)},
+		},
+	}
+}
+
+func newEvidence() *evidence {
+	return &evidence{conns: map[uint64]*connTally{}, unconnected: map[uint64]bool{}, unconnectedAll: true}
+}
+
+// TestResumable checks that a connection dialed while another's handshake
+// was in progress counts as able to resume when its own handshake began
+// after the other's finished, and that no more connections resumed than
+// could.
+func TestResumable(t *testing.T) {
+	t0 := time.Now()
+	ms := time.Millisecond
+	cases := []struct {
+		name               string
+		conns              []pool.Conn
+		resumed, resumable int
+	}{
+		// #2 was dialed before #1's handshake finished, but its own began
+		// after: it resumed #1's session.
+		{"dialed during, handshake after", []pool.Conn{
+			tlsConn(t0, 1, 0, 1*ms, 5*ms, false),
+			tlsConn(t0, 2, 1*ms, 6*ms, 7*ms, true),
+		}, 1, 1},
+		// Both handshakes began before either finished: none could.
+		{"concurrent handshakes", []pool.Conn{
+			tlsConn(t0, 1, 0, 1*ms, 5*ms, false),
+			tlsConn(t0, 2, 0, 2*ms, 6*ms, false),
+		}, 0, 0},
+		// A connection that resumed could resume, whatever the times say.
+		{"resumed counts", []pool.Conn{
+			tlsConn(t0, 1, 0, 1*ms, 5*ms, false),
+			tlsConn(t0, 2, 0, 2*ms, 6*ms, true),
+		}, 1, 1},
+		// One began after #1 finished and did not resume.
+		{"could, did not", []pool.Conn{
+			tlsConn(t0, 1, 0, 1*ms, 5*ms, false),
+			tlsConn(t0, 2, 6*ms, 7*ms, 9*ms, false),
+		}, 0, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := &Report{}
+			fillConns(rep, tc.conns, len(tc.conns), newEvidence())
+			require.NotNil(t, rep.TLS)
+			require.Equal(t, tc.resumed, rep.TLS.Resumed)
+			require.Equal(t, tc.resumable, rep.TLS.Resumable)
+			require.GreaterOrEqual(t, rep.TLS.Resumable, rep.TLS.Resumed)
+		})
+	}
+}
+
+// TestDialAbandoned checks that a dial the Transport cancelled for a
+// request that did not fail counts as abandoned, not failed, and that one
+// cancelled for a request that failed before it got a connection counts
+// as failed.
+func TestDialAbandoned(t *testing.T) {
+	const cancelled = "dial tcp 127.0.0.1:8080: operation was canceled"
+	conns := []pool.Conn{
+		{ID: 1, Proto: "HTTP/1.1", Requests: 2, DialedFor: 10},
+		{ID: 2, DialedFor: 11, DialError: cancelled},
+		{ID: 3, DialedFor: 12, DialError: cancelled},
+		{ID: 4, DialedFor: 13, DialError: "dial tcp 127.0.0.1:8080: connect: connection refused"},
+	}
+	ev := newEvidence()
+	ev.conns[1] = &connTally{answered: 2}
+	ev.unconnected[12] = true // its request failed while its dial went on
+	ev.unconnected[13] = true
+	rep := &Report{Dials: 4, DialErrors: 3}
+	fillConns(rep, conns, 4, ev)
+	require.EqualValues(t, 2, rep.DialErrors)
+	require.EqualValues(t, 1, rep.DialsAbandoned)
+	require.True(t, rep.Connections[1].DialAbandoned)
+	require.Empty(t, rep.Connections[1].DialError)
+	require.False(t, rep.Connections[2].DialAbandoned)
+	require.Equal(t, cancelled, rep.Connections[2].DialError)
+	require.NotEmpty(t, rep.Connections[3].DialError)
+	require.Equal(t, PerConn{Min: 2, Max: 2, Mean: 2}, rep.PerConn)
+
+	t.Run("past the bound", func(t *testing.T) {
+		// Once too many requests failed to know them all, any of them
+		// may have cancelled a dial: it counts as failed.
+		ev := newEvidence()
+		ev.unconnectedAll = false
+		rep := &Report{Dials: 1, DialErrors: 1}
+		fillConns(rep, conns[1:2], 1, ev)
+		require.EqualValues(t, 1, rep.DialErrors)
+		require.Zero(t, rep.DialsAbandoned)
+	})
+}
+
+// TestIDList checks that non-contiguous connection ids are listed, up to
+// a bound, as idList's comment says.
+func TestIDList(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ids  []uint64
+		want string
+	}{
+		"one":        {[]uint64{3}, "#3"},
+		"run":        {[]uint64{1, 2, 3, 4}, "#1-#4"},
+		"two":        {[]uint64{1, 3}, "#1,#3 (2)"},
+		"run and id": {[]uint64{1, 2, 3, 7}, "#1-#3,#7 (4)"},
+		"bounded":    {[]uint64{1, 3, 5, 7, 9, 11}, "#1,#3,#5,#7,… (6)"},
+	} {
+		require.Equal(t, tc.want, idList(tc.ids), name)
+	}
+}
