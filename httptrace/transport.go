@@ -107,14 +107,20 @@ func WithBodyIdleTimeout(d time.Duration) Option {
 // Set-Cookie are recorded masked whatever is asked.
 func WithHeaders(names ...string) Option {
 	return optionFunc(func(t *Transport) error {
-		for _, n := range names {
-			if n == "" {
-				return errors.New("httptrace: empty header name")
-			}
-			t.headers = append(t.headers, textproto.CanonicalMIMEHeaderKey(n))
-		}
-		return nil
+		return addHeaderNames(&t.headers, names)
 	})
+}
+
+// addHeaderNames appends names to *to as canonical keys; an empty name is
+// an error.
+func addHeaderNames(to *[]string, names []string) error {
+	for _, n := range names {
+		if n == "" {
+			return errors.New("httptrace: empty header name")
+		}
+		*to = append(*to, textproto.CanonicalMIMEHeaderKey(n))
+	}
+	return nil
 }
 
 // WithSecretHeaders declares the named request headers secret, as
@@ -124,13 +130,7 @@ func WithHeaders(names ...string) Option {
 // and in the headers recorded with [WithHeaders].
 func WithSecretHeaders(names ...string) Option {
 	return optionFunc(func(t *Transport) error {
-		for _, n := range names {
-			if n == "" {
-				return errors.New("httptrace: empty header name")
-			}
-			t.secretHeaders = append(t.secretHeaders, textproto.CanonicalMIMEHeaderKey(n))
-		}
-		return nil
+		return addHeaderNames(&t.secretHeaders, names)
 	})
 }
 
