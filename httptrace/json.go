@@ -57,6 +57,7 @@ type DNSJSON struct {
 
 // TLSJSON is the JSON form of [TLSInfo].
 type TLSJSON struct {
+	// Version and Cipher are empty when the handshake failed.
 	Version    string `json:"version"`
 	Cipher     string `json:"cipher"`
 	ALPN       string `json:"alpn,omitempty"`
@@ -123,8 +124,11 @@ func (tl *Timeline) JSON() TimelineJSON {
 		j.DNS = d
 	}
 	if tl.TLS.Done {
-		j.TLS = &TLSJSON{Version: tls.VersionName(tl.TLS.Version), Cipher: tls.CipherSuiteName(tl.TLS.CipherSuite),
-			ALPN: tl.TLS.ALPN, Resumed: tl.TLS.Resumed, ServerName: tl.TLS.ServerName, Error: errText(tl.TLS.Err)}
+		j.TLS = &TLSJSON{ALPN: tl.TLS.ALPN, Resumed: tl.TLS.Resumed, ServerName: tl.TLS.ServerName, Error: errText(tl.TLS.Err)}
+		if tl.TLS.Version != 0 {
+			// A failed handshake agreed on none.
+			j.TLS.Version, j.TLS.Cipher = tls.VersionName(tl.TLS.Version), tls.CipherSuiteName(tl.TLS.CipherSuite)
+		}
 	}
 	t := tl.Timings()
 	j.Timings = TimingsJSON{PoolWait: int64(t.PoolWait), DNS: int64(t.DNS), Connect: int64(t.Connect), TLS: int64(t.TLS),

@@ -2,11 +2,13 @@ package httptrace
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Masked replaces a secret value in every output.
@@ -79,7 +81,18 @@ func redactHeader(name string, values []string) string {
 // or more), as decoded and as written in u, and the Basic credentials
 // http.Client builds from u's user information, masked wherever else they
 // appear; a shorter query value is masked where it follows its key.
+//
+// Control characters are escaped as Go writes them in a string literal
+// ("\x1b", "\r"), as are bytes that are not UTF-8: an error may quote what
+// a hostile server sent (a certificate's names, say), which must neither
+// drive the terminal that shows it nor forge a line of output.
 func RedactError(err error, u *url.URL) string {
+	return Printable(redactError(err, u))
+}
+
+// redactError is [RedactError] but for the escaping of control characters,
+// which comes last, once every secret is masked.
+func redactError(err error, u *url.URL) string {
 	if err == nil {
 		return ""
 	}
@@ -159,10 +172,52 @@ func RedactRequestError(err error, req *http.Request, names ...string) string {
 		return ""
 	}
 	if req == nil {
-		return err.Error()
+		return Printable(err.Error())
 	}
-	msg := RedactError(err, req.URL)
-	return maskAll(msg, requestSecrets(req, names))
+	msg := redactError(err, req.URL)
+	return Printable(maskAll(msg, requestSecrets(req, names)))
+}
+
+// Printable returns s with control characters (but tab) and bytes that
+// are not UTF-8 escaped as Go writes them in a string literal, so that s
+// can be shown on a terminal as it is: text from a server (an error that
+// quotes it) can then neither move the cursor, set the window title nor
+// start a line of its own.
+func Printable(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c >= 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\t':
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r >= 0x80 && r <= 0x9f, r == '\u2028', r == '\u2029', r == '\ufeff':
+			// C1 controls (a terminal may read U+009B as CSI) and
+			// characters that break or hide lines.
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // requestSecrets returns the secrets in req's header: each value of

@@ -236,3 +236,24 @@ func TestRedactErrorShortQueryValues(t *testing.T) {
 	got := httptrace.RedactError(errors.New(`malformed HTTP response "GET /p?pin=42&k=ab&page=2 HTTP/1.1" after 42 bytes`), u)
 	assert.Equal(t, `malformed HTTP response "GET /p?pin=REDACTED&k=REDACTED&page=REDACTED HTTP/1.1" after 42 bytes`, got)
 }
+
+// TestPrintable: control characters, C1 controls and bytes that are not
+// UTF-8 are escaped; printable text, tabs and other scripts are kept.
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, tab\there: ünïcødé ✓":            "plain text, tab\there: ünïcødé ✓",
+		"\x1b[2J\x1b[H\x1b]0;pwned\x07\r  PASS  fake": `\x1b[2J\x1b[H\x1b]0;pwned\x07\r  PASS  fake`,
+		"line\nforged":                      `line\nforged`,
+		"csi \u009b31m and \u2028 and \x7f": `csi \u009b31m and \u2028 and \x7f`,
+		"bad \xff\xfe utf-8":                `bad \xff\xfe utf-8`,
+		"":                                  "",
+	} {
+		assert.Equal(t, want, httptrace.Printable(in), "%q", in)
+	}
+	// RedactError escapes after masking: a secret is masked whole, and
+	// what a server sent cannot drive a terminal.
+	u, err := url.Parse("http://127.0.0.1:1/p?token=T0kenValue")
+	require.NoError(t, err)
+	got := httptrace.RedactError(errors.New("x509: certificate is valid for \x1b[2J\rPASS, not T0kenValue"), u)
+	assert.Equal(t, `x509: certificate is valid for \x1b[2J\rPASS, not REDACTED`, got)
+}

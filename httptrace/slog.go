@@ -6,7 +6,13 @@ import (
 )
 
 // SlogObserver is an [Observer] that logs one record per finished request
-// through a [log/slog.Logger], with the stage timings as attributes.
+// through a [log/slog.Logger], with the stage timings as attributes. The
+// record's message is "http request" and its keys, which stay stable: id,
+// method, url (redacted), outcome (the class), stage, status, proto, conn
+// (the connection's id), new_conn, idle_for, pool_wait, dns, connect, tls,
+// write, server, transfer, total (durations, as the handler writes
+// slog.Duration: nanoseconds in JSON) and body_bytes; and, when they
+// apply, attempt, transport_retries, closed_early and error (redacted).
 type SlogObserver struct {
 	logger     *slog.Logger
 	level      slog.Level

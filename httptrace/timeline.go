@@ -83,11 +83,11 @@ type Timeline struct {
 // the request's credentials masked as [RedactRequestError] masks them (a
 // server may quote what it was sent, and net/http's error quote that).
 func (tl *Timeline) RedactError(err error) string {
-	msg := RedactError(err, tl.url)
+	msg := redactError(err, tl.url)
 	if len(tl.secrets) > 0 && err != nil {
 		msg = maskAll(msg, slices.Clone(tl.secrets))
 	}
-	return msg
+	return Printable(msg)
 }
 
 // URL returns the request URL, redacted: no user information, query values

@@ -224,6 +224,9 @@ func (a *aggregator) fill(rep *Report) evidence {
 	rep.Outcomes = a.outcomes
 	rep.Statuses = a.statuses
 	rep.Failures = a.failures
+	if rep.Failures == nil {
+		rep.Failures = []Failure{} // written as [], as documented
+	}
 	rep.Cut = a.cut
 	rep.HiddenRetries, rep.ExtraAttempts = a.hidden, a.extra
 	rep.Stages.New = a.newConn.set()

@@ -78,7 +78,7 @@
 //	dials_abandoned          dials the Transport cancelled once no request needed them (neither failed nor connected)
 //	perfect_dials            dials with perfect keep-alive
 //	requests_per_connection  {min, max, mean} of the requests answered per connection, over those that answered one
-//	protocols                {"HTTP/1.1" | "HTTP/1.0" | "h2": connections}
+//	protocols                {"HTTP/1.1" | "HTTP/1.0" | "h2": connections that carried a request}
 //	tls                      {versions {"TLS 1.3": n}, connections, resumed, resumable, alpn}; absent without TLS;
 //	                         resumable: connections whose handshake began after another's had finished, or that resumed
 //	connections              [{id, proto, tls_version, tls_resumed, requests, responses, closed_by ("client" | "server"),

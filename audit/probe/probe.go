@@ -627,5 +627,5 @@ func errorText(tl *httptrace.Timeline) string {
 // oneLine makes s fit on one line.
 func oneLine(s string) string {
 	s = strings.ReplaceAll(s, "\r", " ")
-	return strings.ReplaceAll(s, "\n", " ")
+	return httptrace.Printable(strings.ReplaceAll(s, "\n", " "))
 }

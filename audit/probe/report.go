@@ -27,7 +27,7 @@ type Report struct {
 	MaxConns    int           `json:"max_conns"`
 	Gap         time.Duration `json:"gap_ns"`
 	Timeout     time.Duration `json:"timeout_ns"`
-	Deadline    time.Duration `json:"deadline_ns,omitempty"`
+	Deadline    time.Duration `json:"deadline_ns"`
 	// ClientIdleTimeout is how long the probe's client kept idle
 	// connections.
 	ClientIdleTimeout time.Duration `json:"client_idle_timeout_ns"`
@@ -39,16 +39,16 @@ type Report struct {
 	// DeadlineReached is set when the deadline stopped the probe; Cut
 	// counts the main-run requests it ended.
 	DeadlineReached bool `json:"deadline_reached"`
-	Cut             int  `json:"cut_by_deadline,omitempty"`
+	Cut             int  `json:"cut_by_deadline"`
 	// Interrupted is set when the caller's context ended the probe.
-	Interrupted bool `json:"interrupted,omitempty"`
+	Interrupted bool `json:"interrupted"`
 
 	// Outcomes counts the main-run requests by outcome class; Statuses
 	// the responses by status code.
 	Outcomes map[httptrace.Class]int `json:"outcomes"`
 	Statuses map[int]int             `json:"statuses"`
 	// Failures lists up to 10 distinct failures, with a count each.
-	Failures []Failure `json:"failures,omitempty"`
+	Failures []Failure `json:"failures"`
 	// HiddenRetries counts requests the Transport sent more than once by
 	// itself: their timeline asked for a connection (GetConn) again after
 	// it had got one (GotConn). ExtraAttempts counts those attempts.
@@ -66,13 +66,14 @@ type Report struct {
 	// PerfectDials is what Dials would be with perfect keep-alive.
 	Dials          int64 `json:"dials"`
 	DialErrors     int64 `json:"dial_errors"`
-	DialsAbandoned int64 `json:"dials_abandoned,omitempty"`
+	DialsAbandoned int64 `json:"dials_abandoned"`
 	PerfectDials   int   `json:"perfect_dials"`
 	// PerConn summarises the requests answered per connection
 	// ([Connection.Responses]).
 	PerConn PerConn `json:"requests_per_connection"`
-	// Protocols counts connections by protocol ("HTTP/1.1", "h2",
-	// "HTTP/1.0").
+	// Protocols counts the connections that carried a request by protocol
+	// ("HTTP/1.1", "h2", "HTTP/1.0"): an HTTP/2 connection the Transport
+	// dialed beside another and never used is not counted.
 	Protocols map[string]int `json:"protocols"`
 	// TLS summarises the TLS connections, nil without TLS.
 	TLS *TLSSummary `json:"tls,omitempty"`
@@ -80,7 +81,7 @@ type Report struct {
 	// 4096; ConnectionsOmitted counts the others); ClosedBy counts every
 	// close by reason.
 	Connections        []Connection               `json:"connections"`
-	ConnectionsOmitted int                        `json:"connections_omitted,omitempty"`
+	ConnectionsOmitted int                        `json:"connections_omitted"`
 	ClosedBy           map[pool.CloseReason]int64 `json:"closed_by"`
 	// Stages are the stage durations of the successful requests.
 	Stages Stages `json:"stages"`

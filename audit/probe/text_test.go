@@ -23,9 +23,12 @@ func TestJSONSchema(t *testing.T) {
 	for _, key := range []string{"schema", "target", "method", "requested", "requests", "concurrency", "max_conns",
 		"gap_ns", "timeout_ns", "deadline_ns", "client_idle_timeout_ns", "elapsed_ns", "main_elapsed_ns", "deadline_reached", "outcomes",
 		"statuses", "hidden_retries", "extra_attempts", "dials", "dial_errors", "perfect_dials",
-		"requests_per_connection", "protocols", "tls", "connections", "closed_by", "stages", "discovery", "findings"} {
+		"requests_per_connection", "protocols", "tls", "connections", "closed_by", "stages", "discovery", "findings",
+		// Written when zero too, as documented.
+		"cut_by_deadline", "interrupted", "failures", "dials_abandoned", "connections_omitted"} {
 		require.Contains(t, m, key)
 	}
+	require.Equal(t, []any{}, m["failures"])
 	require.Equal(t, probe.SchemaVersion, m["schema"])
 	require.Positive(t, rep.MainElapsed)
 	require.Less(t, rep.MainElapsed, rep.Elapsed, "discovery ran after the main run")

@@ -4,9 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -261,6 +267,40 @@ func TestMalformedURLSecrets(t *testing.T) {
 			for _, secret := range []string{"admin", "Pw", "S3cret", "zz"} {
 				require.NotContains(t, out+errOut, secret, "%s %q", cmd, u)
 			}
+		}
+	}
+}
+
+// TestHostileCertificateNamesEscaped: a server's certificate may carry
+// names with control characters, which Go's hostname check quotes in its
+// error; trace and probe print them escaped, never raw, so the server can
+// neither drive the terminal nor forge a line.
+func TestHostileCertificateNamesEscaped(t *testing.T) {
+	t.Parallel()
+	const hostile = "\x1b[2J\x1b[H\x1b]0;pwned\x07\r  PASS  fake-line"
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), DNSNames: []string{hostile},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	require.NoError(t, err)
+	target := "https://localhost:" + port + "/"
+	for _, args := range [][]string{{"trace", target}, {"trace", "-json", target}, {"probe", "-n", "2", target}, {"probe", "-n", "2", "-v", target}} {
+		code, out, errOut := runCLI(t, args...)
+		require.NotEqual(t, exitOK, code, "%q", args)
+		all := out + errOut
+		require.Contains(t, all, `\x1b[2J`, "%q: the names are shown, escaped:\n%s", args, all)
+		for _, c := range []string{"\x1b", "\x07", "\r"} {
+			require.NotContains(t, all, c, "%q shows a raw control character:\n%q", args, all)
 		}
 	}
 }
