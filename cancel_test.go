@@ -133,7 +133,7 @@ func TestCancelWhileWaitingForTheConnection(t *testing.T) {
 
 			hcancel()
 			require.ErrorIs(t, <-hdone, context.Canceled)
-			<-srv.CancelObserved("/hang")
+			awaitCancel(t, srv, "/hang")
 			requireRecovered(t, p, srv)
 			require.EqualValues(t, 2, p.Stats().Dials, "the hanging request's connection was closed by its cancel")
 		})
@@ -223,9 +223,14 @@ func TestCancelAfterHandlerEntered(t *testing.T) {
 			<-sig.wrote // the client, too, knows the request is written
 			cancel()
 			require.ErrorIs(t, <-done, context.Canceled)
-			<-srv.CancelObserved("/hang")
+			awaitCancel(t, srv, "/hang")
 			require.EqualValues(t, 1, srv.Counters("/hang").CancelsObserved)
 			requireCanceledAt(t, col, "/hang", httptrace.StageAwaitHeaders)
+			if tc.name == "h2" {
+				conns := p.Conns()
+				require.NotEmpty(t, conns)
+				require.Equal(t, "h2", conns[0].Proto, "the h2 case runs over HTTP/2")
+			}
 			requireRecovered(t, p, srv)
 		})
 	}
@@ -247,6 +252,9 @@ func TestCancelDuringBodyRead(t *testing.T) {
 			ctx, cancel := context.WithCancel(bounded(t))
 			resp, err := get(ctx, p.Client(), srv.URL()+"/stall")
 			require.NoError(t, err)
+			if tc.name == "h2" {
+				require.Equal(t, 2, resp.ProtoMajor, "the h2 case runs over HTTP/2")
+			}
 			buf := make([]byte, 100)
 			_, err = io.ReadFull(resp.Body, buf)
 			require.NoError(t, err)
@@ -255,10 +263,22 @@ func TestCancelDuringBodyRead(t *testing.T) {
 			require.Error(t, err)
 			require.True(t, errors.Is(err, context.Canceled), "got %v", err)
 			require.NoError(t, resp.Body.Close())
-			<-srv.CancelObserved("/stall")
+			awaitCancel(t, srv, "/stall")
 			tl := requireCanceledAt(t, col, "/stall", httptrace.StageBody)
 			require.EqualValues(t, 100, tl.BodyBytes)
 			requireRecovered(t, p, srv)
 		})
+	}
+}
+
+// awaitCancel waits until the server observed the client leave path, and
+// fails the test if that does not come within 10s (a fault that never lets
+// the client leave would otherwise hang the test).
+func awaitCancel(t *testing.T, s *faultserver.Server, path string) {
+	t.Helper()
+	select {
+	case <-s.CancelObserved(path):
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the server did not observe the client leave %s", path)
 	}
 }

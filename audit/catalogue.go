@@ -59,9 +59,10 @@ func http1Scenarios() []Scenario {
 	canceled.CancelObserved = true
 	canceled.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
 	waiting := failed(httptrace.ClassCanceled, httptrace.StagePoolWait, 0)
+	waiting.Fate = &Fate{None: true}
 	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
 	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
-	hidden := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true}
+	hidden := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
 	reset := failed(httptrace.ClassReset, httptrace.StageAwaitHeaders, 1)
 	reset.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerReset)
 	truncated := failed(httptrace.ClassBodyTruncated, httptrace.StageBody, 1)
@@ -71,6 +72,7 @@ func http1Scenarios() []Scenario {
 	stall.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
 	trickle := ok(200)
 	trickle.Fate = reusedFate()
+	trickle.BodyAtLeast = trickleEvery * (trickleBytes - 1)
 	early := ok(200)
 	early.Fate = closedFate(pool.ClosedByClient, pool.ReasonEarlyBodyClose)
 	unclosed := ok(200)
@@ -82,7 +84,9 @@ func http1Scenarios() []Scenario {
 	tlsStallExp := failed(httptrace.ClassTLSHandshakeTimeout, httptrace.StageTLS, 0)
 	tlsStallExp.Fate = closedFate(pool.ClosedByClient, pool.ReasonHandshakeFailed)
 	connectTimeout := failed(httptrace.ClassConnectTimeout, httptrace.StageConnect, 0)
+	connectTimeout.Fate = &Fate{None: true}
 	refused := failed(httptrace.ClassConnectRefused, httptrace.StageConnect, 0)
+	refused.Fate = &Fate{None: true}
 
 	return []Scenario{
 		{Name: "ok", Proto: HTTP1, Fault: `200 "ok"`, Bound: "-", Expect: okExp, setup: handle(faultserver.OK{}), drive: single},
@@ -151,7 +155,7 @@ func http2Scenarios() []Scenario {
 	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
 	connClose := ok(200)
 	connClose.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerGoAway)
-	goaway := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true}
+	goaway := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
 	refused := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(1), HiddenRetry: true, Fate: reusedFate()}
 	return []Scenario{
 		{Name: "h2/ok", Proto: HTTP2, Fault: `200 "ok"`, Bound: "-", Expect: okExp, server: tlsOpts,
@@ -192,8 +196,18 @@ func retryScenarios() []Scenario {
 	fast := retry.Policy{AttemptTimeout: time.Second, TotalTimeout: 3 * time.Second, MaxRetries: 2, Delay: 10 * time.Millisecond}
 	seq := func(f ...faultserver.Fault) func(*Env) error { return handle(faultserver.Sequence{Faults: f}) }
 	s503 := faultserver.Status{Code: 503}
+	// Every attempt of a retried request goes over the one kept-alive
+	// connection, which serves /ok afterwards.
 	exp := func(class httptrace.Class, status, attempts int, server int64) Expect {
-		return Expect{Class: class, Status: status, ClientAttempts: attempts, ServerRequests: server}
+		return Expect{Class: class, Status: status, ClientAttempts: attempts, ServerRequests: server, Dials: n(1), Fate: reusedFate()}
+	}
+	// A request that timed out: the server sees it go, the client closes
+	// the connection.
+	timedOut := func(class httptrace.Class) Expect {
+		e := exp(class, 0, 1, 1)
+		e.Stage, e.CancelObserved = httptrace.StageAwaitHeaders, true
+		e.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
+		return e
 	}
 	attemptLimited := fast
 	attemptLimited.AttemptTimeout = boundShort
@@ -206,7 +220,7 @@ func retryScenarios() []Scenario {
 	budget := retry.Policy{AttemptTimeout: 300 * time.Millisecond, TotalTimeout: 600 * time.Millisecond, MaxRetries: 5,
 		Delay: 10 * time.Millisecond, HonorRetryAfter: true}
 	s503Later := faultserver.Status{Code: 503, Header: http.Header{"Retry-After": {"2"}}}
-	rhtExp := exp(httptrace.ClassResponseHeaderTimeout, 0, 1, 1)
+	rhtExp := timedOut(httptrace.ClassResponseHeaderTimeout)
 	unsafe := fast
 	unsafe.UnsafeRetryNonIdempotent = true
 	keyed := fast
@@ -217,7 +231,7 @@ func retryScenarios() []Scenario {
 		return e
 	}
 	hidden := exp(httptrace.ClassOK, 200, 1, 2)
-	hidden.HiddenRetry = true
+	hidden.HiddenRetry, hidden.Dials = true, n(2)
 	write503 := faultserver.Write{Status: 503}
 	write200 := faultserver.Write{Status: 200}
 	return []Scenario{
@@ -232,7 +246,7 @@ func retryScenarios() []Scenario {
 		{Name: "retry/500", Proto: HTTP1, Fault: "answers 500", Bound: "503 on GET, 2 retries", Retry: true,
 			Expect: exp(httptrace.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: retried(fast, http.MethodGet, "")},
 		{Name: "retry/attempt-deadline", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "attempt limit 150ms", Retry: true,
-			Wait: boundShort, Expect: exp(httptrace.ClassDeadline, 0, 1, 1), setup: handle(faultserver.Hang{}), drive: retried(attemptLimited, http.MethodGet, "")},
+			Wait: boundShort, Expect: timedOut(httptrace.ClassDeadline), setup: handle(faultserver.Hang{}), drive: retried(attemptLimited, http.MethodGet, "")},
 		{Name: "retry/response-header-timeout", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "ResponseHeaderTimeout 150ms < attempt limit 1s", Retry: true,
 			Wait: boundShort, Expect: rhtExp, Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)},
 			setup: handle(faultserver.Hang{}), drive: retried(fast, http.MethodGet, "")},

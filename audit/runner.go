@@ -428,12 +428,27 @@ func compare(e Expect, o Observed) []string {
 		add("the server did not observe the client's cancel")
 	}
 	if f := e.Fate; f != nil {
-		if f.ClosedBy != o.Fate.ClosedBy || f.Reason != o.Fate.Reason || f.Reused != o.Fate.Reused {
+		if f.ClosedBy != o.Fate.ClosedBy || f.Reason != o.Fate.Reason || f.Reused != o.Fate.Reused || f.None != o.Fate.None {
 			add("connection fate: expected %s, observed %s", f, o.Fate)
 		}
 	}
-	if e.Leak && len(o.LeakFound) == 0 {
-		add("the leak was not detected")
+	if e.Leak {
+		// The pool's check must name the open body, and over HTTP/1 the
+		// connection it pins.
+		if !anyHasPrefix(o.LeakFound, "open body:") {
+			add("the leak was not detected: no open body named")
+		}
+		if e.BlocksOK && !anyHasPrefix(o.LeakFound, "active connection #") {
+			add("the leak was not detected: no pinned connection named")
+		}
+	}
+	if o.CancelObserved && !e.CancelObserved {
+		add("the server observed the client going away, which the scenario does not expect")
+	}
+	if e.BodyAtLeast > 0 && o.Timeline != nil && o.Timeline.Timings().Transfer < e.BodyAtLeast {
+		// Timers do not fire early: a body the server spread over this
+		// long cannot have come sooner.
+		add("body: expected to take at least %v, it took %v", e.BodyAtLeast, o.Timeline.Timings().Transfer)
 	}
 	if e.BlocksOK != o.BlockedOK {
 		if e.BlocksOK {
@@ -460,4 +475,14 @@ func errSuffix(s string) string {
 		return ""
 	}
 	return " (" + s + ")"
+}
+
+// anyHasPrefix reports whether one of ss starts with prefix.
+func anyHasPrefix(ss []string, prefix string) bool {
+	for _, s := range ss {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -208,3 +208,40 @@ func TestUserTransportInHTTP2Scenarios(t *testing.T) {
 	require.False(t, res.Pass)
 	require.Contains(t, res.Mismatches, "not HTTP/2: the transport spoke HTTP/1.1 to a server that offers h2")
 }
+
+// The runner's checks fail a scenario whose expectation is not met: each
+// case runs a real scenario with one expectation made wrong.
+func TestRunnerChecksCanFail(t *testing.T) {
+	r, err := audit.NewRunner()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, scenario, mismatch string
+		edit                     func(*audit.Expect)
+	}{
+		{"fate", "ok", "connection fate: expected closed by server (server-eof), observed reused",
+			func(e *audit.Expect) {
+				e.Fate = &audit.Fate{ClosedBy: pool.ClosedByServer, Reason: pool.ReasonServerEOF}
+			}},
+		{"no connection", "connect-refused", "connection fate: expected reused, observed -",
+			func(e *audit.Expect) { e.Fate = &audit.Fate{Reused: true} }},
+		{"dials", "ok", "dials: expected 2, observed 1", func(e *audit.Expect) { two := int64(2); e.Dials = &two }},
+		{"cancel not expected", "cancel-in-handler", "the server observed the client going away, which the scenario does not expect",
+			func(e *audit.Expect) { e.CancelObserved = false }},
+		{"leak not there", "ok", "the leak was not detected: no open body named", func(e *audit.Expect) { e.Leak = true }},
+		{"body too fast", "ok", "body: expected to take at least 1h0m0s", func(e *audit.Expect) { e.BodyAtLeast = time.Hour }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := scenario(t, tc.scenario)
+			tc.edit(&s.Expect)
+			res := r.RunOne(context.Background(), s)
+			require.False(t, res.Pass)
+			found := false
+			for _, m := range res.Mismatches {
+				if strings.HasPrefix(m, tc.mismatch) {
+					found = true
+				}
+			}
+			require.True(t, found, "want %q among %q", tc.mismatch, res.Mismatches)
+		})
+	}
+}

@@ -82,6 +82,9 @@ type Expect struct {
 	// BlocksOK is set when that leak must block the next request until it
 	// is released.
 	BlocksOK bool `json:"blocks_ok,omitempty"`
+	// BodyAtLeast, when set, is the least time the faulted response's
+	// body must have taken (from its first byte to EOF): a trickle's.
+	BodyAtLeast time.Duration `json:"body_at_least_ns,omitempty"`
 }
 
 // Scenario is one fault and the client bound that must contain it.

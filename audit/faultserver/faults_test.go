@@ -76,7 +76,7 @@ func TestHangCancel(t *testing.T) {
 	<-s.Entered("/hang")
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
-	<-s.CancelObserved("/hang")
+	awaitCancel(t, s, "/hang")
 	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1, HandlersEntered: 1, CancelsObserved: 1}, s.Counters("/hang"))
 }
 
@@ -87,7 +87,7 @@ func TestHangResponseHeaderTimeout(t *testing.T) {
 
 	_, _, err := c.get(t, s.URL()+"/hang")
 	require.ErrorContains(t, err, "timeout awaiting response headers")
-	<-s.CancelObserved("/hang")
+	awaitCancel(t, s, "/hang")
 	require.Equal(t, int64(1), s.Counters("/hang").CancelsObserved)
 }
 
@@ -114,7 +114,7 @@ func TestEnteredNth(t *testing.T) {
 	cancel()
 	for range n {
 		require.ErrorIs(t, <-errc, context.Canceled)
-		<-s.CancelObserved("/hang")
+		awaitCancel(t, s, "/hang")
 	}
 	require.Equal(t, faultserver.Counters{ConnsAccepted: n, RequestsRead: n, HandlersEntered: n, CancelsObserved: n}, s.Counters("/hang"))
 }
@@ -164,7 +164,7 @@ func TestStallMidBody(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, strings.Repeat("x", 10), string(buf))
 	require.NoError(t, resp.Body.Close()) // before EOF: closes the connection
-	<-s.CancelObserved("/stall")
+	awaitCancel(t, s, "/stall")
 	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1, HandlersEntered: 1, CancelsObserved: 1}, s.Counters("/stall"))
 }
 
@@ -185,7 +185,7 @@ func TestTrickle(t *testing.T) {
 	_, err = io.ReadFull(resp.Body, make([]byte, 1))
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
-	<-s.CancelObserved("/slow")
+	awaitCancel(t, s, "/slow")
 	require.Equal(t, int64(1), s.Counters("/slow").CancelsObserved)
 }
 
@@ -307,4 +307,16 @@ func TestHandleRejects(t *testing.T) {
 		require.Panics(t, f, name)
 	}
 	require.PanicsWithValue(t, `faultserver: Handle("/x"): GoAway needs WithRawHTTP2`, func() { s.Handle("/x", faultserver.GoAway{}) })
+}
+
+// awaitCancel waits until the server observed the client leave path, and
+// fails the test if that does not come within 10s (a fault that never lets
+// the client leave would otherwise hang the test).
+func awaitCancel(t *testing.T, s *faultserver.Server, path string) {
+	t.Helper()
+	select {
+	case <-s.CancelObserved(path):
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the server did not observe the client leave %s", path)
+	}
 }

@@ -104,7 +104,7 @@ func TestRawH2HangCancel(t *testing.T) {
 	<-s.Entered("/hang")
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
-	<-s.CancelObserved("/hang") // the client's RST_STREAM(CANCEL)
+	awaitCancel(t, s, "/hang") // the client's RST_STREAM(CANCEL)
 	require.Equal(t, int64(1), s.Counters("/hang").CancelsObserved)
 
 	_, body, err := c.get(t, s.URL()+"/ok")
@@ -170,7 +170,7 @@ func TestRawH2StallMidBody(t *testing.T) {
 	_, err = io.ReadFull(resp.Body, make([]byte, 10))
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
-	<-s.CancelObserved("/stall")
+	awaitCancel(t, s, "/stall")
 	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1, HandlersEntered: 1, CancelsObserved: 1}, s.Counters("/stall"))
 }
 

@@ -86,7 +86,7 @@ func TestH2StdHangCancel(t *testing.T) {
 	<-s.Entered("/hang")
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
-	<-s.CancelObserved("/hang")
+	awaitCancel(t, s, "/hang")
 
 	resp, _, err := c.get(t, s.URL()+"/ok")
 	require.NoError(t, err)
@@ -116,7 +116,7 @@ func TestH2StdFaults(t *testing.T) {
 	_, err = io.ReadFull(resp.Body, make([]byte, 10))
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close()) // resets the stream
-	<-s.CancelObserved("/stall")
+	awaitCancel(t, s, "/stall")
 
 	_, body, err = c.get(t, s.URL()+"/large")
 	require.NoError(t, err)
