@@ -67,6 +67,25 @@ func TestRawH2GoAwayRetried(t *testing.T) {
 	require.Equal(t, int64(2), c.dials.Load())
 }
 
+// GOAWAY names the last stream before the request's as processed: a
+// request on stream 3 of a connection whose stream 1 was served is retried
+// (unprocessed), not failed.
+func TestRawH2GoAwayBelowTheRequestsStream(t *testing.T) {
+	s := start(t, faultserver.WithRawHTTP2())
+	s.Handle("/ok", faultserver.OK{})
+	s.Handle("/x", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.GoAway{}, faultserver.OK{}}})
+	c := newClient(t, s, h2)
+
+	_, body, err := c.get(t, s.URL()+"/ok") // stream 1
+	require.NoError(t, err)
+	require.Equal(t, "ok", body)
+	_, body, err = c.get(t, s.URL()+"/x") // stream 3: GOAWAY, last stream 1
+	require.NoError(t, err, "stream 3 is unprocessed below the GOAWAY's last stream, so it is retried")
+	require.Equal(t, "ok", body)
+	require.Equal(t, int64(2), s.Counters("/x").RequestsRead)
+	require.Equal(t, int64(2), c.dials.Load())
+}
+
 func TestRawH2RSTStream(t *testing.T) {
 	s := start(t, faultserver.WithRawHTTP2())
 	s.Handle("/internal", faultserver.RSTStream{Code: uint32(http2.ErrCodeInternal)})

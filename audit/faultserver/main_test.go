@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/connaudit/connaudit/audit/faultserver"
 	"github.com/stretchr/testify/require"
@@ -62,7 +63,11 @@ func h2(tr *http.Transport) { tr.ForceAttemptHTTP2 = true }
 // get does a GET and returns the response with its body read and closed.
 func (c *client) get(t *testing.T, url string) (*http.Response, string, error) {
 	t.Helper()
-	return c.getCtx(t, context.Background(), url)
+	// Bounded, so that a fault that never answers fails the test instead
+	// of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.getCtx(t, ctx, url)
 }
 
 func (c *client) getCtx(t *testing.T, ctx context.Context, url string) (*http.Response, string, error) {
