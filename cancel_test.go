@@ -10,6 +10,7 @@ import (
 
 	"github.com/connaudit/connaudit/audit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -271,14 +272,9 @@ func TestCancelDuringBodyRead(t *testing.T) {
 	}
 }
 
-// awaitCancel waits until the server observed the client leave path, and
-// fails the test if that does not come within 10s (a fault that never lets
-// the client leave would otherwise hang the test).
+// awaitCancel waits until the server observed the client leave path,
+// failing the test past testserver.AwaitBound.
 func awaitCancel(t *testing.T, s *faultserver.Server, path string) {
 	t.Helper()
-	select {
-	case <-s.CancelObserved(path):
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the server did not observe the client leave %s", path)
-	}
+	testserver.Await(t, s.CancelObserved(path), "the server's observing the client leave "+path)
 }
