@@ -87,11 +87,21 @@ func redactHeader(name string, values []string) string {
 // a hostile server sent (a certificate's names, say), which must neither
 // drive the terminal that shows it nor forge a line of output.
 func RedactError(err error, u *url.URL) string {
-	return Printable(redactError(err, u))
+	return redact(err, u, nil)
 }
 
-// redactError is [RedactError] but for the escaping of control characters,
-// which comes last, once every secret is masked.
+// redact is [RedactError] with the secrets more masked too (an empty err
+// text stays empty): control characters are escaped last, once every
+// secret is masked. more may be sorted.
+func redact(err error, u *url.URL, more []string) string {
+	msg := redactError(err, u)
+	if len(more) > 0 {
+		msg = maskAll(msg, more)
+	}
+	return Printable(msg)
+}
+
+// redactError masks u's secrets in err's text.
 func redactError(err error, u *url.URL) string {
 	if err == nil {
 		return ""
@@ -168,14 +178,10 @@ func redactError(err error, u *url.URL) string {
 // quote what it was sent in a malformed reply, which net/http's error then
 // quotes.
 func RedactRequestError(err error, req *http.Request, names ...string) string {
-	if err == nil {
-		return ""
+	if err == nil || req == nil {
+		return redact(err, nil, nil)
 	}
-	if req == nil {
-		return Printable(err.Error())
-	}
-	msg := redactError(err, req.URL)
-	return Printable(maskAll(msg, requestSecrets(req, names)))
+	return redact(err, req.URL, requestSecrets(req, names))
 }
 
 // Printable returns s with control characters (but tab) and bytes that

@@ -83,11 +83,7 @@ type Timeline struct {
 // the request's credentials masked as [RedactRequestError] masks them (a
 // server may quote what it was sent, and net/http's error quote that).
 func (tl *Timeline) RedactError(err error) string {
-	msg := redactError(err, tl.url)
-	if len(tl.secrets) > 0 && err != nil {
-		msg = maskAll(msg, slices.Clone(tl.secrets))
-	}
-	return Printable(msg)
+	return redact(err, tl.url, slices.Clone(tl.secrets))
 }
 
 // URL returns the request URL, redacted: no user information, query values

@@ -213,6 +213,13 @@ type requestContextBody struct {
 	body body
 }
 
+// newRequestContextBody returns a request context carrying ct and r over
+// ctx, and the body wrapper allocated with it.
+func newRequestContextBody(ctx context.Context, ct *stdtrace.ClientTrace, r *recorder) (context.Context, *body) {
+	rc := &requestContextBody{ctx: requestContext{Context: ctx, trace: ct, r: r}}
+	return &rc.ctx, &rc.body
+}
+
 func (c *requestContext) Value(key any) any {
 	switch key {
 	case clientTraceKey:
@@ -336,8 +343,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// DialTrace's recorder lookup. The hooks carry no DNS or connect
 		// hooks (the dialer adds them), so WithClientTrace would add
 		// nothing else. The body wrapper comes in the same allocation.
-		rc := &requestContextBody{ctx: requestContext{Context: r.ctx, trace: ct, r: r}}
-		ctx, wrapper = &rc.ctx, &rc.body
+		ctx, wrapper = newRequestContextBody(r.ctx, ct, r)
 	} else {
 		ctx, wrapper = t.requestContext(r, ct)
 	}
@@ -387,8 +393,7 @@ func (t *Transport) requestContext(r *recorder, ct *stdtrace.ClientTrace) (conte
 		// reported: net/http holds the context of a body left open, which
 		// would keep a wrapper allocated with it reachable and its cleanup
 		// from ever running.)
-		rc := &requestContextBody{ctx: requestContext{Context: ctx, trace: ct, r: r}}
-		return &rc.ctx, &rc.body
+		return newRequestContextBody(ctx, ct, r)
 	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil:
 		return &requestContext{Context: ctx, trace: ct, r: r}, nil
 	case t.dialHooks:
