@@ -30,6 +30,15 @@ type aggregator struct {
 	reused    samples
 	ev        evidence
 	timelines []*httptrace.Timeline
+	// run counts the latest requests alike in outcome and status before
+	// they go into outcomes and statuses: a run of like requests, the
+	// common case, updates no map.
+	run struct {
+		class  httptrace.Class
+		status int // counted in statuses if ok
+		ok     bool
+		n      int
+	}
 	// lastTally is the tally of the connection lastTallyConn.
 	lastTally     *connTally
 	lastTallyConn uint64
@@ -157,7 +166,11 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if kept != nil {
 		a.timelines = append(a.timelines, kept)
 	}
-	a.outcomes[tl.Outcome.Class]++
+	if r := &a.run; r.n == 0 || r.class != tl.Outcome.Class || r.ok != ok || (ok && r.status != tl.Status) {
+		a.flushRunLocked()
+		r.class, r.ok, r.status = tl.Outcome.Class, ok, tl.Status
+	}
+	a.run.n++
 	if n := tl.Retries; n > 0 {
 		a.hidden++
 		a.extra += n
@@ -189,7 +202,6 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 		}
 	}
 	if ok {
-		a.statuses[tl.Status]++
 		if t.NewConn {
 			a.newConn.add(t)
 			a.ev.setups = append(a.ev.setups, t.DNS+t.Connect+t.TLS)
@@ -217,10 +229,25 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	}
 }
 
+// flushRunLocked moves the run of like requests into the outcome and
+// status counts; a.mu is held.
+func (a *aggregator) flushRunLocked() {
+	r := &a.run
+	if r.n == 0 {
+		return
+	}
+	a.outcomes[r.class] += r.n
+	if r.ok {
+		a.statuses[r.status] += r.n
+	}
+	r.n = 0
+}
+
 // fill writes what was aggregated into rep.
 func (a *aggregator) fill(rep *Report) evidence {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.flushRunLocked()
 	rep.Outcomes = a.outcomes
 	rep.Statuses = a.statuses
 	rep.Failures = a.failures
