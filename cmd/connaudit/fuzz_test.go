@@ -20,6 +20,7 @@ import (
 	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/idna"
 )
 
 // fuzzSecrets returns what must never be printed of raw: the password and
@@ -108,6 +109,8 @@ func FuzzParseTarget(f *testing.F) {
 		"http://a%20b/",
 		"http://127.0.0.1/\x7f",
 		"http://user:S3cr3t@127.0.0.1:8x/",
+		"http://b\u00fccher.example/",
+		"http://\u2488.example/",
 	} {
 		f.Add(s)
 	}
@@ -128,6 +131,11 @@ func FuzzParseTarget(f *testing.F) {
 		}
 		if u.Host == "" || u.Hostname() == "" {
 			t.Fatalf("parseTarget(%q) accepted a URL with no host", raw)
+		}
+		// net/http dials the ASCII form of a host name that is not
+		// ASCII: a host with none would fail every request.
+		if _, err := idna.Lookup.ToASCII(u.Hostname()); err != nil && !isASCII(u.Hostname()) {
+			t.Fatalf("parseTarget(%q) accepted host %q, which has no ASCII form: %v", raw, u.Hostname(), err)
 		}
 		if p := u.Port(); p != "" {
 			n := 0

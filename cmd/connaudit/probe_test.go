@@ -121,6 +121,8 @@ func TestProbeUsageErrors(t *testing.T) {
 		"ftp":                   {"ftp://127.0.0.1/"},
 		"no host":               {"http:///path"},
 		"port out of range":     {"http://127.0.0.1:99999/"},
+		"disallowed IDNA rune":  {"http://\u2488.example/"},
+		"invalid IDNA label":    {"http://-\u00fc-.example/"},
 		"missing -d file":       {"-d", "@" + filepath.Join(t.TempDir(), "missing"), url},
 		"missing -cacert":       {"-cacert", filepath.Join(t.TempDir(), "missing.pem"), url},
 		"unwritable -o":         {"-o", filepath.Join(t.TempDir(), "no", "such", "dir"), url},

@@ -16,6 +16,7 @@ import (
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/idna"
 )
 
 // headerFlags collects repeatable -H "Name: value" flags.
@@ -94,6 +95,18 @@ func parseTarget(raw string) (*url.URL, error) {
 	if u.Host == "" || u.Hostname() == "" {
 		return nil, fmt.Errorf("URL %s has no host", httptrace.RedactURL(u))
 	}
+	if h := u.Hostname(); !isASCII(h) {
+		// net/http converts a host name that is not ASCII to its
+		// ASCII form (IDNA) before it dials or writes the request; a
+		// name it cannot convert would fail every request: refuse it
+		// here, in fixed words.
+		if strings.HasPrefix(u.Host, "[") {
+			return nil, errors.New("malformed URL: invalid IPv6 zone")
+		}
+		if _, err := idna.Lookup.ToASCII(h); err != nil {
+			return nil, errors.New("malformed URL: host is not a valid internationalized domain name")
+		}
+	}
 	if p := u.Port(); p != "" {
 		var n int
 		if _, err := fmt.Sscanf(p, "%d", &n); err != nil || n < 1 || n > 65535 {
@@ -101,6 +114,16 @@ func parseTarget(raw string) (*url.URL, error) {
 		}
 	}
 	return u, nil
+}
+
+// isASCII reports whether s is ASCII alone.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // malformedURL is the error for a URL that net/url refused. net/url's
