@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"io"
 	"iter"
@@ -45,6 +46,7 @@ const (
 	ReasonIdlePoolFull      CloseReason = "idle-pool-full"         // client: no room in the idle pool
 	ReasonRequestError      CloseReason = "request-error"          // client: the request on it failed (detail: its class)
 	ReasonHandshakeFailed   CloseReason = "handshake-failed"       // client: the TLS handshake failed or timed out
+	ReasonHandshakeAbandon  CloseReason = "handshake-abandoned"    // client: the Transport cancelled the handshake, no request needing the connection
 	ReasonKeepAlivesOff     CloseReason = "keep-alives-disabled"   // client: DisableKeepAlives
 	ReasonClient            CloseReason = "client-close"           // client: closed for another reason
 	ReasonConnectionClose   CloseReason = "connection-close"       // server: "Connection: close"
@@ -90,6 +92,12 @@ type Conn struct {
 	CloseDetail string      `json:"close_detail,omitempty"`
 	ClosedAt    time.Time   `json:"closed_at,omitzero"`
 	DialError   string      `json:"dial_error,omitempty"`
+	// Abandoned is set on a connection whose dial or TLS handshake the
+	// Transport cancelled because no request needed it any more
+	// (CloseIdleConnections cancels such dials; a request's own end does
+	// not): its dial failed, or it closed with [ReasonHandshakeAbandon],
+	// and nothing went wrong.
+	Abandoned bool `json:"abandoned,omitempty"`
 }
 
 const maxRequestIDs = 64
@@ -110,6 +118,10 @@ type connState struct {
 	last         *request // the last request that ended while it was active
 	idleSince    stamp    // when it last went idle
 	openedAt     stamp    // when it opened (its TLS handshake, if any, done)
+	// dialCtx is the context of its dial while its TLS handshake runs:
+	// the Transport runs the handshake under it, and cancels it only to
+	// abandon the dial.
+	dialCtx context.Context
 }
 
 // activeSet is the set of timeline ids of the requests a connection

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -239,6 +240,7 @@ func TestDialRefused(t *testing.T) {
 	c := onlyConn(t, p)
 	require.Equal(t, pool.StateFailed, c.State)
 	require.Contains(t, c.DialError, "refused")
+	require.False(t, c.Abandoned)
 	require.Equal(t, addr, c.Host)
 	require.Len(t, col.Timelines(), 1)
 	require.Equal(t, httptrace.ClassConnectRefused, col.Timelines()[0].Outcome.Class)
@@ -263,9 +265,108 @@ func TestTLSHandshakeFailed(t *testing.T) {
 
 	c := requireClosed(t, p, pool.ClosedByClient, pool.ReasonHandshakeFailed)
 	require.Empty(t, c.TLSVersion)
+	require.False(t, c.Abandoned)
 	s := p.Stats()
 	require.EqualValues(t, 1, s.Dials)
 	require.EqualValues(t, 0, s.DialErrors, "the TCP dial succeeded")
 	require.Zero(t, s.Dialing)
 	require.Zero(t, s.Open)
+}
+
+// silentTLS listens on loopback, accepts one connection, signals hello once
+// the client's first bytes (its TLS ClientHello) arrived, and then reads
+// until the client closes: a handshake that never ends.
+func silentTLS(t *testing.T) (addr string, hello <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var b [1]byte
+		if _, err := c.Read(b[:]); err != nil {
+			return
+		}
+		close(h)
+		io.Copy(io.Discard, c) //nolint:errcheck // until the client closes
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
+	return ln.Addr().String(), h
+}
+
+// TestTLSHandshakeAbandoned: a handshake the Transport cancels once no
+// request needs its connection (the request gave up; CloseIdleConnections
+// then cancels the dial) is abandoned, not failed.
+func TestTLSHandshakeAbandoned(t *testing.T) {
+	addr, hello := silentTLS(t)
+	p := newPool(t)
+	ctx, cancel := context.WithCancel(bounded(t))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/", nil)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := p.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	testserver.Await(t, hello, "the client's ClientHello")
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	// The dial goes on for a later request until the Transport abandons it.
+	require.Equal(t, pool.StateHandshake, onlyConn(t, p).State)
+	p.CloseIdleConnections()
+	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+
+	c := requireClosed(t, p, pool.ClosedByClient, pool.ReasonHandshakeAbandon)
+	require.True(t, c.Abandoned)
+	require.Empty(t, c.DialError)
+	s := p.Stats()
+	require.EqualValues(t, 1, s.Dials)
+	require.Zero(t, s.DialErrors)
+	require.Zero(t, s.Dialing)
+}
+
+// TestDialAbandoned: a dial the Transport cancels once no request needs it
+// fails, and is marked abandoned (TestDialRefused: one that fails by
+// itself is not).
+func TestDialAbandoned(t *testing.T) {
+	started := make(chan struct{})
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		close(started)
+		<-ctx.Done() // a dial that hangs until the Transport gives it up
+		return nil, ctx.Err()
+	}}
+	p, err := pool.Track(tr)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithCancel(bounded(t))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:1/", nil)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := p.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	testserver.Await(t, started, "the dial")
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	p.CloseIdleConnections()
+	waitStats(t, p, "dial failed", func(s pool.Stats) bool { return s.DialErrors == 1 })
+	c := onlyConn(t, p)
+	require.Equal(t, pool.StateFailed, c.State)
+	require.True(t, c.Abandoned, "dial error %q", c.DialError)
 }

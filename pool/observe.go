@@ -381,6 +381,7 @@ func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, no
 			delete(p.pendingTLS, id)
 		}
 	}
+	c.dialCtx = nil
 	if alpn == "h2" {
 		c.setH2()
 	}
@@ -458,6 +459,10 @@ func (p *Pool) connClosed(c *connState) {
 				delete(p.pendingTLS, id)
 			}
 		}
+		// A handshake the Transport abandoned ends with its dial's
+		// context, which crypto/tls then closes the connection for.
+		c.Abandoned = c.dialCtx != nil && c.dialCtx.Err() != nil
+		c.dialCtx = nil
 	case StateIdle:
 		p.tally(h, func(n *counters) {
 			n.idle--
@@ -559,6 +564,9 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 	}
 	switch prev {
 	case StateHandshake:
+		if c.Abandoned {
+			return ClosedByClient, ReasonHandshakeAbandon
+		}
 		return ClosedByClient, ReasonHandshakeFailed
 	case StateIdle:
 		switch {

@@ -360,6 +360,10 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 				nc.Close()
 			}
 			c.DialError = err.Error()
+			// The Transport dials under a context of its own, apart from
+			// the request's: it ends only when the Transport abandons
+			// the dial.
+			c.Abandoned = ctx.Err() != nil
 			c.setState(StateFailed, stampOf(now))
 			p.tally(h, func(n *counters) { n.dialErrors++ })
 			p.rememberLocked(c)
@@ -371,6 +375,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 			// The Transport handshakes next; the connection opens when
 			// that request's timeline reports the handshake done.
 			c.setState(StateHandshake, stampOf(now))
+			c.dialCtx = ctx
 			p.pendingTLS[tlID] = c
 			p.tally(h, func(n *counters) { n.dialing++ })
 		} else {

@@ -72,31 +72,40 @@ func TestResumable(t *testing.T) {
 	}
 }
 
-// TestDialAbandoned checks that a dial the Transport cancelled for a
-// request that did not fail counts as abandoned, not failed, and that one
-// cancelled for a request that failed before it got a connection counts
-// as failed.
+// TestDialAbandoned checks that a dial or TLS handshake the Transport
+// abandoned (the pool marks it) for a request that did not fail counts as
+// abandoned, not failed; that one abandoned for a request that failed
+// before it got a connection counts as failed; and that a dial that failed
+// by itself counts as failed whatever its error says. The pool's own tests
+// force both abandonments against real sockets.
 func TestDialAbandoned(t *testing.T) {
 	const cancelled = "dial tcp 127.0.0.1:8080: operation was canceled"
 	conns := []pool.Conn{
 		{ID: 1, Proto: "HTTP/1.1", Requests: 2, DialedFor: 10},
-		{ID: 2, DialedFor: 11, DialError: cancelled},
-		{ID: 3, DialedFor: 12, DialError: cancelled},
+		{ID: 2, DialedFor: 11, DialError: cancelled, Abandoned: true},
+		{ID: 3, DialedFor: 12, DialError: cancelled, Abandoned: true},
 		{ID: 4, DialedFor: 13, DialError: "dial tcp 127.0.0.1:8080: connect: connection refused"},
+		{ID: 5, DialedFor: 14, DialError: cancelled}, // the user's own dialer cancelled it
+		{ID: 6, DialedFor: 15, State: pool.StateClosed, ClosedBy: pool.ClosedByClient,
+			CloseReason: pool.ReasonHandshakeAbandon, Abandoned: true},
 	}
 	ev := newEvidence()
 	ev.conns[1] = &connTally{answered: 2}
 	ev.unconnected[12] = true // its request failed while its dial went on
 	ev.unconnected[13] = true
-	rep := &Report{Dials: 4, DialErrors: 3}
-	fillConns(rep, conns, 4, ev)
-	require.EqualValues(t, 2, rep.DialErrors)
-	require.EqualValues(t, 1, rep.DialsAbandoned)
+	rep := &Report{Dials: 6, DialErrors: 4}
+	fillConns(rep, conns, 6, ev)
+	require.EqualValues(t, 3, rep.DialErrors)
+	require.EqualValues(t, 2, rep.DialsAbandoned)
 	require.True(t, rep.Connections[1].DialAbandoned)
 	require.Empty(t, rep.Connections[1].DialError)
 	require.False(t, rep.Connections[2].DialAbandoned)
 	require.Equal(t, cancelled, rep.Connections[2].DialError)
 	require.NotEmpty(t, rep.Connections[3].DialError)
+	require.False(t, rep.Connections[4].DialAbandoned)
+	require.Equal(t, cancelled, rep.Connections[4].DialError)
+	require.True(t, rep.Connections[5].DialAbandoned)
+	require.Equal(t, pool.ReasonHandshakeAbandon, rep.Connections[5].CloseReason)
 	require.Equal(t, PerConn{Min: 2, Max: 2, Mean: 2}, rep.PerConn)
 
 	t.Run("past the bound", func(t *testing.T) {

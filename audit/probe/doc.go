@@ -75,7 +75,7 @@
 //	hidden_retries           requests the Transport retried by itself
 //	extra_attempts           their attempts beyond the first
 //	dials, dial_errors       dials made by the main run, and those that failed
-//	dials_abandoned          dials the Transport cancelled once no request needed them (neither failed nor connected)
+//	dials_abandoned          dials or TLS handshakes the Transport cancelled once no request needed them (nothing failed)
 //	perfect_dials            dials with perfect keep-alive
 //	requests_per_connection  {min, max, mean} of the requests answered per connection, over those that answered one
 //	protocols                {"HTTP/1.1" | "HTTP/1.0" | "h2": connections that carried a request}

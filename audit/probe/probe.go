@@ -493,13 +493,19 @@ func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
 		if c.CloseReason == pool.ReasonServerClosedIdle {
 			conn.IdleBeforeClose = idleBeforeClose(c)
 		}
-		if c.DialError != "" && canceled(c.DialError) && !ev.failedUnconnected(c.DialedFor) {
-			// The Transport cancelled a dial no request waited for any
-			// more (it closes its idle connections at the end of a phase,
-			// which cancels such dials): nothing failed.
-			conn.DialError, conn.DialAbandoned = "", true
-			rep.DialErrors--
+		if c.Abandoned && !ev.failedUnconnected(c.DialedFor) {
+			// The Transport cancelled a dial or handshake no request
+			// waited for any more (it closes its idle connections at the
+			// end of a phase, which cancels such dials), and the request
+			// it was started for got another connection: nothing failed.
+			// (One whose request failed without a connection, the connect
+			// hanging say, would most likely have failed too.)
+			conn.DialAbandoned = true
 			rep.DialsAbandoned++
+			if conn.DialError != "" {
+				conn.DialError = ""
+				rep.DialErrors--
+			}
 		}
 		rep.Connections = append(rep.Connections, conn)
 		if c.Requests > 0 && c.Proto != "" {
@@ -541,12 +547,6 @@ func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
 // announced (so that the response's status is known).
 func announcedByResponse(r pool.CloseReason) bool {
 	return r == pool.ReasonConnectionClose || r == pool.ReasonHTTP10
-}
-
-// canceled reports whether a dial error's text is that of a cancelled
-// dial.
-func canceled(msg string) bool {
-	return strings.Contains(msg, "operation was canceled") || strings.Contains(msg, context.Canceled.Error())
 }
 
 // handshakeStart returns when c's TLS handshake began: when its TCP

@@ -60,9 +60,8 @@ type Report struct {
 
 	// Dials counts the connections the main run dialed (failed and
 	// abandoned dials included); DialErrors the dials that failed;
-	// DialsAbandoned the dials the Transport cancelled once no request
-	// needed them (the request they were started for got another
-	// connection and did not fail), which neither failed nor connected.
+	// DialsAbandoned the dials (or their TLS handshakes) the Transport
+	// cancelled once no request needed them: nothing failed.
 	// PerfectDials is what Dials would be with perfect keep-alive.
 	Dials          int64 `json:"dials"`
 	DialErrors     int64 `json:"dial_errors"`
@@ -154,7 +153,8 @@ type Connection struct {
 	// it while idle.
 	IdleBeforeClose time.Duration `json:"idle_before_close_ns,omitempty"`
 	// DialError is set on a dial that failed. DialAbandoned is set instead
-	// on a dial the Transport cancelled once no request needed it.
+	// on a dial or TLS handshake the Transport cancelled once no request
+	// needed it ([pool.Conn].Abandoned).
 	DialError     string `json:"dial_error,omitempty"`
 	DialAbandoned bool   `json:"dial_abandoned,omitempty"`
 }

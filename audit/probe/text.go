@@ -223,7 +223,7 @@ func fateOf(c Connection) string {
 		return "dial failed: " + c.DialError
 	}
 	if c.DialAbandoned {
-		return "dial abandoned: the Transport cancelled it once no request needed it"
+		return "dial abandoned: the Transport cancelled it (or its TLS handshake) once no request needed it"
 	}
 	var b strings.Builder
 	proto := c.Proto
