@@ -43,23 +43,23 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 		if len(o.LeakFound) > 0 {
 			leaks += fmt.Sprintf(" (found %d while leaking)", len(o.LeakFound))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", res.Name, exp, got, orDash(string(o.Stage)), attempts,
-			o.Dials, o.Fate, yesNo(o.Recovered), leaks, res.Elapsed.Round(time.Millisecond), result)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", printable(res.Name), exp, got, orDash(string(o.Stage)), attempts,
+			o.Dials, printable(o.Fate.String()), yesNo(o.Recovered), leaks, res.Elapsed.Round(time.Millisecond), result)
 	}
 	tw.Flush()
 	for _, res := range r.Results {
 		if res.Pass && !verbose {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s (%s): fault: %s; bound: %s\n", res.Name, res.Proto, res.Fault, res.Bound)
+		fmt.Fprintf(&b, "\n%s (%s): fault: %s; bound: %s\n", printable(res.Name), res.Proto, printable(res.Fault), printable(res.Bound))
 		for _, m := range res.Mismatches {
-			fmt.Fprintf(&b, "  - %s\n", m)
+			fmt.Fprintf(&b, "  - %s\n", printableLines(m, "    "))
 		}
 		for _, l := range res.Observed.LeakFound {
-			fmt.Fprintf(&b, "  found while leaking: %s\n", firstLine(l))
+			fmt.Fprintf(&b, "  found while leaking: %s\n", printable(firstLine(l)))
 		}
 		for _, nt := range res.Observed.Notes {
-			fmt.Fprintf(&b, "  note: %s\n", nt)
+			fmt.Fprintf(&b, "  note: %s\n", printableLines(nt, "    "))
 		}
 		if tl := res.Observed.Timeline; tl != nil {
 			var tb strings.Builder
@@ -68,9 +68,23 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 		}
 	}
 	fmt.Fprintf(&b, "\n%d passed, %d failed in %s (the scenarios inherently wait %s); %s, %s\n",
-		r.Passed, r.Failed, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), r.Transport, r.GoVersion)
+		r.Passed, r.Failed, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), printable(r.Transport), r.GoVersion)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// printable escapes what a terminal would act on in a text the report
+// shows: a mismatch or note may quote a server or a user's transport.
+func printable(s string) string { return httptrace.Printable(s) }
+
+// printableLines is printable for a text of several lines, each line after
+// the first indented by indent.
+func printableLines(s, indent string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return strings.Join(lines, "\n"+indent)
 }
 
 func outcomeText(c httptrace.Class, status int) string {

@@ -244,3 +244,32 @@ func TestRunnerChecksCanFail(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteTextEscapesControlCharacters: the texts a report shows may quote
+// a server or a user's transport; none of their control characters reaches
+// the terminal.
+func TestWriteTextEscapesControlCharacters(t *testing.T) {
+	const hostile = "\x1b[2J\x1b]0;title\x07\rPASS"
+	rep := audit.Report{
+		Results: []audit.Result{{
+			Name: "custom" + hostile, Fault: "fault" + hostile, Bound: "bound" + hostile,
+			Mismatches: []string{"mismatch" + hostile, "two\nlines" + hostile},
+			Observed:   audit.Observed{Notes: []string{"note" + hostile}, LeakFound: []string{"leak" + hostile}},
+		}},
+		Failed:    1,
+		Transport: "transport" + hostile,
+	}
+	var b bytes.Buffer
+	require.NoError(t, audit.WriteText(&b, rep, true))
+	out := b.String()
+	for i := 0; i < len(out); i++ {
+		if c := out[i]; c < 0x20 && c != '\n' && c != '\t' || c == 0x7f {
+			t.Fatalf("control byte %#x at %d in:\n%s", c, i, out)
+		}
+	}
+	require.Contains(t, out, `mismatch\x1b[2J\x1b]0;title\x07\rPASS`)
+	require.Contains(t, out, "  - two\n    lines", "a text of several lines stays indented")
+	for _, s := range []string{"custom", "fault", "bound", "note", "leak", "transport"} {
+		require.Contains(t, out, s+`\x1b[2J`)
+	}
+}
