@@ -22,6 +22,15 @@ const (
 	trickleIdle  = time.Second
 	trickleEvery = 50 * time.Millisecond
 	trickleBytes = 25 // 1.2s in all
+	// The body a fault cuts part way: the bytes it promises and those it
+	// sends before the cut. The client reads every byte sent: TCP delivers
+	// them before the FIN, HTTP/2 the DATA before the RST_STREAM, and
+	// net/http hands over what it buffered before the error.
+	midBodyLength = 10000
+	midBodySend   = 1000
+	// earlyRead is how many bytes of a large body the client reads before
+	// it closes the body.
+	earlyRead = 10
 )
 
 func n(v int64) *int64 { return &v }
@@ -67,14 +76,17 @@ func http1Scenarios() []Scenario {
 	reset.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerReset)
 	truncated := failed(httptrace.ClassBodyTruncated, httptrace.StageBody, 1)
 	truncated.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
+	truncated.BodyBytes = n(midBodySend)
 	stall := failed(httptrace.ClassBodyIdleTimeout, httptrace.StageBody, 1)
 	stall.CancelObserved = true
 	stall.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
 	trickle := ok(200)
 	trickle.Fate = reusedFate()
 	trickle.BodyAtLeast = trickleEvery * (trickleBytes - 1)
+	trickle.BodyBytes = n(trickleBytes)
 	early := ok(200)
 	early.Fate = closedFate(pool.ClosedByClient, pool.ReasonEarlyBodyClose)
+	early.BodyBytes = n(earlyRead)
 	unclosed := ok(200)
 	unclosed.Dials = n(2) // closing the unread body closes the connection; /ok dials anew
 	unclosed.Leak, unclosed.BlocksOK = true, true
@@ -107,7 +119,7 @@ func http1Scenarios() []Scenario {
 		{Name: "reset", Proto: HTTP1, Fault: "RST (linger 0) after reading the request", Bound: "-",
 			Expect: reset, setup: handle(faultserver.Reset{}), drive: single},
 		{Name: "close-mid-body", Proto: HTTP1, Fault: "Content-Length 10000, sends 1000, closes", Bound: "-",
-			Expect: truncated, setup: handle(faultserver.CloseMidBody{Length: 10000, Send: 1000}), drive: single},
+			Expect: truncated, setup: handle(faultserver.CloseMidBody{Length: midBodyLength, Send: midBodySend}), drive: single},
 		{Name: "stall-mid-body", Proto: HTTP1, Fault: "sends half the body, stalls", Bound: "body idle 150ms",
 			Wait: boundShort, Expect: stall, Bounds: []pool.Option{pool.BodyIdleTimeout(boundShort)},
 			setup: handle(faultserver.StallMidBody{Length: 10000, Send: 5000}), drive: single},
@@ -115,7 +127,7 @@ func http1Scenarios() []Scenario {
 			Wait: trickleEvery * (trickleBytes - 1), Expect: trickle, Bounds: []pool.Option{pool.BodyIdleTimeout(trickleIdle)},
 			setup: handle(faultserver.Trickle{Bytes: trickleBytes, Interval: trickleEvery}), drive: single},
 		{Name: "early-body-close", Proto: HTTP1, Fault: "1 MiB body", Bound: "client closes after 10 bytes",
-			Expect: early, setup: handle(faultserver.LargeBody{Size: 1 << 20}), drive: earlyClose(10)},
+			Expect: early, setup: handle(faultserver.LargeBody{Size: 1 << 20}), drive: earlyClose(earlyRead)},
 		{Name: "unclosed-body", Proto: HTTP1, Fault: `200 "ok"`, Bound: "body never closed (until the check)",
 			Expect: unclosed, setup: handle(faultserver.OK{}), drive: unclosedBody},
 		{Name: "connection-close", Proto: HTTP1, Fault: "Connection: close", Bound: "-",
@@ -138,6 +150,10 @@ func http2Scenarios() []Scenario {
 		e.Fate = reusedFate()
 		return e
 	}
+	status := func(code int) Scenario {
+		return Scenario{Name: "h2/status-" + itoa(code), Proto: HTTP2, Fault: "answers " + itoa(code), Bound: "-",
+			Expect: reused(ok(code)), server: tlsOpts, setup: handle(faultserver.Status{Code: code}), drive: single}
+	}
 	okExp := reused(ok(200))
 	rht := reused(failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 1))
 	rht.CancelObserved = true
@@ -147,8 +163,14 @@ func http2Scenarios() []Scenario {
 	canceled.CancelObserved = true
 	streamReset := reused(failed(httptrace.ClassStreamReset, httptrace.StageAwaitHeaders, 1))
 	midBody := reused(failed(httptrace.ClassStreamReset, httptrace.StageBody, 1))
+	midBody.BodyBytes = n(midBodySend)
 	stall := reused(failed(httptrace.ClassBodyIdleTimeout, httptrace.StageBody, 1))
 	stall.CancelObserved = true
+	trickle := reused(ok(200))
+	trickle.BodyAtLeast = trickleEvery * (trickleBytes - 1)
+	trickle.BodyBytes = n(trickleBytes)
+	early := reused(ok(200))
+	early.BodyBytes = n(earlyRead)
 	unclosed := reused(ok(200))
 	unclosed.Leak = true
 	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
@@ -160,8 +182,7 @@ func http2Scenarios() []Scenario {
 	return []Scenario{
 		{Name: "h2/ok", Proto: HTTP2, Fault: `200 "ok"`, Bound: "-", Expect: okExp, server: tlsOpts,
 			setup: handle(faultserver.OK{}), drive: single},
-		{Name: "h2/status-503", Proto: HTTP2, Fault: "answers 503", Bound: "-", Expect: reused(ok(503)), server: tlsOpts,
-			setup: handle(faultserver.Status{Code: 503}), drive: single},
+		status(503), status(500), status(404),
 		{Name: "h2/response-header-timeout", Proto: HTTP2, Fault: "handler entered, never writes", Bound: "ResponseHeaderTimeout 150ms",
 			Wait: boundShort, Expect: rht, server: tlsOpts, Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)},
 			setup: handle(faultserver.Hang{}), drive: single},
@@ -176,12 +197,15 @@ func http2Scenarios() []Scenario {
 		{Name: "h2/reset", Proto: HTTP2, Fault: "RST_STREAM(INTERNAL_ERROR)", Bound: "-", Expect: streamReset, server: tlsOpts,
 			setup: handle(faultserver.Reset{}), drive: single},
 		{Name: "h2/close-mid-body", Proto: HTTP2, Fault: "sends 1000 of 10000 bytes, resets the stream", Bound: "-", Expect: midBody,
-			server: tlsOpts, setup: handle(faultserver.CloseMidBody{Length: 10000, Send: 1000}), drive: single},
+			server: tlsOpts, setup: handle(faultserver.CloseMidBody{Length: midBodyLength, Send: midBodySend}), drive: single},
 		{Name: "h2/stall-mid-body", Proto: HTTP2, Fault: "sends half the body, stalls", Bound: "body idle 150ms",
 			Wait: boundShort, Expect: stall, server: tlsOpts, Bounds: []pool.Option{pool.BodyIdleTimeout(boundShort)},
 			setup: handle(faultserver.StallMidBody{Length: 10000, Send: 5000}), drive: single},
+		{Name: "h2/trickle-body", Proto: HTTP2, Fault: "a byte every 50ms for 1.2s", Bound: "body idle 1s",
+			Wait: trickleEvery * (trickleBytes - 1), Expect: trickle, server: tlsOpts, Bounds: []pool.Option{pool.BodyIdleTimeout(trickleIdle)},
+			setup: handle(faultserver.Trickle{Bytes: trickleBytes, Interval: trickleEvery}), drive: single},
 		{Name: "h2/early-body-close", Proto: HTTP2, Fault: "1 MiB body", Bound: "client closes after 10 bytes",
-			Expect: reused(ok(200)), server: tlsOpts, setup: handle(faultserver.LargeBody{Size: 1 << 20}), drive: earlyClose(10)},
+			Expect: early, server: tlsOpts, setup: handle(faultserver.LargeBody{Size: 1 << 20}), drive: earlyClose(earlyRead)},
 		{Name: "h2/unclosed-body", Proto: HTTP2, Fault: `200 "ok"`, Bound: "body never closed (until the check)",
 			Expect: unclosed, server: tlsOpts, setup: handle(faultserver.OK{}), drive: unclosedBody},
 		{Name: "h2/goaway", Proto: HTTP2, Fault: "GOAWAY below the request's stream", Bound: "-", Expect: goaway, server: rawOpts,

@@ -8,7 +8,8 @@
 // [pool.Pool] with MaxConnsPerHost=1 (or a transport the caller supplies,
 // to audit the configuration it ships). For each scenario it compares the
 // expected outcome class and stage, client attempts, server-seen requests,
-// dials and connection fate with what happened, and then checks recovery:
+// dials, connection fate and, where the fault fixes it, the number of body
+// bytes the client received with what happened, and then checks recovery:
 // the same pool serves /ok, no connection is active, no body is open and no
 // goroutine leaked.
 //

@@ -25,6 +25,9 @@ type Observed struct {
 	TransportRetries int `json:"transport_retries,omitempty"`
 	// Dials is the number of dials before recovery.
 	Dials int64 `json:"dials"`
+	// BodyBytes is the number of body bytes the client read of the
+	// faulted response (its last attempt's).
+	BodyBytes int64 `json:"body_bytes"`
 	// Fate is the faulted connection's fate after recovery.
 	Fate Fate `json:"fate"`
 	// Conn is the faulted connection's id.

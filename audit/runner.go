@@ -278,6 +278,7 @@ func (r *Runner) observe(s Scenario, e *Env, unbounded bool) {
 			obs.Error = last.RedactError(last.Outcome.Err)
 		}
 		obs.Conn = last.Conn.ID
+		obs.BodyBytes = last.BodyBytes
 		obs.Timeline = last
 	}
 	if e.retries >= 0 && e.retries != obs.ClientAttempts {
@@ -446,6 +447,9 @@ func compare(e Expect, o Observed) []string {
 		// Timers do not fire early: a body the server spread over this
 		// long cannot have come sooner.
 		add("body: expected to take at least %v, it took %v", e.BodyAtLeast, o.Timeline.Timings().Transfer)
+	}
+	if e.BodyBytes != nil && o.BodyBytes != *e.BodyBytes {
+		add("body bytes: expected %d, observed %d", *e.BodyBytes, o.BodyBytes)
 	}
 	if e.BlocksOK != o.BlockedOK {
 		if e.BlocksOK {

@@ -39,8 +39,9 @@ func TestCatalogueNamesAreUniqueAndComplete(t *testing.T) {
 	for _, name := range []string{"ok", "status-503", "status-500", "status-404", "response-header-timeout",
 		"attempt-deadline", "cancel-in-handler", "cancel-waiting-for-conn", "close-before-response", "hidden-retry",
 		"reset", "close-mid-body", "stall-mid-body", "trickle-body", "early-body-close", "unclosed-body",
-		"connection-close", "tls-handshake-stall", "connect-hang", "connect-refused", "h2/goaway", "h2/reset",
-		"retry/503-503-ok", "retry/post-idempotency-key"} {
+		"connection-close", "tls-handshake-stall", "connect-hang", "connect-refused", "h2/status-503", "h2/status-500",
+		"h2/status-404", "h2/close-mid-body", "h2/stall-mid-body", "h2/trickle-body", "h2/early-body-close", "h2/goaway",
+		"h2/reset", "retry/503-503-ok", "retry/post-idempotency-key"} {
 		require.True(t, seen[name], "the catalogue has %s", name)
 	}
 }
@@ -228,6 +229,10 @@ func TestRunnerChecksCanFail(t *testing.T) {
 		{"cancel expected", "ok", "the server did not observe the client's cancel", func(e *audit.Expect) { e.CancelObserved = true }},
 		{"leak not there", "ok", "the leak was not detected: no open body named", func(e *audit.Expect) { e.Leak = true }},
 		{"body too fast", "ok", "body: expected to take at least 1h0m0s", func(e *audit.Expect) { e.BodyAtLeast = time.Hour }},
+		{"body bytes", "close-mid-body", "body bytes: expected 1001, observed 1000",
+			func(e *audit.Expect) { sent := int64(1001); e.BodyBytes = &sent }},
+		{"h2 body bytes", "h2/close-mid-body", "body bytes: expected 999, observed 1000",
+			func(e *audit.Expect) { sent := int64(999); e.BodyBytes = &sent }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := scenario(t, tc.scenario)

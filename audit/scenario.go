@@ -85,6 +85,11 @@ type Expect struct {
 	// BodyAtLeast, when set, is the least time the faulted response's
 	// body must have taken (from its first byte to EOF): a trickle's.
 	BodyAtLeast time.Duration `json:"body_at_least_ns,omitempty"`
+	// BodyBytes, when set, is the number of body bytes the client must
+	// have read of the faulted response, exactly: those a fault sent
+	// before it cut the body, all of a trickle's, or those the client
+	// read before it closed the body early.
+	BodyBytes *int64 `json:"body_bytes,omitempty"`
 }
 
 // Scenario is one fault and the client bound that must contain it.
