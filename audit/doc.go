@@ -19,6 +19,11 @@
 // client made attempts is reported as a hidden transport retry.
 //
 // Reports are text ([WriteText]), JSON ([Report] marshals to a stable form)
-// and JUnit XML ([WriteJUnit]). Scenarios run one at a time: the goroutine
-// check compares the whole process with its state before each scenario.
+// and JUnit XML ([WriteJUnit]). Each lists every scenario given to
+// [Runner.Run]: one not started because the run's context ended is
+// reported skipped (JSON: the result's "skipped" reason and the report's
+// "skipped" count; JUnit: a <skipped> element and the suite's skipped
+// attribute), and the report is not OK. Scenarios run one at a time: the
+// goroutine check compares the whole process with its state before each
+// scenario.
 package audit

@@ -15,8 +15,8 @@ import (
 // WriteText writes the report as a table — scenario, expected, observed,
 // stage, attempts client/server, dials, recovered, leaks, time — followed by
 // every mismatch of each failed scenario with its faulted request's
-// timeline, and the totals. With verbose, every scenario's timeline is
-// written.
+// timeline, and the totals. A skipped scenario's row says "not run" and
+// SKIP. With verbose, every scenario's timeline is written.
 func WriteText(w io.Writer, r Report, verbose bool) error {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
@@ -24,6 +24,10 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 	for _, res := range r.Results {
 		o := res.Observed
 		exp := outcomeText(res.Expected.Class, res.Expected.Status)
+		if res.Skipped != "" {
+			fmt.Fprintf(tw, "%s\t%s\tnot run\t-\t-\t-\t-\t-\t-\t-\tSKIP\n", printable(res.Name), exp)
+			continue
+		}
 		got := outcomeText(o.Class, o.Status)
 		if o.Unbounded {
 			got = "unbounded"
@@ -48,7 +52,7 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 	}
 	tw.Flush()
 	for _, res := range r.Results {
-		if res.Pass && !verbose {
+		if (res.Pass && !verbose) || res.Skipped != "" {
 			continue
 		}
 		fmt.Fprintf(&b, "\n%s (%s): fault: %s; bound: %s\n", printable(res.Name), res.Proto, printable(res.Fault), printable(res.Bound))
@@ -67,8 +71,12 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 			b.WriteString(indentText(tb.String(), "  "))
 		}
 	}
-	fmt.Fprintf(&b, "\n%d passed, %d failed in %s (the scenarios inherently wait %s); %s, %s\n",
-		r.Passed, r.Failed, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), printable(r.Transport), r.GoVersion)
+	skipped := ""
+	if r.Skipped > 0 {
+		skipped = fmt.Sprintf(", %d skipped", r.Skipped)
+	}
+	fmt.Fprintf(&b, "\n%d passed, %d failed%s in %s (the scenarios inherently wait %s); %s, %s\n",
+		r.Passed, r.Failed, skipped, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), printable(r.Transport), r.GoVersion)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -142,6 +150,7 @@ type junitSuite struct {
 	Name     string      `xml:"name,attr"`
 	Tests    int         `xml:"tests,attr"`
 	Failures int         `xml:"failures,attr"`
+	Skipped  int         `xml:"skipped,attr"`
 	Time     string      `xml:"time,attr"`
 	Cases    []junitCase `xml:"testcase"`
 }
@@ -150,8 +159,13 @@ type junitCase struct {
 	Name      string        `xml:"name,attr"`
 	Classname string        `xml:"classname,attr"`
 	Time      string        `xml:"time,attr"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
 }
 
 type junitFailure struct {
@@ -161,11 +175,17 @@ type junitFailure struct {
 
 // WriteJUnit writes the report as JUnit XML, one test case per scenario,
 // for CI systems. A failed case carries every mismatch and the faulted
-// request's timeline.
+// request's timeline; a skipped one a <skipped> element with the reason,
+// counted in the suite's skipped attribute.
 func WriteJUnit(w io.Writer, r Report) error {
-	s := junitSuite{Name: "connaudit", Tests: len(r.Results), Failures: r.Failed, Time: secs(r.Elapsed)}
+	s := junitSuite{Name: "connaudit", Tests: len(r.Results), Failures: r.Failed, Skipped: r.Skipped, Time: secs(r.Elapsed)}
 	for _, res := range r.Results {
 		c := junitCase{Name: res.Name, Classname: "connaudit." + string(res.Proto), Time: secs(res.Elapsed)}
+		if res.Skipped != "" {
+			c.Skipped = &junitSkipped{Message: res.Skipped}
+			s.Cases = append(s.Cases, c)
+			continue
+		}
 		var out strings.Builder
 		if tl := res.Observed.Timeline; tl != nil {
 			httptrace.WriteWaterfall(&out, tl)

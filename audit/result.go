@@ -71,6 +71,11 @@ type Result struct {
 	// Mismatches lists every difference between Expected and Observed,
 	// and every recovery failure.
 	Mismatches []string `json:"mismatches,omitempty"`
+	// Skipped, when set, says why the scenario was not run: the run's
+	// context ended before it started ("not started: context deadline
+	// exceeded"). A skipped result does not pass, has no mismatches and
+	// an empty Observed, and counts in [Report.Skipped], not in Failed.
+	Skipped string `json:"skipped,omitempty"`
 	// Elapsed is the scenario's wall time; Wait the time it inherently
 	// needs.
 	Elapsed time.Duration `json:"elapsed_ns"`
@@ -79,9 +84,14 @@ type Result struct {
 
 // Report is the outcome of a run.
 type Report struct {
+	// Results holds one result per scenario given, in order, run or
+	// skipped.
 	Results []Result `json:"results"`
 	Passed  int      `json:"passed"`
 	Failed  int      `json:"failed"`
+	// Skipped counts the scenarios not run because the run's context
+	// ended first ([Result.Skipped]).
+	Skipped int `json:"skipped"`
 	// Elapsed is the run's wall time; Wait the sum of the scenarios'
 	// inherent waits.
 	Elapsed time.Duration `json:"elapsed_ns"`
@@ -92,5 +102,5 @@ type Report struct {
 	GoVersion string `json:"go_version"`
 }
 
-// OK reports whether every scenario passed.
-func (r Report) OK() bool { return r.Failed == 0 && len(r.Results) > 0 }
+// OK reports whether every scenario ran and passed.
+func (r Report) OK() bool { return r.Failed == 0 && r.Skipped == 0 && len(r.Results) > 0 }

@@ -91,13 +91,17 @@ func NewRunner(opts ...Option) (*Runner, error) {
 }
 
 // Run runs scenarios one after the other and reports on all of them. It
-// stops early only when ctx ends; the scenarios not run are not reported.
+// stops early only when ctx ends: the scenarios not started by then are
+// reported skipped ([Result.Skipped]), and the report is not OK.
 func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 	start := time.Now()
 	rep := Report{Transport: r.transportName, GoVersion: runtime.Version()}
 	for _, s := range scenarios {
 		if ctx.Err() != nil {
-			break
+			rep.Results = append(rep.Results, Result{Name: s.Name, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound,
+				Expected: s.Expect, Wait: s.Wait, Skipped: "not started: " + context.Cause(ctx).Error()})
+			rep.Skipped++
+			continue
 		}
 		res := r.RunOne(ctx, s)
 		rep.Results = append(rep.Results, res)

@@ -189,6 +189,102 @@ func TestReports(t *testing.T) {
 	require.Contains(t, suites.Suites[0].Cases[1].Failure.Message, "status: expected 200")
 }
 
+// TestRunReportsScenariosNotStarted ends the run's context from the first
+// scenario's result callback, so the others are never started, whatever
+// the timing: the report still lists every scenario given, the ones not
+// run as skipped, in the text, JSON and JUnit forms, and is not OK.
+func TestRunReportsScenariosNotStarted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := audit.NewRunner(audit.OnResult(func(audit.Result) { cancel() }))
+	require.NoError(t, err)
+	rep := r.Run(ctx, []audit.Scenario{scenario(t, "ok"), scenario(t, "status-404"), scenario(t, "h2/ok")})
+	require.Len(t, rep.Results, 3)
+	require.Equal(t, 1, rep.Passed)
+	require.Zero(t, rep.Failed)
+	require.Equal(t, 2, rep.Skipped)
+	require.False(t, rep.OK(), "a run that skipped scenarios is not OK")
+	require.True(t, rep.Results[0].Pass)
+	require.Empty(t, rep.Results[0].Skipped)
+	for _, res := range rep.Results[1:] {
+		require.False(t, res.Pass, res.Name)
+		require.Equal(t, "not started: context canceled", res.Skipped, res.Name)
+		require.Empty(t, res.Mismatches, res.Name)
+		require.Zero(t, res.Elapsed, res.Name)
+	}
+
+	var text bytes.Buffer
+	require.NoError(t, audit.WriteText(&text, rep, true))
+	lines := strings.Split(text.String(), "\n")
+	row := func(name string) []string {
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == name {
+				return f
+			}
+		}
+		t.Fatalf("no row for %s in\n%s", name, text.String())
+		return nil
+	}
+	require.Equal(t, []string{"status-404", "ok(404)", "not", "run", "-", "-", "-", "-", "-", "-", "-", "SKIP"}, row("status-404"))
+	require.Equal(t, "SKIP", row("h2/ok")[len(row("h2/ok"))-1])
+	require.Equal(t, "PASS", row("ok")[len(row("ok"))-1])
+	require.NotContains(t, text.String(), "status-404 (", "no detail section for a scenario not run")
+	require.Contains(t, text.String(), "1 passed, 0 failed, 2 skipped in ")
+
+	var js bytes.Buffer
+	require.NoError(t, audit.WriteJSON(&js, rep))
+	var decoded struct {
+		Results []map[string]any `json:"results"`
+		Passed  *int             `json:"passed"`
+		Failed  *int             `json:"failed"`
+		Skipped *int             `json:"skipped"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &decoded))
+	require.Equal(t, 1, *decoded.Passed)
+	require.Equal(t, 0, *decoded.Failed)
+	require.Equal(t, 2, *decoded.Skipped)
+	require.Len(t, decoded.Results, 3)
+	require.NotContains(t, decoded.Results[0], "skipped", "a scenario that ran has no skipped field")
+	for i, name := range []string{"status-404", "h2/ok"} {
+		res := decoded.Results[i+1]
+		require.Equal(t, name, res["name"])
+		require.Equal(t, false, res["pass"])
+		require.Equal(t, "not started: context canceled", res["skipped"])
+	}
+
+	var junit bytes.Buffer
+	require.NoError(t, audit.WriteJUnit(&junit, rep))
+	var suites struct {
+		Suites []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Skipped  int `xml:"skipped,attr"`
+			Cases    []struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+				Skipped *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(junit.Bytes(), &suites))
+	require.Len(t, suites.Suites, 1)
+	s := suites.Suites[0]
+	require.Equal(t, 3, s.Tests)
+	require.Zero(t, s.Failures)
+	require.Equal(t, 2, s.Skipped)
+	require.Len(t, s.Cases, 3)
+	require.Nil(t, s.Cases[0].Skipped)
+	for i, name := range []string{"status-404", "h2/ok"} {
+		c := s.Cases[i+1]
+		require.Equal(t, name, c.Name)
+		require.Nil(t, c.Failure)
+		require.NotNil(t, c.Skipped, name)
+		require.Equal(t, "not started: context canceled", c.Skipped.Message)
+	}
+}
+
 // A transport audited as it is shipped speaks HTTP/2 in the h2 scenarios
 // when it would in service (a plain http.Transport does, though the
 // audit's TLS configuration would turn net/http's automatic HTTP/2 off);

@@ -16,7 +16,7 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	junit := fs.String("junit", "", "also write the report as JUnit XML to this file")
 	verbose := fs.Bool("v", false, "print each scenario's timeline")
 	list := fs.Bool("list", false, "list the scenarios and exit")
-	deadline := fs.Duration("deadline", 5*time.Minute, "bound on the whole run; scenarios not started by then are not run")
+	deadline := fs.Duration("deadline", 5*time.Minute, "bound on the whole run; scenarios not started by then are reported skipped")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -57,7 +57,7 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	rep := r.Run(ctx, scenarios)
 	if ctx.Err() != nil {
-		fmt.Fprintf(stderr, "connaudit scenarios: stopped after %d of %d scenarios: %v\n", len(rep.Results), len(scenarios), context.Cause(ctx))
+		fmt.Fprintf(stderr, "connaudit scenarios: stopped after %d of %d scenarios: %v\n", rep.Passed+rep.Failed, len(scenarios), context.Cause(ctx))
 	}
 	if *asJSON {
 		err = audit.WriteJSON(stdout, rep)

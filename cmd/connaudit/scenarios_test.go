@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,12 +59,99 @@ func TestScenariosVerbosePrintsTimelines(t *testing.T) {
 
 // The first scenario selected waits 150ms for its timeout, so the 1ms
 // deadline has passed by the time it ends (or it ended it): the second is
-// never started.
+// never started. Whether the first started is up to the clock; the second
+// is reported skipped either way, in the text, the JSON and the JUnit
+// reports, and the run fails.
 func TestScenariosDeadlineStopsTheRun(t *testing.T) {
-	code, out, errOut := runCLI(t, "scenarios", "-run", "^(response-header-timeout|attempt-deadline)$", "-deadline", "1ms")
+	const sel = "^(response-header-timeout|attempt-deadline)$"
+	code, out, errOut := runCLI(t, "scenarios", "-run", sel, "-deadline", "1ms")
 	require.Equal(t, exitFail, code)
 	require.Contains(t, errOut, "stopped after")
-	require.NotContains(t, out, "attempt-deadline", "no scenario starts after the deadline")
+	row := rowOf(t, out, "attempt-deadline")
+	require.Equal(t, "SKIP", row[len(row)-1], "no scenario starts after the deadline")
+	require.Contains(t, row, "not")
+	require.Contains(t, out, " skipped in ")
+
+	junit := filepath.Join(t.TempDir(), "report.xml")
+	code, out, errOut = runCLI(t, "scenarios", "-run", sel, "-deadline", "1ms", "-json", "-junit", junit)
+	require.Equal(t, exitFail, code, errOut)
+	var rep struct {
+		Results []struct {
+			Name    string `json:"name"`
+			Pass    bool   `json:"pass"`
+			Skipped string `json:"skipped"`
+		} `json:"results"`
+		Passed, Failed, Skipped int
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Len(t, rep.Results, 2, "every scenario of the selection is listed")
+	require.Equal(t, "response-header-timeout", rep.Results[0].Name)
+	require.Equal(t, "attempt-deadline", rep.Results[1].Name)
+	require.False(t, rep.Results[1].Pass)
+	require.Equal(t, "not started: context deadline exceeded", rep.Results[1].Skipped)
+	skipped := 0
+	for _, res := range rep.Results {
+		if res.Skipped != "" {
+			skipped++
+		}
+	}
+	require.Positive(t, skipped)
+	require.Equal(t, skipped, rep.Skipped)
+	require.Equal(t, 2, rep.Passed+rep.Failed+rep.Skipped)
+
+	b, err := os.ReadFile(junit)
+	require.NoError(t, err)
+	var suites struct {
+		Suites []struct {
+			Tests   int `xml:"tests,attr"`
+			Skipped int `xml:"skipped,attr"`
+			Cases   []struct {
+				Name    string `xml:"name,attr"`
+				Skipped *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(b, &suites))
+	require.Len(t, suites.Suites, 1)
+	suite := suites.Suites[0]
+	require.Equal(t, 2, suite.Tests)
+	require.Equal(t, rep.Skipped, suite.Skipped)
+	require.Len(t, suite.Cases, 2)
+	require.Equal(t, "attempt-deadline", suite.Cases[1].Name)
+	require.NotNil(t, suite.Cases[1].Skipped)
+	require.Equal(t, "not started: context deadline exceeded", suite.Cases[1].Skipped.Message)
+	require.Contains(t, string(b), `<skipped message="not started: context deadline exceeded"></skipped>`)
+}
+
+// TestScenariosCancelledBeforeAnyStarts runs with a context already ended
+// (as an interrupt would leave it): no scenario runs, each is reported
+// skipped, and the run fails.
+func TestScenariosCancelledBeforeAnyStarts(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"scenarios", "-run", "^(ok|reset)$"}, &stdout, &stderr)
+	require.Equal(t, exitFail, code)
+	require.Contains(t, stderr.String(), "stopped after 0 of 2 scenarios: context canceled")
+	for _, name := range []string{"ok", "reset"} {
+		row := rowOf(t, stdout.String(), name)
+		require.Equal(t, "SKIP", row[len(row)-1], name)
+	}
+	require.Contains(t, stdout.String(), "0 passed, 0 failed, 2 skipped in ")
+}
+
+// rowOf returns the fields of the report table's row for scenario name.
+func rowOf(t *testing.T, out, name string) []string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == name {
+			return f
+		}
+	}
+	t.Fatalf("no row for %s in\n%s", name, out)
+	return nil
 }
 
 func TestScenariosList(t *testing.T) {
