@@ -3,6 +3,7 @@ package probe
 import (
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
@@ -120,8 +121,17 @@ func TestDialAbandoned(t *testing.T) {
 	})
 }
 
+// ids returns the ids from..to, both included, stepping by step.
+func ids(from, to, step uint64) []uint64 {
+	var out []uint64
+	for id := from; id <= to; id += step {
+		out = append(out, id)
+	}
+	return out
+}
+
 // TestIDList checks that non-contiguous connection ids are listed, up to
-// a bound, as idList's comment says.
+// a bound in runs and in width, as idList's comment says.
 func TestIDList(t *testing.T) {
 	for name, tc := range map[string]struct {
 		ids  []uint64
@@ -132,7 +142,19 @@ func TestIDList(t *testing.T) {
 		"two":        {[]uint64{1, 3}, "#1,#3 (2)"},
 		"run and id": {[]uint64{1, 2, 3, 7}, "#1-#3,#7 (4)"},
 		"bounded":    {[]uint64{1, 3, 5, 7, 9, 11}, "#1,#3,#5,#7,… (6)"},
+		"wide ids":   {ids(1001, 1079, 2), "#1001,#1003,#1005,… (40)"},
+		"wide runs": {append(append(ids(1001, 1002, 1), ids(1004, 1005, 1)...), ids(1007, 1100, 2)...),
+			"#1001-#1002,… (51)"},
+		"wide, within the runs bound": {[]uint64{100001, 100003, 100005}, "#100001,#100003,… (3)"},
+		"one wide run":                {ids(100000000, 100000999, 1), "#100000000-#100000999"},
+		"first run too wide": {append(ids(100000000, 100000999, 1), ids(100002000, 100002999, 1)...),
+			"#100000000,… (2000)"},
+		"huge ids": {[]uint64{1 << 63, 1<<63 + 2}, "#9223372036854775808,… (2)"},
 	} {
-		require.Equal(t, tc.want, idList(tc.ids), name)
+		got := idList(tc.ids)
+		require.Equal(t, tc.want, got, name)
+		if len(tc.ids) < 1e8 && tc.ids[0] < 1e9 {
+			require.LessOrEqual(t, utf8.RuneCountInString(got), idListWidth, name)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
@@ -276,46 +277,74 @@ func writeConnGroups(b *strings.Builder, conns []Connection) {
 		}
 		g.ids = append(g.ids, c.ID)
 	}
-	for _, g := range groups {
-		fmt.Fprintf(b, "  %-14s %s\n", idList(g.ids), g.key)
+	// The ids column is as wide as its widest list, at least idListMin:
+	// idList bounds each list, and the fates line up whatever their ids.
+	labels := make([]string, len(groups))
+	width := idListMin
+	for i, g := range groups {
+		labels[i] = idList(g.ids)
+		width = max(width, utf8.RuneCountInString(labels[i]))
+	}
+	for i, g := range groups {
+		fmt.Fprintf(b, "  %-*s %s\n", width, labels[i], g.key)
 	}
 }
 
-// idListRuns bounds the runs of ids [idList] writes.
-const idListRuns = 4
+const (
+	// idListRuns bounds the runs of ids [idList] writes.
+	idListRuns = 4
+	// idListWidth bounds the characters [idList] writes, when the first
+	// id and the count fit in it (ids below 10^9 in lists shorter than
+	// 10^8 always do).
+	idListWidth = 24
+	// idListMin is the least width of the connections table's ids column.
+	idListMin = 14
+)
 
 // idList says a list of connection ids, in ascending order, briefly: runs
 // of consecutive ids as ranges, and the count when they are not one run:
-// "#1", "#1-#4", "#1,#3 (2)", "#1-#3,#7 (4)". Past idListRuns runs it
-// writes the first ones and "…": "#1,#3,#5,#7,… (6)".
+// "#1", "#1-#4", "#1,#3 (2)", "#1-#3,#7 (4)". Past idListRuns runs, or
+// past idListWidth characters, it writes as many of the first runs as fit,
+// "…" and the count of all: "#1,#3,#5,#7,… (6)", "#1001-#1002,… (40)"; when
+// not even the first run fits, the first id alone: "#100000000,… (2000)". The
+// report's JSON keeps every connection.
 func idList(ids []uint64) string {
-	var (
-		b    strings.Builder
-		runs int
-	)
+	var runs []string
 	for i := 0; i < len(ids); {
 		j := i
 		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
 			j++
 		}
-		if runs > 0 {
-			b.WriteByte(',')
-		}
-		if runs == idListRuns {
-			b.WriteString("…")
-			break
-		}
-		fmt.Fprintf(&b, "#%d", ids[i])
+		r := fmt.Sprintf("#%d", ids[i])
 		if j > i {
-			fmt.Fprintf(&b, "-#%d", ids[j])
+			r += fmt.Sprintf("-#%d", ids[j])
 		}
-		runs++
+		runs = append(runs, r)
 		i = j + 1
 	}
-	if runs > 1 {
-		fmt.Fprintf(&b, " (%d)", len(ids))
+	if len(runs) == 0 {
+		return ""
 	}
-	return b.String()
+	count := fmt.Sprintf(" (%d)", len(ids))
+	fits := func(s string) bool { return utf8.RuneCountInString(s) <= idListWidth }
+	if len(runs) <= idListRuns {
+		all := strings.Join(runs, ",")
+		if len(runs) > 1 {
+			all += count
+		}
+		if fits(all) {
+			return all
+		}
+	}
+	for k := min(len(runs)-1, idListRuns); k >= 1; k-- {
+		if s := strings.Join(runs[:k], ",") + ",…" + count; fits(s) {
+			return s
+		}
+	}
+	if len(ids) == 1 {
+		return runs[0]
+	}
+	return fmt.Sprintf("#%d,…%s", ids[0], count)
 }
 
 func writeStages(b *strings.Builder, s Stages) {

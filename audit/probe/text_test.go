@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/audit/probe"
 	"github.com/connaudit/connaudit/httptrace"
@@ -88,6 +89,46 @@ func TestWriteText(t *testing.T) {
 		"WARN  server-closes-every-n: ",
 	} {
 		require.Contains(t, out, want)
+	}
+}
+
+// TestWriteTextLongIDLists: a group of many connections with wide,
+// scattered ids is listed briefly, within a bounded width, and the fates
+// of every group still start in one column; the JSON keeps every
+// connection.
+func TestWriteTextLongIDLists(t *testing.T) {
+	t.Parallel()
+	rep := &probe.Report{Requested: 41, Requests: 41, Concurrency: 1, Outcomes: map[httptrace.Class]int{httptrace.ClassOK: 41}}
+	for id := uint64(100001); id <= 100079; id += 2 { // 40 connections, no two consecutive
+		rep.Connections = append(rep.Connections, probe.Connection{ID: id, Proto: "HTTP/1.1", Requests: 1, Responses: 1,
+			ClosedBy: pool.ClosedByServer, CloseReason: pool.ReasonConnectionClose})
+	}
+	rep.Connections = append(rep.Connections, probe.Connection{ID: 100080, Proto: "HTTP/1.1", Requests: 1, Responses: 1})
+	var b strings.Builder
+	require.NoError(t, probe.WriteText(&b, rep, probe.TextOptions{}))
+	out := b.String()
+	_, section, ok := strings.Cut(out, "\nconnections\n")
+	require.True(t, ok, out)
+	section, _, _ = strings.Cut(section, "\n\n")
+	lines := strings.Split(section, "\n")
+	require.Len(t, lines, 2, section)
+	require.True(t, strings.HasPrefix(lines[0], "  #100001,#100003,… (40) "), lines[0])
+	require.True(t, strings.HasPrefix(lines[1], "  #100080 "), lines[1])
+	col := func(l string) int { return utf8.RuneCountInString(l[:strings.Index(l, "HTTP/1.1")]) }
+	require.Equal(t, col(lines[0]), col(lines[1]), "the fates line up:\n%s", section)
+	require.LessOrEqual(t, col(lines[0]), 2+24+1, "the ids column is bounded:\n%s", section)
+
+	var js strings.Builder
+	require.NoError(t, probe.WriteJSON(&js, rep))
+	var decoded struct {
+		Connections []struct {
+			ID uint64 `json:"id"`
+		} `json:"connections"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(js.String()), &decoded))
+	require.Len(t, decoded.Connections, 41)
+	for i, c := range decoded.Connections[:40] {
+		require.Equal(t, uint64(100001+2*i), c.ID)
 	}
 }
 
