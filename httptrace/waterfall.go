@@ -72,6 +72,17 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 		{"pool wait", t.PoolWait}, {"dns", t.DNS}, {"connect", t.Connect}, {"tls", t.TLS},
 		{"write", t.Write}, {"server", t.Server}, {"transfer", t.Transfer},
 	}
+	// The times are right-aligned in one column as wide as the widest, at
+	// least 10 characters: a stage of minutes or an event hours in keeps
+	// the columns straight.
+	col := len(fmtDur(t.Total))
+	for _, s := range stages {
+		col = max(col, len(fmtDur(s.d)))
+	}
+	for _, e := range tl.Events {
+		col = max(col, len(fmtDur(e.At)))
+	}
+	col = max(col, 10)
 	const width = 40
 	for _, s := range stages {
 		bar := 0
@@ -81,12 +92,12 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 		if s.d > 0 && bar == 0 {
 			bar = 1
 		}
-		fmt.Fprintf(&b, "  %-10s %10s  %s\n", s.name, fmtDur(s.d), strings.Repeat("#", bar))
+		fmt.Fprintf(&b, "  %-10s %*s  %s\n", s.name, col, fmtDur(s.d), strings.Repeat("#", bar))
 	}
-	fmt.Fprintf(&b, "  %-10s %10s\n", "total", fmtDur(t.Total))
+	fmt.Fprintf(&b, "  %-10s %*s\n", "total", col, fmtDur(t.Total))
 	b.WriteString("  events\n")
 	for _, e := range tl.Events {
-		fmt.Fprintf(&b, "    %10s  %s", fmtDur(e.At), e.Kind)
+		fmt.Fprintf(&b, "    %*s  %s", col, fmtDur(e.At), e.Kind)
 		if e.Conn != 0 {
 			fmt.Fprintf(&b, " conn=#%d", e.Conn)
 		}
@@ -108,6 +119,8 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 	return err
 }
 
+// fmtDur writes d in milliseconds with three decimals, whatever its size,
+// so that times in one column compare at a glance.
 func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond))
 }

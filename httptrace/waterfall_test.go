@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,4 +49,66 @@ func TestWaterfallWithoutConnection(t *testing.T) {
 
 	require.Equal(t, httptrace.ClassOK, tls[2].Outcome.Class)
 	require.Contains(t, okWF, " new ")
+}
+
+// TestWaterfallLongTimesAlign: stages of minutes and events hours into the
+// request keep every time right-aligned in one column, the stages' and the
+// events' alike, each in milliseconds.
+func TestWaterfallLongTimesAlign(t *testing.T) {
+	ms := func(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+	tl := &httptrace.Timeline{
+		Method: http.MethodGet, Status: 200, Proto: "HTTP/1.1", BodyBytes: 2, Finished: true,
+		Outcome: httptrace.Outcome{Class: httptrace.ClassOK, Status: 200},
+		Events: []httptrace.Event{
+			{Kind: httptrace.KindGetConn, At: ms(0.012)},
+			{Kind: httptrace.KindGotConn, At: ms(0.5)},
+			{Kind: httptrace.KindWroteRequest, At: ms(0.75)},
+			{Kind: httptrace.KindFirstByte, At: 150 * time.Second},
+			{Kind: httptrace.KindResponse, At: 150*time.Second + ms(0.2), N: 200},
+			{Kind: httptrace.KindBodyEOF, At: 2*time.Hour + 3*time.Minute, N: 2},
+			{Kind: httptrace.KindBodyClose, At: 2*time.Hour + 3*time.Minute + ms(1), N: 2},
+			{Kind: httptrace.KindDone, At: 2*time.Hour + 3*time.Minute + ms(1), N: 200},
+		},
+	}
+	var b strings.Builder
+	require.NoError(t, httptrace.WriteWaterfall(&b, tl))
+	out := b.String()
+	// end returns the column just past a line's time: the "ms" that ends
+	// its first field of digits.
+	end := func(l string) int {
+		i := strings.Index(l, "ms")
+		require.Positive(t, i, l)
+		return i + len("ms")
+	}
+	var stageEnds, eventEnds []int
+	inEvents := false
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		switch {
+		case l == "  events":
+			inEvents = true
+		case inEvents:
+			eventEnds = append(eventEnds, end(l))
+		case strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "  connection") && !strings.HasPrefix(l, "  response") && !strings.HasPrefix(l, "  outcome"):
+			stageEnds = append(stageEnds, end(l))
+		}
+	}
+	require.Len(t, stageEnds, 8, out) // seven stages and the total
+	require.Len(t, eventEnds, len(tl.Events), out)
+	for _, e := range stageEnds {
+		require.Equal(t, stageEnds[0], e, "stage times aligned:\n%s", out)
+	}
+	for _, e := range eventEnds {
+		require.Equal(t, eventEnds[0], e, "event times aligned:\n%s", out)
+	}
+	for _, want := range []string{
+		"  server      149999.250ms  #\n",
+		"  transfer   7230000.000ms  ####", // 2h3m less the first byte at 150s
+		"  total      7380001.000ms\n",
+		"  dns              0.000ms",
+		"\n          0.012ms  get-conn\n",
+		"\n     150000.000ms  first-byte\n",
+		"\n    7380001.000ms  done n=200\n",
+	} {
+		require.Contains(t, out, want)
+	}
 }
