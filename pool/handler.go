@@ -56,23 +56,31 @@ func (p *Pool) Handler() http.Handler {
 }
 
 // WriteText writes s as text tables: totals, hosts, connections, open
-// bodies.
+// bodies. Each column of durations has one unit, right-aligned: WAIT TIME
+// in milliseconds, AGE in seconds, each with three decimals.
 func WriteText(w io.Writer, s Snapshot) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tOPEN\tACTIVE\tIDLE\tDIALING\tDIALS\tDIAL ERR\tCLOSED\tREQUESTS\tREUSED\tWAITS\tWAIT TIME\tMAX OPEN\tOPEN BODIES")
-	row := func(name string, st Stats) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", name, st.Open, st.Active, st.Idle, st.Dialing,
-			st.Dials, st.DialErrors, st.Closed, st.Requests, st.ReusedRequests, st.WaitCount, st.WaitDuration.Round(time.Microsecond), st.MaxOpen, st.OpenBodies)
-	}
 	hosts := make([]string, 0, len(s.Hosts))
 	for h := range s.Hosts {
 		hosts = append(hosts, h)
 	}
 	sort.Strings(hosts)
+	names := append(hosts, "total")
+	rows := make([]Stats, 0, len(names))
 	for _, h := range hosts {
-		row(h, s.Hosts[h])
+		rows = append(rows, s.Hosts[h])
 	}
-	row("total", s.Total)
+	rows = append(rows, s.Total)
+	waits := make([]string, len(rows))
+	for i, st := range rows {
+		waits[i] = millis(st.WaitDuration)
+	}
+	alignRight("WAIT TIME", waits)
+	fmt.Fprintln(tw, "HOST\tOPEN\tACTIVE\tIDLE\tDIALING\tDIALS\tDIAL ERR\tCLOSED\tREQUESTS\tREUSED\tWAITS\tWAIT TIME\tMAX OPEN\tOPEN BODIES")
+	for i, st := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", names[i], st.Open, st.Active, st.Idle, st.Dialing,
+			st.Dials, st.DialErrors, st.Closed, st.Requests, st.ReusedRequests, st.WaitCount, waits[i], st.MaxOpen, st.OpenBodies)
+	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "CONN\tHOST\tPROTO\tTLS\tSTATE\tREQUESTS\tREAD\tWRITTEN\tCLOSED BY\tREASON")
 	for _, c := range s.Conns {
@@ -85,12 +93,34 @@ func WriteText(w io.Writer, s Snapshot) error {
 	}
 	if len(s.OpenBodies) > 0 {
 		fmt.Fprintln(tw)
+		ages := make([]string, len(s.OpenBodies))
+		for i, b := range s.OpenBodies {
+			ages[i] = fmt.Sprintf("%.3fs", b.Age.Seconds())
+		}
+		alignRight("AGE", ages)
 		fmt.Fprintln(tw, "OPEN BODY\tMETHOD\tURL\tCONN\tAGE")
-		for _, b := range s.OpenBodies {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t#%d\t%s\n", b.Timeline, b.Method, b.URL, b.Conn, b.Age.Round(time.Millisecond))
+		for i, b := range s.OpenBodies {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t#%d\t%s\n", b.Timeline, b.Method, b.URL, b.Conn, ages[i])
 		}
 	}
 	return tw.Flush()
+}
+
+// millis writes d in milliseconds with three decimals, whatever its size.
+func millis(d time.Duration) string {
+	return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond))
+}
+
+// alignRight pads cells on the left to one width, that of the widest cell
+// or of header if wider, so that the column they fill is right-aligned.
+func alignRight(header string, cells []string) {
+	width := len(header)
+	for _, c := range cells {
+		width = max(width, len(c))
+	}
+	for i, c := range cells {
+		cells[i] = fmt.Sprintf("%*s", width, c)
+	}
 }
 
 // Publish publishes the pool's [Snapshot] through expvar under name. A name

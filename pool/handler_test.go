@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
@@ -72,6 +73,72 @@ func TestHandler(t *testing.T) {
 	})
 	require.NoError(t, held.Body.Close())
 	quiesce(t, p)
+}
+
+// TestWriteTextDurationColumns: the WAIT TIME column writes every row in
+// milliseconds, from none to hours, and the AGE column every open body in
+// seconds, each right-aligned: the times end in one column.
+func TestWriteTextDurationColumns(t *testing.T) {
+	s := pool.Snapshot{
+		Hosts: map[string]pool.Stats{
+			"a.test:80":  {WaitCount: 0},
+			"b.test:80":  {WaitCount: 3, WaitDuration: 250 * time.Microsecond},
+			"c.test:443": {WaitCount: 9, WaitDuration: 1234567 * time.Microsecond},
+		},
+		Total: pool.Stats{WaitCount: 12, WaitDuration: 2*time.Hour + 1234817*time.Microsecond},
+		OpenBodies: []pool.OpenBody{
+			{Timeline: 1, Method: "GET", URL: "http://a.test/x", Conn: 1, Age: 0},
+			{Timeline: 2, Method: "GET", URL: "http://b.test/x", Conn: 2, Age: 1500 * time.Millisecond},
+			{Timeline: 3, Method: "GET", URL: "http://c.test/x", Conn: 3, Age: 2*time.Minute + 3*time.Second},
+			{Timeline: 4, Method: "GET", URL: "http://c.test/y", Conn: 4, Age: 5 * time.Hour},
+		},
+	}
+	var b strings.Builder
+	require.NoError(t, pool.WriteText(&b, s))
+	out := b.String()
+	lines := strings.Split(out, "\n")
+	line := func(prefix string) string {
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		}
+		t.Fatalf("no line %q in\n%s", prefix, out)
+		return ""
+	}
+	// endOf returns the column just past cell in the line that starts
+	// with prefix.
+	endOf := func(prefix, cell string) int {
+		l := line(prefix) + " " // the last cell is followed by nothing
+		i := strings.Index(l, " "+cell+" ")
+		require.GreaterOrEqual(t, i, 0, "%q in %q", cell, l)
+		return i + 1 + len(cell)
+	}
+	header := line("HOST")
+	waitStart := strings.Index(header, "WAIT TIME")
+	ends := map[string]int{
+		"a.test:80":  endOf("a.test:80", "0.000ms"),
+		"b.test:80":  endOf("b.test:80", "0.250ms"),
+		"c.test:443": endOf("c.test:443", "1234.567ms"),
+		"total":      endOf("total", "7201234.817ms"),
+	}
+	for name, end := range ends {
+		require.Equal(t, ends["total"], end, "%s: WAIT TIME right-aligned:\n%s", name, out)
+	}
+	require.Equal(t, waitStart+len("7201234.817ms"), ends["total"], "the widest time starts under the header:\n%s", out)
+
+	ageHeader := line("OPEN BODY")
+	ageEnd := strings.Index(ageHeader, "AGE") + len("AGE")
+	ageEnds := []int{
+		endOf("1 ", "0.000s"), endOf("2 ", "1.500s"), endOf("3 ", "123.000s"), endOf("4 ", "18000.000s"),
+	}
+	for _, end := range ageEnds {
+		require.Equal(t, ageEnds[3], end, "AGE right-aligned:\n%s", out)
+	}
+	require.Greater(t, ageEnds[3], ageEnd)
+	for _, unit := range []string{"µs", "m3s", "h0m", " 0s"} {
+		require.NotContains(t, out, unit, "one unit per column")
+	}
 }
 
 var expvarSeq atomic.Int64
