@@ -348,16 +348,6 @@ func idList(ids []uint64) string {
 }
 
 func writeStages(b *strings.Builder, s Stages) {
-	const col = "%10s"
-	fmt.Fprintf(b, "  %-10s  %-40s  %s\n", "", fmt.Sprintf("new connection (%d)", s.New.Count), fmt.Sprintf("reused connection (%d)", s.Reused.Count))
-	fmt.Fprintf(b, "  %-10s", "")
-	for range 2 {
-		b.WriteString("  ")
-		for _, h := range []string{"p50", "p90", "p99", "max"} {
-			fmt.Fprintf(b, col, h)
-		}
-	}
-	b.WriteByte('\n')
 	rows := []struct {
 		name string
 		n, r Percentiles
@@ -371,20 +361,41 @@ func writeStages(b *strings.Builder, s Stages) {
 		{"transfer", s.New.Transfer, s.Reused.Transfer},
 		{"total", s.New.Total, s.Reused.Total},
 	}
-	for _, row := range rows {
-		fmt.Fprintf(b, "  %-10s", row.name)
+	// Each cell is right-aligned in a column 10 wide, or 2 wider than the
+	// widest cell: times of seconds or more keep the columns apart.
+	cells := make([][]string, len(rows))
+	col := 10
+	for i, row := range rows {
 		for _, g := range []struct {
 			p     Percentiles
 			count int
 		}{{row.n, s.New.Count}, {row.r, s.Reused.Count}} {
-			b.WriteString("  ")
 			for _, d := range []time.Duration{g.p.P50, g.p.P90, g.p.P99, g.p.Max} {
 				cell := "-"
 				if g.count > 0 {
 					cell = ms(d)
 				}
-				fmt.Fprintf(b, col, cell)
+				cells[i] = append(cells[i], cell)
+				col = max(col, len(cell)+2)
 			}
+		}
+	}
+	fmt.Fprintf(b, "  %-10s  %-*s  %s\n", "", 4*col, fmt.Sprintf("new connection (%d)", s.New.Count), fmt.Sprintf("reused connection (%d)", s.Reused.Count))
+	fmt.Fprintf(b, "  %-10s", "")
+	for range 2 {
+		b.WriteString("  ")
+		for _, h := range []string{"p50", "p90", "p99", "max"} {
+			fmt.Fprintf(b, "%*s", col, h)
+		}
+	}
+	b.WriteByte('\n')
+	for i, row := range rows {
+		fmt.Fprintf(b, "  %-10s", row.name)
+		for j, cell := range cells[i] {
+			if j%4 == 0 {
+				b.WriteString("  ")
+			}
+			fmt.Fprintf(b, "%*s", col, cell)
 		}
 		b.WriteByte('\n')
 	}

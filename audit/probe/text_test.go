@@ -132,6 +132,50 @@ func TestWriteTextLongIDLists(t *testing.T) {
 	}
 }
 
+// TestWriteTextLongStageTimes: stage percentiles of seconds and more stay
+// under their p50/p90/p99/max headings, each apart from the next.
+func TestWriteTextLongStageTimes(t *testing.T) {
+	t.Parallel()
+	small := probe.Percentiles{P50: 120 * time.Microsecond, P90: 300 * time.Microsecond, P99: 900 * time.Microsecond, Max: time.Millisecond}
+	long := probe.Percentiles{P50: 900 * time.Millisecond, P90: 1500 * time.Millisecond, P99: 12500 * time.Millisecond, Max: 2*time.Minute + 5*time.Second}
+	set := probe.StageSet{Count: 3, DNS: small, Connect: small, TLS: small, PoolWait: small, Write: small, Server: long, Transfer: small, Total: long}
+	rep := &probe.Report{Requested: 6, Requests: 6, Concurrency: 1, Outcomes: map[httptrace.Class]int{httptrace.ClassOK: 6},
+		Stages: probe.Stages{New: set, Reused: set}}
+	var b strings.Builder
+	require.NoError(t, probe.WriteText(&b, rep, probe.TextOptions{}))
+	out := b.String()
+	_, section, ok := strings.Cut(out, "stages of successful requests\n")
+	require.True(t, ok, out)
+	section, _, _ = strings.Cut(section, "\n\n")
+	lines := strings.Split(section, "\n")
+	require.Len(t, lines, 10, section) // groups, headings, eight stages
+	// ends returns where each of the last n fields of l ends.
+	ends := func(l string, n int) []int {
+		var e []int
+		for i := range len(l) {
+			if l[i] != ' ' && (i+1 == len(l) || l[i+1] == ' ') {
+				e = append(e, i+1)
+			}
+		}
+		require.GreaterOrEqual(t, len(e), n, "%q", l)
+		return e[len(e)-n:]
+	}
+	require.Equal(t, []string{"p50", "p90", "p99", "max", "p50", "p90", "p99", "max"}, strings.Fields(lines[1]))
+	want := ends(lines[1], 8)
+	for _, l := range lines[2:] {
+		f := strings.Fields(l)
+		require.True(t, strings.HasSuffix(l, "ms"), l)
+		require.GreaterOrEqual(t, len(f), 9, "a name and eight cells, each apart: %q", l)
+		for _, cell := range f[len(f)-8:] {
+			require.True(t, strings.HasSuffix(cell, "ms") && strings.Count(cell, "ms") == 1, "one time per cell: %q in %q", cell, l)
+		}
+		require.Equal(t, want, ends(l, 8), "aligned under the headings:\n%s", section)
+	}
+	require.Contains(t, section, " 125000.000ms")
+	require.Equal(t, want[3]+2, strings.Index(lines[0], "reused connection (3)"),
+		"the reused group starts over its columns:\n%s", section)
+}
+
 // TestWriteTextTimes checks that the requests line gives the main run's
 // time, not the whole probe's, which discovery may make much longer.
 func TestWriteTextTimes(t *testing.T) {
