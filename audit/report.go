@@ -48,7 +48,7 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 			leaks += fmt.Sprintf(" (found %d while leaking)", len(o.LeakFound))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", printable(res.Name), exp, got, orDash(string(o.Stage)), attempts,
-			o.Dials, printable(o.Fate.String()), yesNo(o.Recovered), leaks, res.Elapsed.Round(time.Millisecond), result)
+			o.Dials, printable(o.Fate.String()), yesNo(o.Recovered), leaks, fmt.Sprintf("%7.3fs", res.Elapsed.Seconds()), result)
 	}
 	tw.Flush()
 	for _, res := range r.Results {

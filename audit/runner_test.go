@@ -374,3 +374,29 @@ func TestWriteTextEscapesControlCharacters(t *testing.T) {
 		require.Contains(t, out, s+`\x1b[2J`)
 	}
 }
+
+// TestWriteTextTimeColumn: the TIME column has one unit and its figures
+// end in one column, whatever each scenario took.
+func TestWriteTextTimeColumn(t *testing.T) {
+	rep := audit.Report{Results: []audit.Result{
+		{Name: "fast", Pass: true, Elapsed: 2 * time.Millisecond},
+		{Name: "slow", Pass: true, Elapsed: 1212 * time.Millisecond},
+		{Name: "slower", Pass: true, Elapsed: 123456 * time.Millisecond},
+	}, Passed: 3}
+	var b bytes.Buffer
+	require.NoError(t, audit.WriteText(&b, rep, false))
+	lines := strings.Split(b.String(), "\n")
+	var ends []int
+	for _, want := range []string{"0.002s", "1.212s", "123.456s"} {
+		found := false
+		for _, l := range lines {
+			if i := strings.Index(l, want); i >= 0 {
+				ends = append(ends, i+len(want))
+				found = true
+			}
+		}
+		require.True(t, found, "%s in:\n%s", want, b.String())
+	}
+	require.Equal(t, ends[0], ends[1], b.String())
+	require.Equal(t, ends[0], ends[2], b.String())
+}
