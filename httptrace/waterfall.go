@@ -92,7 +92,11 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 		if s.d > 0 && bar == 0 {
 			bar = 1
 		}
-		fmt.Fprintf(&b, "  %-10s %*s  %s\n", s.name, col, fmtDur(s.d), strings.Repeat("#", bar))
+		fmt.Fprintf(&b, "  %-10s %*s", s.name, col, fmtDur(s.d))
+		if bar > 0 {
+			fmt.Fprintf(&b, "  %s", strings.Repeat("#", bar))
+		}
+		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "  %-10s %*s\n", "total", col, fmtDur(t.Total))
 	b.WriteString("  events\n")

@@ -49,6 +49,14 @@ func TestWaterfallWithoutConnection(t *testing.T) {
 
 	require.Equal(t, httptrace.ClassOK, tls[2].Outcome.Class)
 	require.Contains(t, okWF, " new ")
+
+	// A stage of no length (a refused connect has no TLS, write or
+	// server stage) has no bar, and no line ends in spaces.
+	for _, wf := range []string{refusedWF, tlsWF, okWF} {
+		for _, l := range strings.Split(wf, "\n") {
+			require.Equal(t, strings.TrimRight(l, " "), l, "trailing spaces in:\n%s", wf)
+		}
+	}
 }
 
 // TestWaterfallLongTimesAlign: stages of minutes and events hours into the
