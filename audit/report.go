@@ -25,7 +25,7 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 		o := res.Observed
 		exp := outcomeText(res.Expected.Class, res.Expected.Status)
 		if res.Skipped != "" {
-			fmt.Fprintf(tw, "%s\t%s\tnot run\t-\t-\t-\t-\t-\t-\t-\tSKIP\n", printable(res.Name), exp)
+			fmt.Fprintf(tw, "%s\t%s\tnot run\t-\t-\t-\t-\t-\t-\t-\tSKIP\n", httptrace.Printable(res.Name), exp)
 			continue
 		}
 		got := outcomeText(o.Class, o.Status)
@@ -47,20 +47,20 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 		if len(o.LeakFound) > 0 {
 			leaks += fmt.Sprintf(" (found %d while leaking)", len(o.LeakFound))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", printable(res.Name), exp, got, orDash(string(o.Stage)), attempts,
-			o.Dials, printable(o.Fate.String()), yesNo(o.Recovered), leaks, fmt.Sprintf("%7.3fs", res.Elapsed.Seconds()), result)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", httptrace.Printable(res.Name), exp, got, orDash(string(o.Stage)), attempts,
+			o.Dials, httptrace.Printable(o.Fate.String()), yesNo(o.Recovered), leaks, fmt.Sprintf("%7.3fs", res.Elapsed.Seconds()), result)
 	}
 	tw.Flush()
 	for _, res := range r.Results {
 		if (res.Pass && !verbose) || res.Skipped != "" {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s (%s): fault: %s; bound: %s\n", printable(res.Name), res.Proto, printable(res.Fault), printable(res.Bound))
+		fmt.Fprintf(&b, "\n%s (%s): fault: %s; bound: %s\n", httptrace.Printable(res.Name), res.Proto, httptrace.Printable(res.Fault), httptrace.Printable(res.Bound))
 		for _, m := range res.Mismatches {
 			fmt.Fprintf(&b, "  - %s\n", printableLines(m, "    "))
 		}
 		for _, l := range res.Observed.LeakFound {
-			fmt.Fprintf(&b, "  found while leaking: %s\n", printable(firstLine(l)))
+			fmt.Fprintf(&b, "  found while leaking: %s\n", httptrace.Printable(firstLine(l)))
 		}
 		for _, nt := range res.Observed.Notes {
 			fmt.Fprintf(&b, "  note: %s\n", printableLines(nt, "    "))
@@ -76,21 +76,18 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 		skipped = fmt.Sprintf(", %d skipped", r.Skipped)
 	}
 	fmt.Fprintf(&b, "\n%d passed, %d failed%s in %s (the scenarios inherently wait %s); %s, %s\n",
-		r.Passed, r.Failed, skipped, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), printable(r.Transport), r.GoVersion)
+		r.Passed, r.Failed, skipped, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), httptrace.Printable(r.Transport), r.GoVersion)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// printable escapes what a terminal would act on in a text the report
-// shows: a mismatch or note may quote a server or a user's transport.
-func printable(s string) string { return httptrace.Printable(s) }
-
-// printableLines is printable for a text of several lines, each line after
-// the first indented by indent.
+// printableLines is [httptrace.Printable] for a text of several lines
+// (a mismatch or note may quote a server or a user's transport), each line
+// after the first indented by indent.
 func printableLines(s, indent string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = printable(l)
+		lines[i] = httptrace.Printable(l)
 	}
 	return strings.Join(lines, "\n"+indent)
 }

@@ -166,27 +166,41 @@ func TestReports(t *testing.T) {
 	require.Equal(t, "ok", decoded.Results[0].Observed["class"])
 	require.NotNil(t, decoded.Results[1].Expected["status"])
 
-	var junit bytes.Buffer
-	require.NoError(t, audit.WriteJUnit(&junit, rep))
-	var suites struct {
-		Suites []struct {
-			Tests    int `xml:"tests,attr"`
-			Failures int `xml:"failures,attr"`
-			Cases    []struct {
-				Name    string `xml:"name,attr"`
-				Failure *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"failure"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	require.NoError(t, xml.Unmarshal(junit.Bytes(), &suites))
+	suites := junitOf(t, rep)
 	require.Len(t, suites.Suites, 1)
 	require.Equal(t, 2, suites.Suites[0].Tests)
 	require.Equal(t, 1, suites.Suites[0].Failures)
 	require.Nil(t, suites.Suites[0].Cases[0].Failure)
 	require.NotNil(t, suites.Suites[0].Cases[1].Failure)
 	require.Contains(t, suites.Suites[0].Cases[1].Failure.Message, "status: expected 200")
+}
+
+// junitReport is what the tests read of a JUnit report.
+type junitReport struct {
+	Suites []struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Skipped  int `xml:"skipped,attr"`
+		Cases    []struct {
+			Name    string `xml:"name,attr"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"failure"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// junitOf writes rep as JUnit XML and reads it back.
+func junitOf(t *testing.T, rep audit.Report) junitReport {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, audit.WriteJUnit(&b, rep))
+	var r junitReport
+	require.NoError(t, xml.Unmarshal(b.Bytes(), &r))
+	return r
 }
 
 // TestRunReportsScenariosNotStarted ends the run's context from the first
@@ -252,23 +266,7 @@ func TestRunReportsScenariosNotStarted(t *testing.T) {
 		require.Equal(t, "not started: context canceled", res["skipped"])
 	}
 
-	var junit bytes.Buffer
-	require.NoError(t, audit.WriteJUnit(&junit, rep))
-	var suites struct {
-		Suites []struct {
-			Tests    int `xml:"tests,attr"`
-			Failures int `xml:"failures,attr"`
-			Skipped  int `xml:"skipped,attr"`
-			Cases    []struct {
-				Name    string    `xml:"name,attr"`
-				Failure *struct{} `xml:"failure"`
-				Skipped *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"skipped"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	require.NoError(t, xml.Unmarshal(junit.Bytes(), &suites))
+	suites := junitOf(t, rep)
 	require.Len(t, suites.Suites, 1)
 	s := suites.Suites[0]
 	require.Equal(t, 3, s.Tests)

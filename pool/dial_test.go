@@ -303,14 +303,13 @@ func silentTLS(t *testing.T) (addr string, hello <-chan struct{}) {
 	return ln.Addr().String(), h
 }
 
-// TestTLSHandshakeAbandoned: a handshake the Transport cancels once no
-// request needs its connection (the request gave up; CloseIdleConnections
-// then cancels the dial) is abandoned, not failed.
-func TestTLSHandshakeAbandoned(t *testing.T) {
-	addr, hello := silentTLS(t)
-	p := newPool(t)
+// cancelOnSignal sends a GET to url through p's client, cancels it once
+// signal (what) comes, and checks that it ended cancelled.
+func cancelOnSignal(t *testing.T, p *pool.Pool, url string, signal <-chan struct{}, what string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(bounded(t))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/", nil)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)
 	errc := make(chan error, 1)
 	go func() {
@@ -320,9 +319,18 @@ func TestTLSHandshakeAbandoned(t *testing.T) {
 		}
 		errc <- err
 	}()
-	testserver.Await(t, hello, "the client's ClientHello")
+	testserver.Await(t, signal, what)
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
+}
+
+// TestTLSHandshakeAbandoned: a handshake the Transport cancels once no
+// request needs its connection (the request gave up; CloseIdleConnections
+// then cancels the dial) is abandoned, not failed.
+func TestTLSHandshakeAbandoned(t *testing.T) {
+	addr, hello := silentTLS(t)
+	p := newPool(t)
+	cancelOnSignal(t, p, "https://"+addr+"/", hello, "the client's ClientHello")
 	// The dial goes on for a later request until the Transport abandons it.
 	require.Equal(t, pool.StateHandshake, onlyConn(t, p).State)
 	p.CloseIdleConnections()
@@ -350,20 +358,7 @@ func TestDialAbandoned(t *testing.T) {
 	p, err := pool.Track(tr)
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
-	ctx, cancel := context.WithCancel(bounded(t))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:1/", nil)
-	require.NoError(t, err)
-	errc := make(chan error, 1)
-	go func() {
-		resp, err := p.Client().Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
-	testserver.Await(t, started, "the dial")
-	cancel()
-	require.ErrorIs(t, <-errc, context.Canceled)
+	cancelOnSignal(t, p, "http://127.0.0.1:1/", started, "the dial")
 	p.CloseIdleConnections()
 	waitStats(t, p, "dial failed", func(s pool.Stats) bool { return s.DialErrors == 1 })
 	c := onlyConn(t, p)

@@ -92,6 +92,18 @@ func TestWriteText(t *testing.T) {
 	}
 }
 
+// textSection writes rep as text and returns the section after heading, up
+// to the next blank line, and its lines.
+func textSection(t *testing.T, rep *probe.Report, heading string) (string, []string) {
+	t.Helper()
+	var b strings.Builder
+	require.NoError(t, probe.WriteText(&b, rep, probe.TextOptions{}))
+	_, section, ok := strings.Cut(b.String(), heading)
+	require.True(t, ok, b.String())
+	section, _, _ = strings.Cut(section, "\n\n")
+	return section, strings.Split(section, "\n")
+}
+
 // TestWriteTextLongIDLists: a group of many connections with wide,
 // scattered ids is listed briefly, within a bounded width, and the fates
 // of every group still start in one column; the JSON keeps every
@@ -104,13 +116,7 @@ func TestWriteTextLongIDLists(t *testing.T) {
 			ClosedBy: pool.ClosedByServer, CloseReason: pool.ReasonConnectionClose})
 	}
 	rep.Connections = append(rep.Connections, probe.Connection{ID: 100080, Proto: "HTTP/1.1", Requests: 1, Responses: 1})
-	var b strings.Builder
-	require.NoError(t, probe.WriteText(&b, rep, probe.TextOptions{}))
-	out := b.String()
-	_, section, ok := strings.Cut(out, "\nconnections\n")
-	require.True(t, ok, out)
-	section, _, _ = strings.Cut(section, "\n\n")
-	lines := strings.Split(section, "\n")
+	section, lines := textSection(t, rep, "\nconnections\n")
 	require.Len(t, lines, 2, section)
 	require.True(t, strings.HasPrefix(lines[0], "  #100001,#100003,… (40) "), lines[0])
 	require.True(t, strings.HasPrefix(lines[1], "  #100080 "), lines[1])
@@ -141,13 +147,7 @@ func TestWriteTextLongStageTimes(t *testing.T) {
 	set := probe.StageSet{Count: 3, DNS: small, Connect: small, TLS: small, PoolWait: small, Write: small, Server: long, Transfer: small, Total: long}
 	rep := &probe.Report{Requested: 6, Requests: 6, Concurrency: 1, Outcomes: map[httptrace.Class]int{httptrace.ClassOK: 6},
 		Stages: probe.Stages{New: set, Reused: set}}
-	var b strings.Builder
-	require.NoError(t, probe.WriteText(&b, rep, probe.TextOptions{}))
-	out := b.String()
-	_, section, ok := strings.Cut(out, "stages of successful requests\n")
-	require.True(t, ok, out)
-	section, _, _ = strings.Cut(section, "\n\n")
-	lines := strings.Split(section, "\n")
+	section, lines := textSection(t, rep, "stages of successful requests\n")
 	require.Len(t, lines, 10, section) // groups, headings, eight stages
 	// ends returns where each of the last n fields of l ends.
 	ends := func(l string, n int) []int {
