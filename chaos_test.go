@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"

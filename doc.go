@@ -18,7 +18,7 @@
 //   - [github.com/connaudit/connaudit/retry]: a bounded retry policy with
 //     per-attempt and total budgets.
 //   - [github.com/connaudit/connaudit/audit]: the fault catalogue, its
-//     runner and reports; [github.com/connaudit/connaudit/audit/faultserver]
+//     runner and reports; [github.com/connaudit/connaudit/faultserver]
 //     is the loopback fault server it drives.
 //   - cmd/connaudit: the command line.
 //

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
-	"github.com/connaudit/connaudit/audit/probe"
+	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )

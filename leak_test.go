@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/connaudit/connaudit/audit"
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"

@@ -23,9 +23,9 @@ import (
 	"github.com/connaudit/connaudit/internal/testserver"
 
 	"github.com/connaudit/connaudit/audit"
-	"github.com/connaudit/connaudit/audit/probe"
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"

@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"go.uber.org/goleak"

@@ -40,7 +40,7 @@ trap stop_okserver EXIT
 
 (cd "$here" && go test -c -o "$out/bench.test" . && go build -o "$out/okserver" ./cmd/okserver)
 (cd "$root" && go test -c -o "$out/pool.test" ./pool && go test -c -o "$out/httptrace.test" ./httptrace &&
-	go test -c -o "$out/probe.test" ./audit/probe)
+	go test -c -o "$out/probe.test" ./probe)
 
 start_okserver "$out/okserver" "$out/url" 2h
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/retry"
 )
 

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connaudit/connaudit/audit/probe"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/probe"
 )
 
 // probeFlags are probe's own flags, beside the shared request flags.

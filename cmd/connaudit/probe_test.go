@@ -18,7 +18,7 @@ import (
 
 	"github.com/connaudit/connaudit/internal/testserver"
 
-	"github.com/connaudit/connaudit/audit/probe"
+	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
 )
 

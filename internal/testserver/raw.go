@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 )
 
 // Raw accepts TCP connections on 127.0.0.1 and serves each on its own

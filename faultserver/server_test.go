@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 	"github.com/stretchr/testify/require"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connaudit/connaudit/audit/probe"
+	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
 )
 

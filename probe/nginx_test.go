@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connaudit/connaudit/audit/probe"
 	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
 )
 

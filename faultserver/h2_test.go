@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 )

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 	"github.com/stretchr/testify/require"
 )
 

@@ -5,7 +5,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 )
 
 // The net/http Transport's hidden retry, made visible: on a kept-alive

@@ -7,9 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/connaudit/connaudit/audit/probe"
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
 )
 

@@ -22,7 +22,7 @@ import (
 // probe's throughput ratio is made of, measured with the precision of a
 // paired benchmark:
 //
-//	go test -run '^$' -bench SendPaired -count 10 ./audit/probe > out.txt
+//	go test -run '^$' -bench SendPaired -count 10 ./probe > out.txt
 //	benchstat -filter '.unit:overhead-%' out.txt
 //
 // With CONNAUDIT_BENCH_URL set to a loopback http URL (bench/cmd/okserver

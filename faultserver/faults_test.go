@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connaudit/connaudit/audit/faultserver"
+	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/stretchr/testify/require"
 )
