@@ -11,6 +11,7 @@ import (
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/testserver"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -54,7 +55,7 @@ func newWroteSignal() *wroteSignal { return &wroteSignal{wrote: make(chan struct
 
 func (w *wroteSignal) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	w.Collector.ObserveEvent(tl, ev)
-	if ev.Kind == httptrace.KindWroteRequest && !ev.Late {
+	if ev.Kind == vocab.KindWroteRequest && !ev.Late {
 		w.wrote <- struct{}{}
 	}
 }
@@ -105,7 +106,7 @@ func requireCanceledAt(t *testing.T, col *httptrace.Collector, path string, stag
 		}
 	}
 	require.Len(t, tls, 1)
-	require.Equal(t, httptrace.ClassCanceled, tls[0].Outcome.Class)
+	require.Equal(t, vocab.ClassCanceled, tls[0].Outcome.Class)
 	require.Equal(t, stage, tls[0].Outcome.Stage)
 	return tls[0]
 }
@@ -129,7 +130,7 @@ func TestCancelWhileWaitingForTheConnection(t *testing.T) {
 			wcancel()
 			require.ErrorIs(t, <-wdone, context.Canceled)
 
-			requireCanceledAt(t, col, "/ok", httptrace.StagePoolWait)
+			requireCanceledAt(t, col, "/ok", vocab.StagePoolWait)
 			require.Zero(t, srv.Counters("/ok").RequestsRead, "the server never saw the cancelled request")
 
 			hcancel()
@@ -156,7 +157,7 @@ func TestCancelDuringHangingConnect(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 
-	requireCanceledAt(t, col, "/x", httptrace.StageConnect)
+	requireCanceledAt(t, col, "/x", vocab.StageConnect)
 
 	// The dial goes on in the background (net/http detaches it from the
 	// request) until its own bound: closing the listener ends it.
@@ -180,7 +181,7 @@ func TestCancelDuringStalledTLSHandshake(t *testing.T) {
 	// returned and the handshake is pending.
 	require.NoError(t, p.WaitFor(bounded(t), func(pool.Stats) bool {
 		for _, c := range p.Conns() {
-			if c.State == pool.StateHandshake {
+			if c.State == vocab.StateHandshake {
 				return true
 			}
 		}
@@ -188,7 +189,7 @@ func TestCancelDuringStalledTLSHandshake(t *testing.T) {
 	}))
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	requireCanceledAt(t, col, "/x", httptrace.StageTLS)
+	requireCanceledAt(t, col, "/x", vocab.StageTLS)
 
 	// The handshake goes on in the background; closing the stalled server
 	// ends it: the server closed that connection, mid-handshake.
@@ -196,9 +197,9 @@ func TestCancelDuringStalledTLSHandshake(t *testing.T) {
 	require.NoError(t, p.WaitFor(bounded(t), func(s pool.Stats) bool { return s.Dialing == 0 && s.Closed == 1 }))
 	conns := p.Conns()
 	require.Len(t, conns, 1)
-	require.Equal(t, pool.ClosedByServer, conns[0].ClosedBy)
+	require.Equal(t, vocab.ClosedByServer, conns[0].ClosedBy)
 	// A close with the ClientHello unread is a reset; without, an EOF.
-	require.Contains(t, []pool.CloseReason{pool.ReasonServerEOF, pool.ReasonServerReset}, conns[0].CloseReason)
+	require.Contains(t, []pool.CloseReason{vocab.ReasonServerEOF, vocab.ReasonServerReset}, conns[0].CloseReason)
 	requireRecovered(t, p, srv)
 }
 
@@ -226,7 +227,7 @@ func TestCancelAfterHandlerEntered(t *testing.T) {
 			require.ErrorIs(t, <-done, context.Canceled)
 			awaitCancel(t, srv, "/hang")
 			require.EqualValues(t, 1, srv.Counters("/hang").CancelsObserved)
-			requireCanceledAt(t, col, "/hang", httptrace.StageAwaitHeaders)
+			requireCanceledAt(t, col, "/hang", vocab.StageAwaitHeaders)
 			if tc.name == "h2" {
 				conns := p.Conns()
 				require.NotEmpty(t, conns)
@@ -265,7 +266,7 @@ func TestCancelDuringBodyRead(t *testing.T) {
 			require.True(t, errors.Is(err, context.Canceled), "got %v", err)
 			require.NoError(t, resp.Body.Close())
 			awaitCancel(t, srv, "/stall")
-			tl := requireCanceledAt(t, col, "/stall", httptrace.StageBody)
+			tl := requireCanceledAt(t, col, "/stall", vocab.StageBody)
 			require.EqualValues(t, 100, tl.BodyBytes)
 			requireRecovered(t, p, srv)
 		})

@@ -19,6 +19,8 @@ import (
 
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/leaks"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -122,38 +124,38 @@ func chaosPlan(r *rand.Rand, n int) []chaosReq {
 func ownClasses(path string, b behaviour, h2 bool) []httptrace.Class {
 	switch path {
 	case "/hang":
-		return []httptrace.Class{httptrace.ClassDeadline}
+		return []httptrace.Class{vocab.ClassDeadline}
 	case "/cancel":
-		return []httptrace.Class{httptrace.ClassCanceled}
+		return []httptrace.Class{vocab.ClassCanceled}
 	case "/close-before":
-		return []httptrace.Class{httptrace.ClassServerClosed}
+		return []httptrace.Class{vocab.ClassServerClosed}
 	case "/reset":
 		if h2 {
-			return []httptrace.Class{httptrace.ClassStreamReset}
+			return []httptrace.Class{vocab.ClassStreamReset}
 		}
-		return []httptrace.Class{httptrace.ClassReset}
+		return []httptrace.Class{vocab.ClassReset}
 	case "/close-mid":
 		if b != readAll {
-			return []httptrace.Class{httptrace.ClassOK}
+			return []httptrace.Class{vocab.ClassOK}
 		}
 		if h2 {
-			return []httptrace.Class{httptrace.ClassStreamReset}
+			return []httptrace.Class{vocab.ClassStreamReset}
 		}
-		return []httptrace.Class{httptrace.ClassBodyTruncated}
+		return []httptrace.Class{vocab.ClassBodyTruncated}
 	case "/stall":
 		if b == readAll {
-			return []httptrace.Class{httptrace.ClassBodyIdleTimeout}
+			return []httptrace.Class{vocab.ClassBodyIdleTimeout}
 		}
-		return []httptrace.Class{httptrace.ClassOK}
+		return []httptrace.Class{vocab.ClassOK}
 	case "/close-after-3":
 		if h2 {
 			// The third request on a connection half-closes it.
-			return []httptrace.Class{httptrace.ClassOK, httptrace.ClassServerClosed}
+			return []httptrace.Class{vocab.ClassOK, vocab.ClassServerClosed}
 		}
 		// HTTP/1: the Transport replays it on another connection.
-		return []httptrace.Class{httptrace.ClassOK}
+		return []httptrace.Class{vocab.ClassOK}
 	}
-	return []httptrace.Class{httptrace.ClassOK}
+	return []httptrace.Class{vocab.ClassOK}
 }
 
 // collateral reports whether a request may have ended as tl did because of
@@ -168,11 +170,11 @@ func ownClasses(path string, b behaviour, h2 bool) []httptrace.Class {
 //     failed first, the http2 client closing the connection itself.
 func collateral(h2 bool, tl *httptrace.Timeline) bool {
 	switch tl.Outcome.Class {
-	case httptrace.ClassBodyIdleTimeout:
+	case vocab.ClassBodyIdleTimeout:
 		return true
-	case httptrace.ClassServerClosed, httptrace.ClassBodyTruncated, httptrace.ClassReset, httptrace.ClassGoAway:
+	case vocab.ClassServerClosed, vocab.ClassBodyTruncated, vocab.ClassReset, vocab.ClassGoAway:
 		return h2
-	case httptrace.ClassError:
+	case vocab.ClassError:
 		return h2 && tl.Outcome.Err != nil && strings.Contains(tl.Outcome.Err.Error(), "http2: client connection")
 	}
 	return false
@@ -253,7 +255,7 @@ func TestChaosSoak(t *testing.T) {
 	t.Logf("seed %d (rerun with -chaos.seed=%d), %d requests", seed, seed, *chaosRequests)
 	require.Positive(t, *chaosRequests)
 
-	leaks := goleak.IgnoreCurrent()
+	baseline := goleak.IgnoreCurrent()
 	heapBefore := heapInUse()
 	start := time.Now()
 
@@ -278,7 +280,7 @@ func TestChaosSoak(t *testing.T) {
 		}
 	}
 
-	require.NoError(t, pool.NameLeaks(goleak.Find(leaks)), "no goroutine leaked")
+	require.NoError(t, leaks.Name(goleak.Find(baseline)), "no goroutine leaked")
 	heapAfter := heapInUse()
 	t.Logf("total: %d requests in %s; faults: %s", total.requests, time.Since(start).Round(time.Millisecond), sortedCounts(total.byPath))
 	t.Logf("total outcomes: %s", sortedCounts(total.byClass))
@@ -308,8 +310,8 @@ func chaosRun(t *testing.T, h2 bool, maxConns int, plan []chaosReq) *chaosTally 
 	}
 	col := &httptrace.Collector{}
 	popts := []pool.Option{
-		pool.MaxConnsPerHost(maxConns), pool.BodyIdleTimeout(chaosBound), pool.WithObserver(col),
-		pool.ConnectTimeout(5 * time.Second), pool.TLSHandshakeTimeout(5 * time.Second), pool.HTTP2(h2),
+		pool.MaxConnsPerHost(maxConns), pool.MaxIdleConnsPerHost(maxConns), pool.BodyIdleTimeout(chaosBound), pool.WithObserver(col),
+		pool.ConnectTimeout(5 * time.Second), pool.TLSHandshakeTimeout(5 * time.Second), pool.Protocols(protocols(h2)),
 		// No idle timeout (none would fire during the soak anyway): with
 		// one, net/http's HTTP/2 client re-arms the idle timer of a
 		// connection that died with streams open when it forgets the
@@ -400,7 +402,7 @@ func chaosRun(t *testing.T, h2 bool, maxConns int, plan []chaosReq) *chaosTally 
 		path := chaosFaults[req.fault].path
 		require.Equal(t, path, u.Path)
 		require.True(t, tl.Finished, "request %d %s: timeline not finished", i, path)
-		require.Equal(t, 1, tl.Count(httptrace.KindDone), "request %d %s: one done event", i, path)
+		require.Equal(t, 1, tl.Count(vocab.KindDone), "request %d %s: one done event", i, path)
 		require.NotEmpty(t, tl.Outcome.Class, "request %d %s", i, path)
 		require.True(t, tl.Status == 0 || tl.BodyClosed, "request %d %s: a response whose body was not closed", i, path)
 		tally.byPath[path]++

@@ -10,6 +10,7 @@ import (
 
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -142,11 +143,11 @@ func FuzzHostileReply(f *testing.F) {
 			t.Fatalf("%d timelines for one request", len(tls))
 		}
 		tl := tls[0]
-		if !tl.Finished || tl.Count(httptrace.KindDone) != 1 || tl.Outcome.Class == "" || tl.Outcome.Stage == "" {
+		if !tl.Finished || tl.Count(vocab.KindDone) != 1 || tl.Outcome.Class == "" || tl.Outcome.Stage == "" {
 			t.Fatalf("timeline not finished with exactly one outcome: finished %v, %d done events, outcome %q @%q",
-				tl.Finished, tl.Count(httptrace.KindDone), tl.Outcome.Class, tl.Outcome.Stage)
+				tl.Finished, tl.Count(vocab.KindDone), tl.Outcome.Class, tl.Outcome.Stage)
 		}
-		if !mayStall(reply) && (tl.Outcome.Class == httptrace.ClassDeadline || ctx.Err() != nil) {
+		if !mayStall(reply) && (tl.Outcome.Class == vocab.ClassDeadline || ctx.Err() != nil) {
 			t.Fatalf("a reply ended by FIN or RST ran into the %v bound: %s @%s: %v", bound, tl.Outcome.Class, tl.Outcome.Stage, tl.Outcome.Err)
 		}
 		// ok means a response arrived (whatever its status: net/http takes
@@ -154,10 +155,10 @@ func FuzzHostileReply(f *testing.F) {
 		// the request after it (a redirect whose Location does not parse).
 		// A 101 hands the connection to the caller: its bytes are not the
 		// tracer's to count.
-		if tl.Outcome.Class == httptrace.ClassOK && (tl.Count(httptrace.KindResponse) != 1 ||
+		if tl.Outcome.Class == vocab.ClassOK && (tl.Count(vocab.KindResponse) != 1 ||
 			(tl.Status != http.StatusSwitchingProtocols && tl.BodyBytes != n)) {
 			t.Fatalf("ok with %d response events, status %d, error %v, %d body bytes recorded, %d read",
-				tl.Count(httptrace.KindResponse), tl.Status, err, tl.BodyBytes, n)
+				tl.Count(vocab.KindResponse), tl.Status, err, tl.BodyBytes, n)
 		}
 
 		wctx, wcancel := context.WithTimeout(context.Background(), fuzzHostileGuard)

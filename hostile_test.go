@@ -10,6 +10,8 @@ import (
 
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/leaks"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
@@ -25,7 +27,7 @@ const (
 )
 
 func hostileTimeout(r faultserver.HostileReply) time.Duration {
-	if hostileExpect[r.Name] == httptrace.ClassDeadline {
+	if hostileExpect[r.Name] == vocab.ClassDeadline {
 		return hostileBound
 	}
 	return hostileGuard
@@ -34,18 +36,18 @@ func hostileTimeout(r faultserver.HostileReply) time.Duration {
 // hostileExpect is the class each hostile reply must get when it is
 // deterministic; a reply not listed may get any class but "".
 var hostileExpect = map[string]httptrace.Class{
-	"garbage":                     httptrace.ClassProtocol,
-	"empty":                       httptrace.ClassServerClosed,
-	"truncated-status-line":       httptrace.ClassProtocol,
-	"huge-headers":                httptrace.ClassProtocol,
-	"invalid-chunk-size":          httptrace.ClassProtocol,
-	"short-body":                  httptrace.ClassBodyTruncated,
-	"negative-content-length":     httptrace.ClassProtocol,
-	"conflicting-content-lengths": httptrace.ClassProtocol,
-	"http09":                      httptrace.ClassProtocol,
-	"1xx-flood":                   httptrace.ClassDeadline, // within every bound: the client's deadline ends it
-	"1xx-flood-huge":              httptrace.ClassProtocol, // over MaxResponseHeaderBytes
-	"tls-alert":                   httptrace.ClassTLS,
+	"garbage":                     vocab.ClassProtocol,
+	"empty":                       vocab.ClassServerClosed,
+	"truncated-status-line":       vocab.ClassProtocol,
+	"huge-headers":                vocab.ClassProtocol,
+	"invalid-chunk-size":          vocab.ClassProtocol,
+	"short-body":                  vocab.ClassBodyTruncated,
+	"negative-content-length":     vocab.ClassProtocol,
+	"conflicting-content-lengths": vocab.ClassProtocol,
+	"http09":                      vocab.ClassProtocol,
+	"1xx-flood":                   vocab.ClassDeadline, // within every bound: the client's deadline ends it
+	"1xx-flood-huge":              vocab.ClassProtocol, // over MaxResponseHeaderBytes
+	"tls-alert":                   vocab.ClassTLS,
 	// reply-before-request: "ok" when the response arrives after the
 	// Transport registered the request; "protocol" when before (net/http
 	// logs an "Unsolicited response" and gives the connection up).
@@ -90,17 +92,17 @@ func hostilePool(t *testing.T, reply faultserver.HostileReply) {
 	require.Len(t, tls, 1, "one request, one timeline")
 	tl := tls[0]
 	require.True(t, tl.Finished)
-	require.Equal(t, 1, tl.Count(httptrace.KindDone), "exactly one outcome")
+	require.Equal(t, 1, tl.Count(vocab.KindDone), "exactly one outcome")
 	require.NotEmpty(t, tl.Outcome.Class)
 	require.NotEmpty(t, tl.Outcome.Stage)
 	t.Logf("outcome %s @%s (status %d, %d got-1xx, %d dropped events): %v",
-		tl.Outcome.Class, tl.Outcome.Stage, tl.Status, tl.Count(httptrace.KindGot1xx), tl.Dropped, tl.Outcome.Err)
+		tl.Outcome.Class, tl.Outcome.Stage, tl.Status, tl.Count(vocab.KindGot1xx), tl.Dropped, tl.Outcome.Err)
 	if want, ok := hostileExpect[reply.Name]; ok {
 		require.Equal(t, want, tl.Outcome.Class, "%s: %v", reply.Name, tl.Outcome.Err)
 	} else {
-		require.Contains(t, []httptrace.Class{httptrace.ClassOK, httptrace.ClassProtocol}, tl.Outcome.Class)
+		require.Contains(t, []httptrace.Class{vocab.ClassOK, vocab.ClassProtocol}, tl.Outcome.Class)
 	}
-	if tl.Outcome.Class == httptrace.ClassOK {
+	if tl.Outcome.Class == vocab.ClassOK {
 		require.EqualValues(t, tl.BodyBytes, n)
 	}
 
@@ -120,7 +122,7 @@ func hostilePool(t *testing.T, reply faultserver.HostileReply) {
 	require.NoError(t, p.WaitFor(bounded(t), func(s pool.Stats) bool { return s.Open == 0 && s.Dialing == 0 }))
 	require.Equal(t, s.Dials, p.Stats().Closed)
 	require.NoError(t, srv.Close())
-	require.NoError(t, pool.NameLeaks(goleak.Find(base)))
+	require.NoError(t, leaks.Name(goleak.Find(base)))
 }
 
 func hostileProbe(t *testing.T, reply faultserver.HostileReply) {
@@ -150,5 +152,5 @@ func hostileProbe(t *testing.T, reply faultserver.HostileReply) {
 	}
 	require.Equal(t, srv.ConnsAccepted(), rep.Dials-rep.DialErrors, "every connection the server accepted was dialed by the probe")
 	require.NoError(t, srv.Close())
-	require.NoError(t, pool.NameLeaks(goleak.Find(base)))
+	require.NoError(t, leaks.Name(goleak.Find(base)))
 }

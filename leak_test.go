@@ -9,6 +9,7 @@ import (
 	"github.com/connaudit/connaudit/audit"
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/leaks"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +25,7 @@ func TestEveryScenarioLeavesNothingBehind(t *testing.T) {
 			res := r.RunOne(context.Background(), s)
 			if !res.Pass {
 				var b strings.Builder
-				audit.WriteText(&b, audit.Report{Results: []audit.Result{res}, Failed: 1}, true)
+				audit.Report{Results: []audit.Result{res}, Failed: 1}.WriteText(&b, true)
 				t.Fatalf("scenario failed:\n%s", b.String())
 			}
 			require.True(t, res.Observed.Recovered)
@@ -61,7 +62,7 @@ func TestUnclosedBodyIsNamed(t *testing.T) {
 	require.EqualValues(t, 1, bodies[0].Conn)
 
 	// The goroutines the pinned connection holds are named by cause.
-	named := strings.Join(pool.NetGoroutines(), "\n")
+	named := strings.Join(leaks.Goroutines(), "\n")
 	require.Contains(t, named, "connection held by an unclosed response body")
 
 	// /ok waits for the one connection...

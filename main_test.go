@@ -1,6 +1,7 @@
 package connaudit_test
 
 import (
+	"net/http"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -8,4 +9,12 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+// protocols returns HTTP/1, with HTTP/2 if h2.
+func protocols(h2 bool) http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(h2)
+	return p
 }

@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/internal/testserver"
+	"github.com/connaudit/connaudit/internal/vocab"
 
 	"github.com/connaudit/connaudit/audit"
 	"github.com/connaudit/connaudit/httptrace"
@@ -158,10 +160,10 @@ func TestSecretsNeverLeak(t *testing.T) {
 	// The tracer alone, recording the credential headers (masked).
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
-	tr, err := httptrace.NewTransport(base, httptrace.WithObserver(observers), httptrace.WithHeaders("Authorization", "Cookie"))
+	tr, err := httptrace.NewTransport(base, httptrace.WithObserver(observers), httptrace.Headers("Authorization", "Cookie"))
 	require.NoError(t, err)
 	// The pool, with its own outputs.
-	p, err := pool.New(pool.MaxConnsPerHost(1), pool.WithObserver(observers), pool.CaptureStacks(), pool.HTTP2(false))
+	p, err := pool.New(pool.MaxConnsPerHost(1), pool.WithObserver(observers), pool.CaptureStacks(), pool.Protocols(protocols(false)))
 	require.NoError(t, err)
 	defer p.Close()
 
@@ -181,7 +183,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 				resp, err := client.c.Do(req)
 				if tg.wantErr {
 					require.Error(t, err, "%s %s", client.name, tg.name)
-					msg := httptrace.RedactError(err, req.URL)
+					msg := redact.Error(err, req.URL)
 					out.add("client errors", msg)
 					require.Contains(t, msg, tg.host, "the redacted error still names the host")
 					continue
@@ -227,7 +229,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	var withHeader int
 	for _, tl := range tls {
 		var w strings.Builder
-		require.NoError(t, httptrace.WriteWaterfall(&w, tl))
+		require.NoError(t, tl.WriteText(&w, true))
 		out.add("waterfall", w.String())
 		b, err := json.Marshal(tl)
 		require.NoError(t, err)
@@ -236,12 +238,12 @@ func TestSecretsNeverLeak(t *testing.T) {
 		out.add("timeline header", fmt.Sprint(tl.Header))
 		if tl.Outcome.Err != nil {
 			u := tl.RawURL()
-			out.add("timeline errors", httptrace.RedactError(tl.Outcome.Err, &u))
+			out.add("timeline errors", redact.Error(tl.Outcome.Err, &u))
 		}
 		for _, e := range tl.Events {
 			if e.Err != nil {
 				u := tl.RawURL()
-				out.add("timeline errors", httptrace.RedactError(e.Err, &u))
+				out.add("timeline errors", redact.Error(e.Err, &u))
 			}
 		}
 		if tl.Header["Authorization"] != "" {
@@ -255,19 +257,19 @@ func TestSecretsNeverLeak(t *testing.T) {
 	for i, tl := range tls {
 		u := tl.RawURL()
 		obs := audit.Observed{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Status: tl.Status, Timeline: tl,
-			Error: httptrace.RedactError(tl.Outcome.Err, &u)}
+			Error: redact.Error(tl.Outcome.Err, &u)}
 		rep.Results = append(rep.Results, audit.Result{Name: fmt.Sprintf("secrets-%d", i), Proto: audit.HTTP1,
-			Expected: audit.Expect{Class: httptrace.ClassOK}, Observed: obs, Mismatches: []string{"class: " + string(tl.Outcome.Class) + ": " + obs.Error}})
+			Expected: audit.Expect{Class: vocab.ClassOK}, Observed: obs, Mismatches: []string{"class: " + string(tl.Outcome.Class) + ": " + obs.Error}})
 		rep.Failed++
 	}
 	var b bytes.Buffer
-	require.NoError(t, audit.WriteText(&b, rep, true))
+	require.NoError(t, rep.WriteText(&b, true))
 	out.add("audit text", b.String())
 	b.Reset()
-	require.NoError(t, audit.WriteJSON(&b, rep))
+	require.NoError(t, rep.WriteJSON(&b))
 	out.add("audit json", b.String())
 	b.Reset()
-	require.NoError(t, audit.WriteJUnit(&b, rep))
+	require.NoError(t, rep.WriteJUnit(&b))
 	out.add("audit junit", b.String())
 
 	// The probe, against the server that answers and the refused port.
@@ -293,7 +295,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	// A URL that does not parse: its error quotes it whole.
 	_, perr := url.Parse(secretURL("http", "127.0.0.1:bad"))
 	require.Error(t, perr)
-	out.add("malformed url", httptrace.RedactURLString(secretURL("http", "127.0.0.1:bad")))
+	out.add("malformed url", redact.URLString(secretURL("http", "127.0.0.1:bad")))
 
 	// Nothing secret anywhere; the rest where it belongs.
 	for name, buf := range out.text {
@@ -322,7 +324,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"probe text":        {okHost, secretsPath, "token=REDACTED"},
 		"probe json":        {okHost, secretsPath, "token=REDACTED"},
 		"probe errors":      {"connect-refused"},
-		"malformed url":     {httptrace.Masked},
+		"malformed url":     {redact.Masked},
 	}
 	for name, parts := range want {
 		require.Contains(t, out.text, name)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
 	"golang.org/x/net/http2"
@@ -42,7 +43,7 @@ func closedFate(by pool.Closer, reason pool.CloseReason) *Fate {
 }
 
 func ok(status int) Expect {
-	return Expect{Class: httptrace.ClassOK, Status: status, ClientAttempts: 1, ServerRequests: 1, Dials: n(1)}
+	return Expect{Class: vocab.ClassOK, Status: status, ClientAttempts: 1, ServerRequests: 1, Dials: n(1)}
 }
 
 func failed(class httptrace.Class, stage httptrace.Stage, serverRequests int64) Expect {
@@ -58,46 +59,46 @@ func http1Scenarios() []Scenario {
 	}
 	okExp := ok(200)
 	okExp.Fate = reusedFate()
-	rht := failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 1)
-	rht.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
+	rht := failed(vocab.ClassResponseHeaderTimeout, vocab.StageAwaitHeaders, 1)
+	rht.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
 	rht.CancelObserved = true
-	deadline := failed(httptrace.ClassDeadline, httptrace.StageAwaitHeaders, 1)
+	deadline := failed(vocab.ClassDeadline, vocab.StageAwaitHeaders, 1)
 	deadline.CancelObserved = true
-	deadline.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
-	canceled := failed(httptrace.ClassCanceled, httptrace.StageAwaitHeaders, 1)
+	deadline.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
+	canceled := failed(vocab.ClassCanceled, vocab.StageAwaitHeaders, 1)
 	canceled.CancelObserved = true
-	canceled.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
-	waiting := failed(httptrace.ClassCanceled, httptrace.StagePoolWait, 0)
+	canceled.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
+	waiting := failed(vocab.ClassCanceled, vocab.StagePoolWait, 0)
 	waiting.Fate = &Fate{None: true}
-	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
-	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
-	hidden := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
-	reset := failed(httptrace.ClassReset, httptrace.StageAwaitHeaders, 1)
-	reset.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerReset)
-	truncated := failed(httptrace.ClassBodyTruncated, httptrace.StageBody, 1)
-	truncated.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
+	closeBefore := failed(vocab.ClassServerClosed, vocab.StageAwaitHeaders, 1)
+	closeBefore.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerEOF)
+	hidden := Expect{Class: vocab.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
+	reset := failed(vocab.ClassReset, vocab.StageAwaitHeaders, 1)
+	reset.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerReset)
+	truncated := failed(vocab.ClassBodyTruncated, vocab.StageBody, 1)
+	truncated.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerEOF)
 	truncated.BodyBytes = n(midBodySend)
-	stall := failed(httptrace.ClassBodyIdleTimeout, httptrace.StageBody, 1)
+	stall := failed(vocab.ClassBodyIdleTimeout, vocab.StageBody, 1)
 	stall.CancelObserved = true
-	stall.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
+	stall.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
 	trickle := ok(200)
 	trickle.Fate = reusedFate()
 	trickle.BodyAtLeast = trickleEvery * (trickleBytes - 1)
 	trickle.BodyBytes = n(trickleBytes)
 	early := ok(200)
-	early.Fate = closedFate(pool.ClosedByClient, pool.ReasonEarlyBodyClose)
+	early.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonEarlyBodyClose)
 	early.BodyBytes = n(earlyRead)
 	unclosed := ok(200)
 	unclosed.Dials = n(2) // closing the unread body closes the connection; /ok dials anew
 	unclosed.Leak, unclosed.BlocksOK = true, true
-	unclosed.Fate = closedFate(pool.ClosedByClient, pool.ReasonEarlyBodyClose)
+	unclosed.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonEarlyBodyClose)
 	connClose := ok(200)
-	connClose.Fate = closedFate(pool.ClosedByServer, pool.ReasonConnectionClose)
-	tlsStallExp := failed(httptrace.ClassTLSHandshakeTimeout, httptrace.StageTLS, 0)
-	tlsStallExp.Fate = closedFate(pool.ClosedByClient, pool.ReasonHandshakeFailed)
-	connectTimeout := failed(httptrace.ClassConnectTimeout, httptrace.StageConnect, 0)
+	connClose.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonConnectionClose)
+	tlsStallExp := failed(vocab.ClassTLSHandshakeTimeout, vocab.StageTLS, 0)
+	tlsStallExp.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonHandshakeFailed)
+	connectTimeout := failed(vocab.ClassConnectTimeout, vocab.StageConnect, 0)
 	connectTimeout.Fate = &Fate{None: true}
-	refused := failed(httptrace.ClassConnectRefused, httptrace.StageConnect, 0)
+	refused := failed(vocab.ClassConnectRefused, vocab.StageConnect, 0)
 	refused.Fate = &Fate{None: true}
 
 	return []Scenario{
@@ -155,16 +156,16 @@ func http2Scenarios() []Scenario {
 			Expect: reused(ok(code)), server: tlsOpts, setup: handle(faultserver.Status{Code: code}), drive: single}
 	}
 	okExp := reused(ok(200))
-	rht := reused(failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 1))
+	rht := reused(failed(vocab.ClassResponseHeaderTimeout, vocab.StageAwaitHeaders, 1))
 	rht.CancelObserved = true
-	deadline := reused(failed(httptrace.ClassDeadline, httptrace.StageAwaitHeaders, 1))
+	deadline := reused(failed(vocab.ClassDeadline, vocab.StageAwaitHeaders, 1))
 	deadline.CancelObserved = true
-	canceled := reused(failed(httptrace.ClassCanceled, httptrace.StageAwaitHeaders, 1))
+	canceled := reused(failed(vocab.ClassCanceled, vocab.StageAwaitHeaders, 1))
 	canceled.CancelObserved = true
-	streamReset := reused(failed(httptrace.ClassStreamReset, httptrace.StageAwaitHeaders, 1))
-	midBody := reused(failed(httptrace.ClassStreamReset, httptrace.StageBody, 1))
+	streamReset := reused(failed(vocab.ClassStreamReset, vocab.StageAwaitHeaders, 1))
+	midBody := reused(failed(vocab.ClassStreamReset, vocab.StageBody, 1))
 	midBody.BodyBytes = n(midBodySend)
-	stall := reused(failed(httptrace.ClassBodyIdleTimeout, httptrace.StageBody, 1))
+	stall := reused(failed(vocab.ClassBodyIdleTimeout, vocab.StageBody, 1))
 	stall.CancelObserved = true
 	trickle := reused(ok(200))
 	trickle.BodyAtLeast = trickleEvery * (trickleBytes - 1)
@@ -173,12 +174,12 @@ func http2Scenarios() []Scenario {
 	early.BodyBytes = n(earlyRead)
 	unclosed := reused(ok(200))
 	unclosed.Leak = true
-	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
-	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
+	closeBefore := failed(vocab.ClassServerClosed, vocab.StageAwaitHeaders, 1)
+	closeBefore.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerEOF)
 	connClose := ok(200)
-	connClose.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerGoAway)
-	goaway := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
-	refused := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(1), HiddenRetry: true, Fate: reusedFate()}
+	connClose.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerGoAway)
+	goaway := Expect{Class: vocab.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
+	refused := Expect{Class: vocab.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(1), HiddenRetry: true, Fate: reusedFate()}
 	return []Scenario{
 		{Name: "h2/ok", Proto: HTTP2, Fault: `200 "ok"`, Bound: "-", Expect: okExp, server: tlsOpts,
 			setup: handle(faultserver.OK{}), drive: single},
@@ -229,8 +230,8 @@ func retryScenarios() []Scenario {
 	// the connection.
 	timedOut := func(class httptrace.Class) Expect {
 		e := exp(class, 0, 1, 1)
-		e.Stage, e.CancelObserved = httptrace.StageAwaitHeaders, true
-		e.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
+		e.Stage, e.CancelObserved = vocab.StageAwaitHeaders, true
+		e.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
 		return e
 	}
 	attemptLimited := fast
@@ -244,38 +245,38 @@ func retryScenarios() []Scenario {
 	budget := retry.Policy{AttemptTimeout: 300 * time.Millisecond, TotalTimeout: 600 * time.Millisecond, MaxRetries: 5,
 		Delay: 10 * time.Millisecond, HonorRetryAfter: true}
 	s503Later := faultserver.Status{Code: 503, Header: http.Header{"Retry-After": {"2"}}}
-	rhtExp := timedOut(httptrace.ClassResponseHeaderTimeout)
+	rhtExp := timedOut(vocab.ClassResponseHeaderTimeout)
 	unsafe := fast
 	unsafe.UnsafeRetryNonIdempotent = true
 	keyed := fast
 	keyed.RetryIdempotencyKey = true
 	postExp := func(attempts int, server, writes int64, status int) Expect {
-		e := exp(httptrace.ClassOK, status, attempts, server)
+		e := exp(vocab.ClassOK, status, attempts, server)
 		e.Writes = n(writes)
 		return e
 	}
-	hidden := exp(httptrace.ClassOK, 200, 1, 2)
+	hidden := exp(vocab.ClassOK, 200, 1, 2)
 	hidden.HiddenRetry, hidden.Dials = true, n(2)
 	write503 := faultserver.Write{Status: 503}
 	write200 := faultserver.Write{Status: 200}
 	return []Scenario{
 		{Name: "retry/immediate-success", Proto: HTTP1, Fault: `200 "ok"`, Bound: "503 on GET, 2 retries", Retry: true,
-			Expect: exp(httptrace.ClassOK, 200, 1, 1), setup: handle(faultserver.OK{}), drive: retried(fast, http.MethodGet, "")},
+			Expect: exp(vocab.ClassOK, 200, 1, 1), setup: handle(faultserver.OK{}), drive: retried(fast, http.MethodGet, "")},
 		{Name: "retry/503-503-ok", Proto: HTTP1, Fault: "503, 503, 200", Bound: "503 on GET, 2 retries, 10ms apart", Retry: true,
-			Wait: 2 * fast.Delay, Expect: exp(httptrace.ClassOK, 200, 3, 3), setup: seq(s503, s503, faultserver.OK{}), drive: retried(fast, http.MethodGet, "")},
+			Wait: 2 * fast.Delay, Expect: exp(vocab.ClassOK, 200, 3, 3), setup: seq(s503, s503, faultserver.OK{}), drive: retried(fast, http.MethodGet, "")},
 		{Name: "retry/always-503", Proto: HTTP1, Fault: "503 every time", Bound: "503 on GET, 2 retries, 10ms apart", Retry: true,
-			Wait: 2 * fast.Delay, Expect: exp(httptrace.ClassOK, 503, 3, 3), setup: handle(s503), drive: retried(fast, http.MethodGet, "")},
+			Wait: 2 * fast.Delay, Expect: exp(vocab.ClassOK, 503, 3, 3), setup: handle(s503), drive: retried(fast, http.MethodGet, "")},
 		{Name: "retry/404", Proto: HTTP1, Fault: "answers 404", Bound: "503 on GET, 2 retries", Retry: true,
-			Expect: exp(httptrace.ClassOK, 404, 1, 1), setup: handle(faultserver.Status{Code: 404}), drive: retried(fast, http.MethodGet, "")},
+			Expect: exp(vocab.ClassOK, 404, 1, 1), setup: handle(faultserver.Status{Code: 404}), drive: retried(fast, http.MethodGet, "")},
 		{Name: "retry/500", Proto: HTTP1, Fault: "answers 500", Bound: "503 on GET, 2 retries", Retry: true,
-			Expect: exp(httptrace.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: retried(fast, http.MethodGet, "")},
+			Expect: exp(vocab.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: retried(fast, http.MethodGet, "")},
 		{Name: "retry/attempt-deadline", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "attempt limit 150ms", Retry: true,
-			Wait: boundShort, Expect: timedOut(httptrace.ClassDeadline), setup: handle(faultserver.Hang{}), drive: retried(attemptLimited, http.MethodGet, "")},
+			Wait: boundShort, Expect: timedOut(vocab.ClassDeadline), setup: handle(faultserver.Hang{}), drive: retried(attemptLimited, http.MethodGet, "")},
 		{Name: "retry/response-header-timeout", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "ResponseHeaderTimeout 150ms < attempt limit 1s", Retry: true,
 			Wait: boundShort, Expect: rhtExp, Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)},
 			setup: handle(faultserver.Hang{}), drive: retried(fast, http.MethodGet, "")},
 		{Name: "retry/total-budget", Proto: HTTP1, Fault: "503 with Retry-After: 2 every time", Bound: "budget 600ms, Retry-After honoured", Retry: true,
-			Expect: exp(httptrace.ClassOK, 503, 1, 1), setup: handle(s503Later), drive: retried(budget, http.MethodGet, "")},
+			Expect: exp(vocab.ClassOK, 503, 1, 1), setup: handle(s503Later), drive: retried(budget, http.MethodGet, "")},
 		{Name: "retry/post-not-retried", Proto: HTTP1, Fault: "commits the write, answers 503", Bound: "default: POST never retried", Retry: true,
 			Expect: postExp(1, 1, 1, 503), setup: seq(write503, write200), drive: retried(fast, http.MethodPost, "")},
 		{Name: "retry/post-unsafe", Proto: HTTP1, Fault: "commits the write, answers 503, then 200", Bound: "POST retried (unsafe)", Retry: true,

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/faultserver"
-	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/leaks"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
 )
@@ -50,7 +51,7 @@ func cancelInHandler(ctx context.Context, e *Env) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	entered := e.Server.Entered(faultPath)
-	wrote := e.signals.on(httptrace.KindWroteRequest)
+	wrote := e.signals.on(vocab.KindWroteRequest)
 	go func() {
 		for _, ch := range []<-chan struct{}{entered, wrote} {
 			select {
@@ -151,7 +152,7 @@ func unclosedBody(ctx context.Context, e *Env) error {
 	}
 	// The goroutines net/http runs now are shown, not counted as found:
 	// a healthy HTTP/2 connection runs them too.
-	for _, g := range pool.NetGoroutines() {
+	for _, g := range leaks.Goroutines() {
 		e.obs.Notes = append(e.obs.Notes, "goroutine while leaking: "+g)
 	}
 

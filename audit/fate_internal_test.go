@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestFateOfAConnectionClosedAfterRecovery(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	t.Cleanup(srv.Close)
-	p, err := pool.New()
+	p, err := pool.New(pool.MaxConnsPerHost(1), pool.MaxIdleConnsPerHost(1))
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -38,5 +39,5 @@ func TestFateOfAConnectionClosedAfterRecovery(t *testing.T) {
 	o := &Observed{Conn: conns[0].ID}
 
 	require.Equal(t, Fate{Reused: true}, fateOf(p, o, true))
-	require.Equal(t, Fate{ClosedBy: pool.ClosedByClient, Reason: pool.ReasonCloseIdle}, fateOf(p, o, false))
+	require.Equal(t, Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonCloseIdle}, fateOf(p, o, false))
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // WriteText writes the report as a table — scenario, expected, observed,
@@ -17,7 +19,7 @@ import (
 // every mismatch of each failed scenario with its faulted request's
 // timeline, and the totals. A skipped scenario's row says "not run" and
 // SKIP. With verbose, every scenario's timeline is written.
-func WriteText(w io.Writer, r Report, verbose bool) error {
+func (r Report) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tEXPECTED\tOBSERVED\tSTAGE\tCLIENT/SERVER\tDIALS\tCONNECTION\tRECOVERED\tLEAKS\tTIME\tRESULT")
@@ -25,7 +27,7 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 		o := res.Observed
 		exp := outcomeText(res.Expected.Class, res.Expected.Status)
 		if res.Skipped != "" {
-			fmt.Fprintf(tw, "%s\t%s\tnot run\t-\t-\t-\t-\t-\t-\t-\tSKIP\n", httptrace.Printable(res.Name), exp)
+			fmt.Fprintf(tw, "%s\t%s\tnot run\t-\t-\t-\t-\t-\t-\t-\tSKIP\n", redact.Printable(res.Name), exp)
 			continue
 		}
 		got := outcomeText(o.Class, o.Status)
@@ -47,27 +49,27 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 		if len(o.LeakFound) > 0 {
 			leaks += fmt.Sprintf(" (found %d while leaking)", len(o.LeakFound))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", httptrace.Printable(res.Name), exp, got, orDash(string(o.Stage)), attempts,
-			o.Dials, httptrace.Printable(o.Fate.String()), yesNo(o.Recovered), leaks, fmt.Sprintf("%7.3fs", res.Elapsed.Seconds()), result)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", redact.Printable(res.Name), exp, got, orDash(string(o.Stage)), attempts,
+			o.Dials, redact.Printable(o.Fate.String()), yesNo(o.Recovered), leaks, fmt.Sprintf("%7.3fs", res.Elapsed.Seconds()), result)
 	}
 	tw.Flush()
 	for _, res := range r.Results {
 		if (res.Pass && !verbose) || res.Skipped != "" {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s (%s): fault: %s; bound: %s\n", httptrace.Printable(res.Name), res.Proto, httptrace.Printable(res.Fault), httptrace.Printable(res.Bound))
+		fmt.Fprintf(&b, "\n%s (%s): fault: %s; bound: %s\n", redact.Printable(res.Name), res.Proto, redact.Printable(res.Fault), redact.Printable(res.Bound))
 		for _, m := range res.Mismatches {
 			fmt.Fprintf(&b, "  - %s\n", printableLines(m, "    "))
 		}
 		for _, l := range res.Observed.LeakFound {
-			fmt.Fprintf(&b, "  found while leaking: %s\n", httptrace.Printable(firstLine(l)))
+			fmt.Fprintf(&b, "  found while leaking: %s\n", redact.Printable(firstLine(l)))
 		}
 		for _, nt := range res.Observed.Notes {
 			fmt.Fprintf(&b, "  note: %s\n", printableLines(nt, "    "))
 		}
 		if tl := res.Observed.Timeline; tl != nil {
 			var tb strings.Builder
-			httptrace.WriteWaterfall(&tb, tl)
+			tl.WriteText(&tb, true)
 			b.WriteString(indentText(tb.String(), "  "))
 		}
 	}
@@ -76,7 +78,7 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 		skipped = fmt.Sprintf(", %d skipped", r.Skipped)
 	}
 	fmt.Fprintf(&b, "\n%d passed, %d failed%s in %s (the scenarios inherently wait %s); %s, %s\n",
-		r.Passed, r.Failed, skipped, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), httptrace.Printable(r.Transport), r.GoVersion)
+		r.Passed, r.Failed, skipped, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), redact.Printable(r.Transport), r.GoVersion)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -87,13 +89,13 @@ func WriteText(w io.Writer, r Report, verbose bool) error {
 func printableLines(s, indent string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = httptrace.Printable(l)
+		lines[i] = redact.Printable(l)
 	}
 	return strings.Join(lines, "\n"+indent)
 }
 
 func outcomeText(c httptrace.Class, status int) string {
-	if c == httptrace.ClassOK && status != 0 {
+	if c == vocab.ClassOK && status != 0 {
 		return fmt.Sprintf("ok(%d)", status)
 	}
 	if c == "" {
@@ -132,7 +134,7 @@ func indentText(s, prefix string) string {
 }
 
 // WriteJSON writes the report as indented JSON.
-func WriteJSON(w io.Writer, r Report) error {
+func (r Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
@@ -174,7 +176,7 @@ type junitFailure struct {
 // for CI systems. A failed case carries every mismatch and the faulted
 // request's timeline; a skipped one a <skipped> element with the reason,
 // counted in the suite's skipped attribute.
-func WriteJUnit(w io.Writer, r Report) error {
+func (r Report) WriteJUnit(w io.Writer) error {
 	s := junitSuite{Name: "connaudit", Tests: len(r.Results), Failures: r.Failed, Skipped: r.Skipped, Time: secs(r.Elapsed)}
 	for _, res := range r.Results {
 		c := junitCase{Name: res.Name, Classname: "connaudit." + string(res.Proto), Time: secs(res.Elapsed)}
@@ -185,7 +187,7 @@ func WriteJUnit(w io.Writer, r Report) error {
 		}
 		var out strings.Builder
 		if tl := res.Observed.Timeline; tl != nil {
-			httptrace.WriteWaterfall(&out, tl)
+			tl.WriteText(&out, true)
 		}
 		c.SystemOut = out.String()
 		if !res.Pass {

@@ -12,6 +12,9 @@ import (
 
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/leaks"
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"go.uber.org/goleak"
 )
@@ -146,7 +149,7 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	}
 	srv.Handle(okPath, faultserver.OK{})
 	col := &httptrace.Collector{}
-	sig := newSignals(httptrace.KindWroteRequest)
+	sig := newSignals(vocab.KindWroteRequest)
 	p, err := r.newPool(s, srv, httptrace.Multi(col, sig))
 	if err != nil {
 		srv.Close()
@@ -195,7 +198,7 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	obs.Fate = fateOf(p, obs, obs.Fate.Reused)
 	closeAll()
 	if err := goleak.Find(baseline); err != nil {
-		obs.Leaks = append(obs.Leaks, pool.NameLeaks(err).Error())
+		obs.Leaks = append(obs.Leaks, leaks.Name(err).Error())
 	}
 	res.Mismatches = append(res.Mismatches, compare(s.Expect, *obs)...)
 	return res
@@ -211,7 +214,7 @@ func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Obse
 		if s.Proto == HTTP2 && speaksHTTP2(t) {
 			// The TLS configuration the audit adds would turn net/http's
 			// automatic HTTP/2 off, which the transport has in service.
-			opts = append(opts, pool.HTTP2(true))
+			opts = append(opts, pool.Protocols(protocols(true)))
 		}
 		if cfg := srv.ClientTLSConfig(); cfg != nil {
 			merged := cfg
@@ -226,7 +229,7 @@ func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Obse
 	if cfg := srv.ClientTLSConfig(); cfg != nil {
 		opts = append(opts, pool.TLSConfig(cfg))
 	}
-	opts = append(opts, pool.HTTP2(s.Proto == HTTP2))
+	opts = append(opts, pool.Protocols(protocols(s.Proto == HTTP2)))
 	opts = append(opts, s.Bounds...)
 	return pool.New(opts...)
 }
@@ -330,7 +333,7 @@ func (r *Runner) recover(ctx context.Context, e *Env) {
 	}
 	resp, err := e.Client.Do(req)
 	if err != nil {
-		e.obs.Leaks = append(e.obs.Leaks, "recovery: GET /ok failed: "+httptrace.RedactError(err, req.URL))
+		e.obs.Leaks = append(e.obs.Leaks, "recovery: GET /ok failed: "+redact.Error(err, req.URL))
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
@@ -364,7 +367,7 @@ func fateOf(p *pool.Pool, o *Observed, reused bool) Fate {
 	id := o.Conn
 	if id == 0 && o.Timeline != nil {
 		for _, c := range p.Conns() {
-			if c.DialedFor == o.Timeline.ID && c.State != pool.StateFailed {
+			if c.DialedFor == o.Timeline.ID && c.State != vocab.StateFailed {
 				id = c.ID
 			}
 		}
@@ -373,7 +376,7 @@ func fateOf(p *pool.Pool, o *Observed, reused bool) Fate {
 		f.None = true
 		return f
 	}
-	if c, ok := p.Conn(id); ok && c.State == pool.StateClosed {
+	if c, ok := p.Conn(id); ok && c.State == vocab.StateClosed {
 		f.ClosedBy, f.Reason = c.ClosedBy, c.CloseReason
 	}
 	return f
@@ -490,4 +493,12 @@ func anyHasPrefix(ss []string, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// protocols returns HTTP/1, with HTTP/2 if h2.
+func protocols(h2 bool) http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(h2)
+	return p
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -141,13 +142,13 @@ func TestReports(t *testing.T) {
 	require.False(t, rep.OK())
 
 	var text bytes.Buffer
-	require.NoError(t, audit.WriteText(&text, rep, false))
+	require.NoError(t, rep.WriteText(&text, false))
 	require.Contains(t, text.String(), "SCENARIO")
 	require.Contains(t, text.String(), "status: expected 200, observed 404")
 	require.Contains(t, text.String(), "1 passed, 1 failed")
 
 	var js bytes.Buffer
-	require.NoError(t, audit.WriteJSON(&js, rep))
+	require.NoError(t, rep.WriteJSON(&js))
 	var decoded struct {
 		Results []struct {
 			Name     string         `json:"name"`
@@ -197,7 +198,7 @@ type junitReport struct {
 func junitOf(t *testing.T, rep audit.Report) junitReport {
 	t.Helper()
 	var b bytes.Buffer
-	require.NoError(t, audit.WriteJUnit(&b, rep))
+	require.NoError(t, rep.WriteJUnit(&b))
 	var r junitReport
 	require.NoError(t, xml.Unmarshal(b.Bytes(), &r))
 	return r
@@ -228,7 +229,7 @@ func TestRunReportsScenariosNotStarted(t *testing.T) {
 	}
 
 	var text bytes.Buffer
-	require.NoError(t, audit.WriteText(&text, rep, true))
+	require.NoError(t, rep.WriteText(&text, true))
 	lines := strings.Split(text.String(), "\n")
 	row := func(name string) []string {
 		for _, l := range lines {
@@ -246,7 +247,7 @@ func TestRunReportsScenariosNotStarted(t *testing.T) {
 	require.Contains(t, text.String(), "1 passed, 0 failed, 2 skipped in ")
 
 	var js bytes.Buffer
-	require.NoError(t, audit.WriteJSON(&js, rep))
+	require.NoError(t, rep.WriteJSON(&js))
 	var decoded struct {
 		Results []map[string]any `json:"results"`
 		Passed  *int             `json:"passed"`
@@ -315,7 +316,7 @@ func TestRunnerChecksCanFail(t *testing.T) {
 	}{
 		{"fate", "ok", "connection fate: expected closed by server (server-eof), observed reused",
 			func(e *audit.Expect) {
-				e.Fate = &audit.Fate{ClosedBy: pool.ClosedByServer, Reason: pool.ReasonServerEOF}
+				e.Fate = &audit.Fate{ClosedBy: vocab.ClosedByServer, Reason: vocab.ReasonServerEOF}
 			}},
 		{"no connection", "connect-refused", "connection fate: expected reused, observed -",
 			func(e *audit.Expect) { e.Fate = &audit.Fate{Reused: true} }},
@@ -359,7 +360,7 @@ func TestWriteTextEscapesControlCharacters(t *testing.T) {
 		Transport: "transport" + hostile,
 	}
 	var b bytes.Buffer
-	require.NoError(t, audit.WriteText(&b, rep, true))
+	require.NoError(t, rep.WriteText(&b, true))
 	out := b.String()
 	for i := 0; i < len(out); i++ {
 		if c := out[i]; c < 0x20 && c != '\n' && c != '\t' || c == 0x7f {
@@ -382,7 +383,7 @@ func TestWriteTextTimeColumn(t *testing.T) {
 		{Name: "slower", Pass: true, Elapsed: 123456 * time.Millisecond},
 	}, Passed: 3}
 	var b bytes.Buffer
-	require.NoError(t, audit.WriteText(&b, rep, false))
+	require.NoError(t, rep.WriteText(&b, false))
 	lines := strings.Split(b.String(), "\n")
 	var ends []int
 	for _, want := range []string{"0.002s", "1.212s", "123.456s"} {

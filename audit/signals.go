@@ -2,6 +2,7 @@ package audit
 
 import (
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // signals is an [httptrace.EventObserver] that signals, once per request,
@@ -9,11 +10,11 @@ import (
 // scenario can act at a known stage rather than after a guess.
 type signals struct {
 	chans map[httptrace.Kind]chan struct{} // written only by newSignals
-	kinds httptrace.KindSet
+	kinds vocab.KindSet
 }
 
 func newSignals(kinds ...httptrace.Kind) *signals {
-	s := &signals{chans: map[httptrace.Kind]chan struct{}{}, kinds: httptrace.Kinds(kinds...)}
+	s := &signals{chans: map[httptrace.Kind]chan struct{}{}, kinds: vocab.Of(kinds...)}
 	for _, k := range kinds {
 		s.chans[k] = make(chan struct{}, 64)
 	}
@@ -21,7 +22,7 @@ func newSignals(kinds ...httptrace.Kind) *signals {
 }
 
 // EventKinds implements [httptrace.EventFilter]: the kinds it watches.
-func (s *signals) EventKinds() httptrace.KindSet { return s.kinds }
+func (s *signals) EventKinds() vocab.KindSet { return s.kinds }
 
 // Observe does nothing: signals only watch events.
 func (s *signals) Observe(*httptrace.Timeline) {}

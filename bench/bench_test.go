@@ -10,7 +10,6 @@ import (
 
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/benchpair"
-	"github.com/connaudit/connaudit/pool"
 )
 
 // BenchmarkSequential: one goroutine, one kept-alive connection, GET +
@@ -80,11 +79,6 @@ func benchClients(b *testing.B, workers int) {
 // tracer's alone, without the noise of sockets and scheduling.
 func BenchmarkTracer(b *testing.B) {
 	noop := httptrace.ObserverFunc(func(*httptrace.Timeline) {})
-	p, err := pool.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
 	cases := []struct {
 		name string
 		rt   func(base http.RoundTripper) (http.RoundTripper, error)
@@ -93,14 +87,15 @@ func BenchmarkTracer(b *testing.B) {
 		{"traced", func(base http.RoundTripper) (http.RoundTripper, error) {
 			return httptrace.NewTransport(base, httptrace.WithObserver(noop))
 		}},
-		{"traced-dialhooks", func(base http.RoundTripper) (http.RoundTripper, error) {
-			return httptrace.NewTransport(base, httptrace.WithObserver(noop), httptrace.WithDialerHooks())
+		// Without the unclosed-body warning (on by default), whose
+		// timer and cleanup registration are the difference.
+		{"traced-nowarning", func(base http.RoundTripper) (http.RoundTripper, error) {
+			return httptrace.NewTransport(base, httptrace.WithObserver(noop), httptrace.UnclosedBodyWarning(0))
 		}},
-		// The pool as the observer, as pool.New wires it; the fake
-		// connection is unknown to the pool, so connection bookkeeping
-		// is skipped but request bookkeeping is not.
-		{"traced+pool-observer", func(base http.RoundTripper) (http.RoundTripper, error) {
-			return httptrace.NewTransport(base, httptrace.WithObserver(p), httptrace.WithDialerHooks())
+		// With the diagnosis of unclosed bodies: a stack walk and a
+		// cleanup registration per request.
+		{"traced-stacks", func(base http.RoundTripper) (http.RoundTripper, error) {
+			return httptrace.NewTransport(base, httptrace.WithObserver(noop), httptrace.CaptureStacks())
 		}},
 	}
 	for _, c := range cases {

@@ -1,9 +1,7 @@
 package httptrace_test
 
 import (
-	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -62,16 +60,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 	// DNS and connect hooks attached inside the dialer (as the pool does):
 	// net/http then builds no nettrace per request.
 	b.Run("traced-dialhooks", func(b *testing.B) {
-		var d net.Dialer
-		base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return d.DialContext(httptrace.DialTrace(ctx), network, addr)
-		}}
+		base := &http.Transport{}
 		defer base.CloseIdleConnections()
-		tr, err := httptrace.NewTransport(base, httptrace.WithDialerHooks(),
-			httptrace.WithObserver(httptrace.ObserverFunc(func(*httptrace.Timeline) {})))
+		tr, err := httptrace.NewTransport(base, httptrace.WithObserver(httptrace.ObserverFunc(func(*httptrace.Timeline) {})))
 		if err != nil {
 			b.Fatal(err)
 		}
+		withDialerHooks(base, tr)
 		run(b, tr)
 	})
 }

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // failure is how a request failed: the error the caller saw (from RoundTrip
@@ -202,7 +203,7 @@ type classCase struct {
 var rawClass = map[string]httptrace.Class{}
 
 var classCases = []classCase{
-	{"connect refused", httptrace.ClassConnectRefused, httptrace.StageConnect, func(t *testing.T) failure {
+	{"connect refused", vocab.ClassConnectRefused, vocab.StageConnect, func(t *testing.T) failure {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		addr := ln.Addr().String()
@@ -210,13 +211,13 @@ var classCases = []classCase{
 		tr, c := traced(t, newBase(t, nil), nil)
 		return failRoundTrip(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, "http://"+addr+"/", nil))
 	}},
-	{"connect timeout", httptrace.ClassConnectTimeout, httptrace.StageConnect, func(t *testing.T) failure {
+	{"connect timeout", vocab.ClassConnectTimeout, vocab.StageConnect, func(t *testing.T) failure {
 		addr := fullAcceptQueue(t)
 		base := newBase(t, &http.Transport{DialContext: (&net.Dialer{Timeout: short}).DialContext})
 		tr, c := traced(t, base, nil)
 		return failRoundTrip(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, "http://"+addr+"/", nil))
 	}},
-	{"connect other", httptrace.ClassConnect, httptrace.StageConnect, func(t *testing.T) failure {
+	{"connect other", vocab.ClassConnect, vocab.StageConnect, func(t *testing.T) failure {
 		missing := filepath.Join(t.TempDir(), "missing.sock")
 		base := newBase(t, &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -225,7 +226,7 @@ var classCases = []classCase{
 		tr, c := traced(t, base, nil)
 		return failRoundTrip(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, "http://127.0.0.1/", nil))
 	}},
-	{"dns", httptrace.ClassDNS, httptrace.StageDNS, func(t *testing.T) failure {
+	{"dns", vocab.ClassDNS, vocab.StageDNS, func(t *testing.T) failure {
 		res, dns := startDNS(t, nil) // NXDOMAIN for every name
 		base := newBase(t, &http.Transport{DialContext: (&net.Dialer{Resolver: res}).DialContext})
 		tr, c := traced(t, base, nil)
@@ -237,16 +238,16 @@ var classCases = []classCase{
 		}
 		assert.Equal(t, "nx.connaudit.test", f.tl.DNS.Host)
 		assert.Error(t, f.tl.DNS.Err)
-		requireCounts(t, f.tl, map[httptrace.Kind]int{httptrace.KindDNSStart: 1, httptrace.KindDNSDone: 1, httptrace.KindConnectStart: 0})
+		requireCounts(t, f.tl, map[httptrace.Kind]int{vocab.KindDNSStart: 1, vocab.KindDNSDone: 1, vocab.KindConnectStart: 0})
 		return f
 	}},
-	{"tls handshake timeout", httptrace.ClassTLSHandshakeTimeout, httptrace.StageTLS, func(t *testing.T) failure {
+	{"tls handshake timeout", vocab.ClassTLSHandshakeTimeout, vocab.StageTLS, func(t *testing.T) failure {
 		silent := rawServer(t, func(c net.Conn) { io.Copy(io.Discard, c) }) // accepts, never answers
 		base := newBase(t, &http.Transport{TLSHandshakeTimeout: short})
 		tr, c := traced(t, base, nil)
 		return failRoundTrip(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, "https://"+silent.Addr().String()+"/", nil))
 	}},
-	{"tls untrusted certificate", httptrace.ClassTLS, httptrace.StageTLS, func(t *testing.T) failure {
+	{"tls untrusted certificate", vocab.ClassTLS, vocab.StageTLS, func(t *testing.T) failure {
 		srv := startTLSServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), false)
 		base := newBase(t, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: x509.NewCertPool()}})
 		tr, c := traced(t, base, nil)
@@ -257,14 +258,14 @@ var classCases = []classCase{
 		assert.Error(t, f.tl.TLS.Err)
 		return f
 	}},
-	{"response header timeout", httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, func(t *testing.T) failure {
+	{"response header timeout", vocab.ClassResponseHeaderTimeout, vocab.StageAwaitHeaders, func(t *testing.T) failure {
 		g := newGate(t)
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.hold(r) }))
 		base := newBase(t, &http.Transport{ResponseHeaderTimeout: short})
 		tr, c := traced(t, base, nil)
 		return failRoundTrip(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, srv.URL, nil))
 	}},
-	{"deadline awaiting headers", httptrace.ClassDeadline, httptrace.StageAwaitHeaders, func(t *testing.T) failure {
+	{"deadline awaiting headers", vocab.ClassDeadline, vocab.StageAwaitHeaders, func(t *testing.T) failure {
 		g := newGate(t)
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.hold(r) }))
 		tr, c := traced(t, newBase(t, nil), nil)
@@ -274,7 +275,7 @@ var classCases = []classCase{
 		waitFor(t, g.entered, "the handler") // the server did see the request
 		return f
 	}},
-	{"deadline waiting for the pool", httptrace.ClassDeadline, httptrace.StagePoolWait, func(t *testing.T) failure {
+	{"deadline waiting for the pool", vocab.ClassDeadline, vocab.StagePoolWait, func(t *testing.T) failure {
 		g := newGate(t)
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/hold" {
@@ -287,7 +288,7 @@ var classCases = []classCase{
 		defer cancel()
 		return failRoundTrip(t, tr, c, newRequest(t, ctx, http.MethodGet, srv.URL+"/wait", nil))
 	}},
-	{"canceled awaiting headers", httptrace.ClassCanceled, httptrace.StageAwaitHeaders, func(t *testing.T) failure {
+	{"canceled awaiting headers", vocab.ClassCanceled, vocab.StageAwaitHeaders, func(t *testing.T) failure {
 		g := newGate(t)
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.hold(r) }))
 		tr, c := traced(t, newBase(t, nil), nil)
@@ -299,7 +300,7 @@ var classCases = []classCase{
 		}()
 		return failRoundTrip(t, tr, c, newRequest(t, ctx, http.MethodGet, srv.URL, nil))
 	}},
-	{"canceled waiting for the pool", httptrace.ClassCanceled, httptrace.StagePoolWait, func(t *testing.T) failure {
+	{"canceled waiting for the pool", vocab.ClassCanceled, vocab.StagePoolWait, func(t *testing.T) failure {
 		g := newGate(t)
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/hold" {
@@ -310,10 +311,10 @@ var classCases = []classCase{
 		holdOnlyConn(t, tr, srv.URL+"/hold", g)
 		ctx := cancelOn(t, func(ct *stdtrace.ClientTrace, fire func()) { ct.GetConn = func(string) { fire() } })
 		f := failRoundTrip(t, tr, c, newRequest(t, ctx, http.MethodGet, srv.URL+"/wait", nil))
-		requireCounts(t, f.tl, map[httptrace.Kind]int{httptrace.KindGetConn: 1, httptrace.KindGotConn: 0})
+		requireCounts(t, f.tl, map[httptrace.Kind]int{vocab.KindGetConn: 1, vocab.KindGotConn: 0})
 		return f
 	}},
-	{"canceled writing the request", httptrace.ClassCanceled, httptrace.StageWrite, func(t *testing.T) failure {
+	{"canceled writing the request", vocab.ClassCanceled, vocab.StageWrite, func(t *testing.T) failure {
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 		tr, c := traced(t, newBase(t, nil), nil)
 		ctx := cancelOn(t, func(ct *stdtrace.ClientTrace, fire func()) { ct.WroteHeaders = fire })
@@ -324,13 +325,13 @@ var classCases = []classCase{
 		req.ContentLength = 10
 		f := failRoundTrip(t, tr, c, req)
 		// net/http waits for its write loop, so the failed write is reported.
-		requireCounts(t, f.tl, map[httptrace.Kind]int{httptrace.KindWroteHeaders: 1, httptrace.KindWroteRequest: 1})
-		if e, ok := f.tl.Last(httptrace.KindWroteRequest); assert.True(t, ok) {
+		requireCounts(t, f.tl, map[httptrace.Kind]int{vocab.KindWroteHeaders: 1, vocab.KindWroteRequest: 1})
+		if e, ok := f.tl.Last(vocab.KindWroteRequest); assert.True(t, ok) {
 			assert.Error(t, e.Err)
 		}
 		return f
 	}},
-	{"server closed before responding", httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, func(t *testing.T) failure {
+	{"server closed before responding", vocab.ClassServerClosed, vocab.StageAwaitHeaders, func(t *testing.T) failure {
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
@@ -340,7 +341,7 @@ var classCases = []classCase{
 		tr, c := traced(t, newBase(t, nil), nil)
 		return failRoundTrip(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, srv.URL, nil))
 	}},
-	{"reset", httptrace.ClassReset, httptrace.StageAwaitHeaders, func(t *testing.T) failure {
+	{"reset", vocab.ClassReset, vocab.StageAwaitHeaders, func(t *testing.T) failure {
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
@@ -353,7 +354,7 @@ var classCases = []classCase{
 		assert.ErrorIs(t, f.err, syscall.ECONNRESET)
 		return f
 	}},
-	{"protocol", httptrace.ClassProtocol, httptrace.StageAwaitHeaders, func(t *testing.T) failure {
+	{"protocol", vocab.ClassProtocol, vocab.StageAwaitHeaders, func(t *testing.T) failure {
 		garbage := rawServer(t, func(c net.Conn) {
 			if _, err := readRequestHead(c); err != nil {
 				return
@@ -364,7 +365,7 @@ var classCases = []classCase{
 		tr, c := traced(t, newBase(t, nil), nil)
 		return failRoundTrip(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, "http://"+garbage.Addr().String()+"/", nil))
 	}},
-	{"body truncated", httptrace.ClassBodyTruncated, httptrace.StageBody, func(t *testing.T) failure {
+	{"body truncated", vocab.ClassBodyTruncated, vocab.StageBody, func(t *testing.T) failure {
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			conn, bw, err := w.(http.Hijacker).Hijack()
 			if err != nil {
@@ -381,7 +382,7 @@ var classCases = []classCase{
 		assert.Equal(t, 200, f.tl.Outcome.Status)
 		return f
 	}},
-	{"body idle timeout", httptrace.ClassBodyIdleTimeout, httptrace.StageBody, func(t *testing.T) failure {
+	{"body idle timeout", vocab.ClassBodyIdleTimeout, vocab.StageBody, func(t *testing.T) failure {
 		g := newGate(t)
 		srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "100")
@@ -389,13 +390,13 @@ var classCases = []classCase{
 			w.(http.Flusher).Flush()
 			g.hold(r) // half sent, then a stall
 		}))
-		tr, c := traced(t, newBase(t, nil), nil, httptrace.WithBodyIdleTimeout(short))
+		tr, c := traced(t, newBase(t, nil), nil, httptrace.BodyIdleTimeout(short))
 		f := failBody(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, srv.URL, nil))
 		assert.ErrorIs(t, f.err, httptrace.ErrBodyIdleTimeout)
 		assert.Equal(t, int64(50), f.tl.BodyBytes)
 		return f
 	}},
-	{"http2 body idle timeout", httptrace.ClassBodyIdleTimeout, httptrace.StageBody, func(t *testing.T) failure {
+	{"http2 body idle timeout", vocab.ClassBodyIdleTimeout, vocab.StageBody, func(t *testing.T) failure {
 		g := newGate(t)
 		srv := startTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "100")
@@ -404,14 +405,14 @@ var classCases = []classCase{
 			g.hold(r)
 		}), true)
 		base := newBase(t, &http.Transport{TLSClientConfig: trust(srv), ForceAttemptHTTP2: true})
-		tr, c := traced(t, base, nil, httptrace.WithBodyIdleTimeout(short))
+		tr, c := traced(t, base, nil, httptrace.BodyIdleTimeout(short))
 		f := failBody(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, srv.URL, nil))
 		assert.Equal(t, "HTTP/2.0", f.tl.Proto)
 		assert.Equal(t, int64(50), f.tl.BodyBytes)
 		assert.ErrorIs(t, f.err, httptrace.ErrBodyIdleTimeout, "the caller's Read says why, as over HTTP/1")
 		return f
 	}},
-	{"http2 stream reset", httptrace.ClassStreamReset, httptrace.StageAwaitHeaders, func(t *testing.T) failure {
+	{"http2 stream reset", vocab.ClassStreamReset, vocab.StageAwaitHeaders, func(t *testing.T) failure {
 		srv := startTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler) // HTTP/2: RST_STREAM(INTERNAL_ERROR)
 		}), true)
@@ -419,7 +420,7 @@ var classCases = []classCase{
 		tr, c := traced(t, base, nil)
 		return failRoundTrip(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, srv.URL, nil))
 	}},
-	{"http2 goaway", httptrace.ClassGoAway, httptrace.StageAwaitHeaders, func(t *testing.T) failure {
+	{"http2 goaway", vocab.ClassGoAway, vocab.StageAwaitHeaders, func(t *testing.T) failure {
 		addr, pool := goAwayServer(t)
 		base := newBase(t, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true})
 		tr, c := traced(t, base, nil)
@@ -427,7 +428,7 @@ var classCases = []classCase{
 		assert.Equal(t, "h2", f.tl.TLS.ALPN)
 		return f
 	}},
-	{"other error", httptrace.ClassError, "", func(t *testing.T) failure {
+	{"other error", vocab.ClassError, "", func(t *testing.T) failure {
 		tr, c := traced(t, newBase(t, nil), nil)
 		return failRoundTrip(t, tr, c, newRequest(t, guardCtx(t), http.MethodGet, "ftp://127.0.0.1/", nil))
 	}},
@@ -447,9 +448,9 @@ func TestClassifyRealErrors(t *testing.T) {
 				assert.Equal(t, tc.stage, tl.Outcome.Stage, "error: %v", f.err)
 			}
 			assert.True(t, tl.Finished)
-			assert.Equal(t, 1, tl.Count(httptrace.KindDone), "%v", kindsOf(tl))
-			assert.Equal(t, len(tl.Events)-1, index(tl, httptrace.KindDone, -1))
-			if e, ok := tl.Last(httptrace.KindDone); assert.True(t, ok) {
+			assert.Equal(t, 1, tl.Count(vocab.KindDone), "%v", kindsOf(tl))
+			assert.Equal(t, len(tl.Events)-1, index(tl, vocab.KindDone, -1))
+			if e, ok := tl.Last(vocab.KindDone); assert.True(t, ok) {
 				assert.Error(t, e.Err)
 			}
 			assert.Equal(t, f.err.Error(), tl.Outcome.Err.Error(), "the outcome keeps the error the caller saw")
@@ -458,7 +459,7 @@ func TestClassifyRealErrors(t *testing.T) {
 				raw = c
 			}
 			assert.Equal(t, raw, httptrace.Classify(f.err, tl.Outcome.Stage), "Classify(%q)", f.err)
-			j := tl.JSON()
+			j := jsonOf(t, tl)
 			assert.Equal(t, tc.class, j.Outcome.Class)
 			assert.NotEmpty(t, j.Outcome.Error)
 		})
@@ -475,29 +476,29 @@ func TestClassifyUnit(t *testing.T) {
 		stage httptrace.Stage
 		want  httptrace.Class
 	}{
-		{nil, httptrace.StageBody, httptrace.ClassOK},
-		{timeout, httptrace.StageAwaitHeaders, httptrace.ClassTimeout},
-		{timeout, httptrace.StageConnect, httptrace.ClassConnectTimeout},
-		{timeout, httptrace.StageTLS, httptrace.ClassTLSHandshakeTimeout},
-		{dialTimeout, httptrace.StagePoolWait, httptrace.ClassConnectTimeout},
-		{&net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}, httptrace.StageConnect, httptrace.ClassConnectTimeout},
-		{&net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}, httptrace.StageWrite, httptrace.ClassReset},
-		{&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNABORTED}, httptrace.StageAwaitHeaders, httptrace.ClassReset},
-		{io.ErrUnexpectedEOF, httptrace.StageAwaitHeaders, httptrace.ClassServerClosed},
-		{io.ErrUnexpectedEOF, httptrace.StageBody, httptrace.ClassBodyTruncated},
-		{errors.New("http: server closed idle connection"), httptrace.StageAwaitHeaders, httptrace.ClassServerClosed},
-		{fmt.Errorf("wrapped: %w", httptrace.ErrBodyIdleTimeout), httptrace.StageBody, httptrace.ClassBodyIdleTimeout},
-		{fmt.Errorf("wrapped: %w", context.Canceled), httptrace.StagePoolWait, httptrace.ClassCanceled},
-		{errors.New("http2: timeout awaiting response headers"), httptrace.StageAwaitHeaders, httptrace.ClassResponseHeaderTimeout},
-		{errors.New("net/http: HTTP/1.x transport connection broken: too many transfer encodings"), httptrace.StageAwaitHeaders, httptrace.ClassProtocol},
-		{errors.New("something else"), httptrace.StageBody, httptrace.ClassError},
+		{nil, vocab.StageBody, vocab.ClassOK},
+		{timeout, vocab.StageAwaitHeaders, vocab.ClassTimeout},
+		{timeout, vocab.StageConnect, vocab.ClassConnectTimeout},
+		{timeout, vocab.StageTLS, vocab.ClassTLSHandshakeTimeout},
+		{dialTimeout, vocab.StagePoolWait, vocab.ClassConnectTimeout},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}, vocab.StageConnect, vocab.ClassConnectTimeout},
+		{&net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}, vocab.StageWrite, vocab.ClassReset},
+		{&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNABORTED}, vocab.StageAwaitHeaders, vocab.ClassReset},
+		{io.ErrUnexpectedEOF, vocab.StageAwaitHeaders, vocab.ClassServerClosed},
+		{io.ErrUnexpectedEOF, vocab.StageBody, vocab.ClassBodyTruncated},
+		{errors.New("http: server closed idle connection"), vocab.StageAwaitHeaders, vocab.ClassServerClosed},
+		{fmt.Errorf("wrapped: %w", httptrace.ErrBodyIdleTimeout), vocab.StageBody, vocab.ClassBodyIdleTimeout},
+		{fmt.Errorf("wrapped: %w", context.Canceled), vocab.StagePoolWait, vocab.ClassCanceled},
+		{errors.New("http2: timeout awaiting response headers"), vocab.StageAwaitHeaders, vocab.ClassResponseHeaderTimeout},
+		{errors.New("net/http: HTTP/1.x transport connection broken: too many transfer encodings"), vocab.StageAwaitHeaders, vocab.ClassProtocol},
+		{errors.New("something else"), vocab.StageBody, vocab.ClassError},
 		// http.Client's *url.Error quotes the URL, whose text is not the
 		// error's.
-		{&url.Error{Op: "Get", URL: "http://h/GOAWAY", Err: io.EOF}, httptrace.StageAwaitHeaders, httptrace.ClassServerClosed},
-		{&url.Error{Op: "Get", URL: "http://h/TLS handshake timeout", Err: syscall.ECONNRESET}, httptrace.StageAwaitHeaders, httptrace.ClassReset},
-		{&url.Error{Op: "Get", URL: "http://h/timeout awaiting response headers", Err: context.DeadlineExceeded}, httptrace.StageAwaitHeaders, httptrace.ClassDeadline},
-		{&url.Error{Op: "Get", URL: "http://h/invalid", Err: errors.New("boom")}, httptrace.StageAwaitHeaders, httptrace.ClassError},
-		{&url.Error{Op: "Get", URL: "http://h/", Err: errors.New("http2: timeout awaiting response headers")}, httptrace.StageAwaitHeaders, httptrace.ClassResponseHeaderTimeout},
+		{&url.Error{Op: "Get", URL: "http://h/GOAWAY", Err: io.EOF}, vocab.StageAwaitHeaders, vocab.ClassServerClosed},
+		{&url.Error{Op: "Get", URL: "http://h/TLS handshake timeout", Err: syscall.ECONNRESET}, vocab.StageAwaitHeaders, vocab.ClassReset},
+		{&url.Error{Op: "Get", URL: "http://h/timeout awaiting response headers", Err: context.DeadlineExceeded}, vocab.StageAwaitHeaders, vocab.ClassDeadline},
+		{&url.Error{Op: "Get", URL: "http://h/invalid", Err: errors.New("boom")}, vocab.StageAwaitHeaders, vocab.ClassError},
+		{&url.Error{Op: "Get", URL: "http://h/", Err: errors.New("http2: timeout awaiting response headers")}, vocab.StageAwaitHeaders, vocab.ClassResponseHeaderTimeout},
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, httptrace.Classify(c.err, c.stage), "Classify(%v, %s)", c.err, c.stage)
@@ -507,22 +508,22 @@ func TestClassifyUnit(t *testing.T) {
 	someErr := errors.New("net/http: request canceled")
 	deadline, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
 	defer cancel()
-	assert.Equal(t, httptrace.ClassDeadline, httptrace.ClassifyContext(deadline, someErr, httptrace.StageBody))
+	assert.Equal(t, vocab.ClassDeadline, vocab.ClassifyContext(deadline, someErr, vocab.StageBody))
 	canceled, cancel2 := context.WithCancel(context.Background())
 	cancel2()
-	assert.Equal(t, httptrace.ClassCanceled, httptrace.ClassifyContext(canceled, someErr, httptrace.StageBody))
+	assert.Equal(t, vocab.ClassCanceled, vocab.ClassifyContext(canceled, someErr, vocab.StageBody))
 	idle, cancel3 := context.WithCancelCause(context.Background())
 	cancel3(httptrace.ErrBodyIdleTimeout)
-	assert.Equal(t, httptrace.ClassBodyIdleTimeout, httptrace.ClassifyContext(idle, someErr, httptrace.StageBody))
-	assert.Equal(t, httptrace.ClassOK, httptrace.ClassifyContext(canceled, nil, httptrace.StageBody))
+	assert.Equal(t, vocab.ClassBodyIdleTimeout, vocab.ClassifyContext(idle, someErr, vocab.StageBody))
+	assert.Equal(t, vocab.ClassOK, vocab.ClassifyContext(canceled, nil, vocab.StageBody))
 	// Cancelled by a timer of the caller's, with a deadline as the cause;
 	// any other cause is a cancellation.
 	timedOut, cancel4 := context.WithCancelCause(context.Background())
 	cancel4(fmt.Errorf("request timeout: %w", context.DeadlineExceeded))
-	assert.Equal(t, httptrace.ClassDeadline, httptrace.ClassifyContext(timedOut, someErr, httptrace.StageAwaitHeaders))
+	assert.Equal(t, vocab.ClassDeadline, vocab.ClassifyContext(timedOut, someErr, vocab.StageAwaitHeaders))
 	other, cancel5 := context.WithCancelCause(context.Background())
 	cancel5(errors.New("shutting down"))
-	assert.Equal(t, httptrace.ClassCanceled, httptrace.ClassifyContext(other, someErr, httptrace.StageAwaitHeaders))
-	assert.Equal(t, httptrace.ClassProtocol, httptrace.ClassifyContext(context.Background(),
-		errors.New(`malformed HTTP response "x"`), httptrace.StageAwaitHeaders))
+	assert.Equal(t, vocab.ClassCanceled, vocab.ClassifyContext(other, someErr, vocab.StageAwaitHeaders))
+	assert.Equal(t, vocab.ClassProtocol, vocab.ClassifyContext(context.Background(),
+		errors.New(`malformed HTTP response "x"`), vocab.StageAwaitHeaders))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // callerTrace counts the calls of a caller's own ClientTrace hooks.
@@ -109,19 +110,19 @@ func TestComposeWithCallerTrace(t *testing.T) {
 	require.Len(t, tls, 4)
 	for i, tl := range tls {
 		assert.Equal(t, i%2 == 0, tl.Composed, "request %d", i+1)
-		assert.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
+		assert.Equal(t, vocab.ClassOK, tl.Outcome.Class)
 		requireCounts(t, tl, map[httptrace.Kind]int{
-			httptrace.KindGetConn: 1, httptrace.KindGotConn: 1, httptrace.KindWroteHeaders: 1,
-			httptrace.KindWroteRequest: 1, httptrace.KindFirstByte: 1, httptrace.KindResponse: 1,
-			httptrace.KindBodyEOF: 1, httptrace.KindBodyClose: 1, httptrace.KindDone: 1,
+			vocab.KindGetConn: 1, vocab.KindGotConn: 1, vocab.KindWroteHeaders: 1,
+			vocab.KindWroteRequest: 1, vocab.KindFirstByte: 1, vocab.KindResponse: 1,
+			vocab.KindBodyEOF: 1, vocab.KindBodyClose: 1, vocab.KindDone: 1,
 		})
 		dial := 0
 		if i == 0 {
 			dial = 1
 		}
 		requireCounts(t, tl, map[httptrace.Kind]int{
-			httptrace.KindDNSStart: dial, httptrace.KindDNSDone: dial, httptrace.KindConnectStart: dial,
-			httptrace.KindConnectDone: dial, httptrace.KindTLSStart: dial, httptrace.KindTLSDone: dial,
+			vocab.KindDNSStart: dial, vocab.KindDNSDone: dial, vocab.KindConnectStart: dial,
+			vocab.KindConnectDone: dial, vocab.KindTLSStart: dial, vocab.KindTLSDone: dial,
 		})
 	}
 	assert.Empty(t, c.Late())

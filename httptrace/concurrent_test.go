@@ -8,10 +8,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/connaudit/connaudit/httptrace"
 )
 
 // TestConcurrentRequests sends 50 requests at once through one Transport
@@ -78,11 +77,11 @@ func TestConcurrentRequests(t *testing.T) {
 		assert.False(t, paths[u.Path], "two timelines for %s", u.Path)
 		paths[u.Path] = true
 
-		assert.Equal(t, 1, tl.Count(httptrace.KindDone), "%s: %v", u.Path, kindsOf(tl))
-		assert.Equal(t, 1, tl.Count(httptrace.KindResponse))
-		assert.Equal(t, 1, tl.Count(httptrace.KindBodyEOF))
-		assert.Equal(t, 1, tl.Count(httptrace.KindBodyClose))
-		assert.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
+		assert.Equal(t, 1, tl.Count(vocab.KindDone), "%s: %v", u.Path, kindsOf(tl))
+		assert.Equal(t, 1, tl.Count(vocab.KindResponse))
+		assert.Equal(t, 1, tl.Count(vocab.KindBodyEOF))
+		assert.Equal(t, 1, tl.Count(vocab.KindBodyClose))
+		assert.Equal(t, vocab.ClassOK, tl.Outcome.Class)
 		assert.Equal(t, int64(len(u.Path)), tl.BodyBytes)
 
 		// The connection in the timeline is the one the server saw.
@@ -92,9 +91,9 @@ func TestConcurrentRequests(t *testing.T) {
 		require.NotNil(t, tl.Conn.Local, u.Path)
 		assert.Equal(t, remote, tl.Conn.Local.String(), "%s: timeline's connection is not the one the server saw", u.Path)
 		// Every event of the request proper names that connection.
-		for _, e := range tl.Events[index(tl, httptrace.KindGotConn, -1):] {
-			if e.Kind == httptrace.KindConnectStart || e.Kind == httptrace.KindConnectDone ||
-				e.Kind == httptrace.KindDNSStart || e.Kind == httptrace.KindDNSDone {
+		for _, e := range tl.Events[index(tl, vocab.KindGotConn, -1):] {
+			if e.Kind == vocab.KindConnectStart || e.Kind == vocab.KindConnectDone ||
+				e.Kind == vocab.KindDNSStart || e.Kind == vocab.KindDNSDone {
 				continue // a dial of this request that another request may end up using
 			}
 			assert.Equal(t, tl.Conn.ID, e.Conn, "%s: %s names connection %d, served by %d", u.Path, e.Kind, e.Conn, tl.Conn.ID)
@@ -111,7 +110,7 @@ func TestConcurrentRequests(t *testing.T) {
 	for _, le := range c.Late() {
 		assert.True(t, ids[le.Timeline], "late event for unknown timeline %d", le.Timeline)
 		switch le.Event.Kind {
-		case httptrace.KindConnectDone, httptrace.KindConnectStart:
+		case vocab.KindConnectDone, vocab.KindConnectStart:
 		default:
 			t.Errorf("unexpected late %s", le.Event.Kind)
 		}

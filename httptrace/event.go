@@ -3,72 +3,37 @@ package httptrace
 import (
 	"net"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
-// Kind names an event of a [Timeline].
-type Kind uint8
-
-// The event kinds, in the order a request usually sees them.
-const (
-	KindGetConn         Kind = iota + 1 // the Transport starts acquiring a connection (GetConn)
-	KindGotConn                         // a connection was acquired (GotConn); see [ConnInfo]
-	KindDNSStart                        // a DNS lookup started; Addr is the host
-	KindDNSDone                         // a DNS lookup ended; N is the number of addresses
-	KindConnectStart                    // a dial to one address started; Addr is "network addr"
-	KindConnectDone                     // a dial to one address ended; Err is its error
-	KindTLSStart                        // the TLS handshake started
-	KindTLSDone                         // the TLS handshake ended; Addr is the ALPN protocol, N the TLS version; see [TLSInfo]
-	KindWroteHeaders                    // the request headers were written
-	KindWait100Continue                 // the request waits for "100 Continue"
-	KindGot1xx                          // an informational response arrived; N is its code
-	KindWroteRequest                    // the whole request was written; Err is the write error
-	KindFirstByte                       // the first byte of the response arrived
-	KindResponse                        // RoundTrip returned a response; N is its status code
-	KindBodyEOF                         // the response body was read to EOF; N is the body bytes
-	KindBodyClose                       // the response body was closed; N is the bytes read
-	KindPutIdleConn                     // the connection went back to the idle pool; Err says why not
-	KindDone                            // the request ended; the timeline's [Outcome] is final
-	kindCount
-)
-
-var kindNames = [...]string{
-	KindGetConn:         "get-conn",
-	KindGotConn:         "got-conn",
-	KindDNSStart:        "dns-start",
-	KindDNSDone:         "dns-done",
-	KindConnectStart:    "connect-start",
-	KindConnectDone:     "connect-done",
-	KindTLSStart:        "tls-start",
-	KindTLSDone:         "tls-done",
-	KindWroteHeaders:    "wrote-headers",
-	KindWait100Continue: "wait-100-continue",
-	KindGot1xx:          "got-1xx",
-	KindWroteRequest:    "wrote-request",
-	KindFirstByte:       "first-byte",
-	KindResponse:        "response",
-	KindBodyEOF:         "body-eof",
-	KindBodyClose:       "body-close",
-	KindPutIdleConn:     "put-idle-conn",
-	KindDone:            "done",
-}
-
-// String returns the kind's stable name, such as "got-conn".
-func (k Kind) String() string {
-	if k > 0 && k < kindCount {
-		return kindNames[k]
-	}
-	return "unknown"
-}
-
-// ParseKind returns the kind named s, as printed by [Kind.String].
-func ParseKind(s string) (Kind, bool) {
-	for k := KindGetConn; k < kindCount; k++ {
-		if kindNames[k] == s {
-			return k, true
-		}
-	}
-	return 0, false
-}
+// Kind names an event of a [Timeline]. The kinds, in the order a request
+// usually sees them, with what [Event.N] and [Event.Addr] hold:
+//
+//	get-conn           the Transport starts acquiring a connection (GetConn)
+//	got-conn           a connection was acquired (GotConn); see [ConnInfo]
+//	dns-start          a DNS lookup started; Addr is the host
+//	dns-done           a DNS lookup ended; N is the number of addresses
+//	connect-start      a dial to one address started; Addr is "network addr"
+//	connect-done       a dial to one address ended; Err is its error
+//	tls-start          the TLS handshake started
+//	tls-done           the handshake ended; Addr is the ALPN protocol, N the TLS version
+//	wrote-headers      the request headers were written
+//	wait-100-continue  the request waits for "100 Continue"
+//	got-1xx            an informational response arrived; N is its code
+//	wrote-request      the whole request was written; Err is the write error
+//	first-byte         the first byte of the response arrived
+//	response           RoundTrip returned a response; N is its status code
+//	body-eof           the response body was read to EOF; N is the body bytes
+//	body-close         the response body was closed; N is the bytes read
+//	put-idle-conn      the connection went back to the idle pool; Err says why not
+//	done               the request ended; the timeline's [Outcome] is final
+//	body-held          the body is still open past [UnclosedBodyWarning]; N is its age in ns
+//	body-collected     the body was garbage collected without Close
+//
+// The last two reach an [EventObserver] only (the timeline is not finished).
+// Compare with a literal: ev.Kind == "got-conn".
+type Kind = vocab.Kind
 
 // Event is one thing that happened to a request.
 //
@@ -96,20 +61,15 @@ type Event struct {
 	Err error
 }
 
-// ConnIdentifier is implemented by connections that carry a stable id, such
-// as those dialed by the pool package. The recorder looks through
-// *tls.Conn and any other wrapper with a NetConn method to find it.
-type ConnIdentifier interface {
-	ConnID() uint64
-}
-
-// ConnID returns the id of c or of the connection it wraps, or 0.
-func ConnID(c net.Conn) uint64 {
+// connID returns the id of c or of the connection it wraps, or 0: the id of
+// a connection dialed by a pool, which has a ConnID method. It looks through
+// *tls.Conn and any other wrapper with a NetConn method.
+func connID(c net.Conn) uint64 {
 	for range 8 { // bounded: wrappers do not nest deeper in practice
 		if c == nil {
 			return 0
 		}
-		if id, ok := c.(ConnIdentifier); ok {
+		if id, ok := c.(interface{ ConnID() uint64 }); ok {
 			return id.ConnID()
 		}
 		w, ok := c.(interface{ NetConn() net.Conn })

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // TestEveryEventKind sends one HTTPS request to "localhost" (resolved from
@@ -51,18 +52,21 @@ func TestEveryEventKind(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 
 	tl := only(t, c)
-	for k := httptrace.KindGetConn; k <= httptrace.KindDone; k++ {
+	for _, k := range vocab.Kinds {
+		if k == vocab.KindBodyHeld || k == vocab.KindBodyCollected {
+			continue // events of a body left open
+		}
 		assert.NotEqual(t, -1, index(tl, k, -1), "no %s event in %v", k, kindsOf(tl))
 	}
 	requireCounts(t, tl, map[httptrace.Kind]int{
-		httptrace.KindGetConn: 1, httptrace.KindGotConn: 1,
-		httptrace.KindDNSStart: 1, httptrace.KindDNSDone: 1,
-		httptrace.KindConnectStart: len(tl.DNS.Addrs), httptrace.KindConnectDone: len(tl.DNS.Addrs),
-		httptrace.KindTLSStart: 1, httptrace.KindTLSDone: 1,
-		httptrace.KindWroteHeaders: 1, httptrace.KindWait100Continue: 1,
-		httptrace.KindGot1xx:       2, // 100 Continue, 103 Early Hints: once each
-		httptrace.KindWroteRequest: 1, httptrace.KindFirstByte: 1, httptrace.KindResponse: 1,
-		httptrace.KindBodyEOF: 1, httptrace.KindBodyClose: 1, httptrace.KindPutIdleConn: 1, httptrace.KindDone: 1,
+		vocab.KindGetConn: 1, vocab.KindGotConn: 1,
+		vocab.KindDNSStart: 1, vocab.KindDNSDone: 1,
+		vocab.KindConnectStart: len(tl.DNS.Addrs), vocab.KindConnectDone: len(tl.DNS.Addrs),
+		vocab.KindTLSStart: 1, vocab.KindTLSDone: 1,
+		vocab.KindWroteHeaders: 1, vocab.KindWait100Continue: 1,
+		vocab.KindGot1xx:       2, // 100 Continue, 103 Early Hints: once each
+		vocab.KindWroteRequest: 1, vocab.KindFirstByte: 1, vocab.KindResponse: 1,
+		vocab.KindBodyEOF: 1, vocab.KindBodyClose: 1, vocab.KindPutIdleConn: 1, vocab.KindDone: 1,
 	})
 	for _, e := range tl.Events {
 		assert.False(t, e.Late, "late %s", e.Kind)
@@ -73,34 +77,34 @@ func TestEveryEventKind(t *testing.T) {
 	// (bufio.Writer.ReadFrom) and calls WroteRequest afterwards, so the
 	// server's answer may be recorded first.
 	order := [][2]int{
-		{index(tl, httptrace.KindGetConn, -1), index(tl, httptrace.KindDNSStart, -1)},
-		{index(tl, httptrace.KindDNSStart, -1), index(tl, httptrace.KindDNSDone, -1)},
-		{index(tl, httptrace.KindDNSDone, -1), index(tl, httptrace.KindConnectStart, -1)},
-		{index(tl, httptrace.KindConnectStart, -1), index(tl, httptrace.KindConnectDone, -1)},
-		{index(tl, httptrace.KindConnectDone, -1), index(tl, httptrace.KindTLSStart, -1)},
-		{index(tl, httptrace.KindTLSStart, -1), index(tl, httptrace.KindTLSDone, -1)},
-		{index(tl, httptrace.KindTLSDone, -1), index(tl, httptrace.KindGotConn, -1)},
-		{index(tl, httptrace.KindGotConn, -1), index(tl, httptrace.KindWroteHeaders, -1)},
-		{index(tl, httptrace.KindWroteHeaders, -1), index(tl, httptrace.KindWait100Continue, -1)},
-		{index(tl, httptrace.KindWroteHeaders, -1), index(tl, httptrace.KindFirstByte, -1)},
-		{index(tl, httptrace.KindFirstByte, -1), index(tl, httptrace.KindGot1xx, 100)},
-		{index(tl, httptrace.KindGot1xx, 100), index(tl, httptrace.KindGot1xx, 103)},
-		{index(tl, httptrace.KindGot1xx, 103), index(tl, httptrace.KindResponse, -1)},
-		{index(tl, httptrace.KindResponse, -1), index(tl, httptrace.KindPutIdleConn, -1)},
-		{index(tl, httptrace.KindPutIdleConn, -1), index(tl, httptrace.KindBodyEOF, -1)},
-		{index(tl, httptrace.KindBodyEOF, -1), index(tl, httptrace.KindBodyClose, -1)},
-		{index(tl, httptrace.KindBodyClose, -1), index(tl, httptrace.KindDone, -1)},
+		{index(tl, vocab.KindGetConn, -1), index(tl, vocab.KindDNSStart, -1)},
+		{index(tl, vocab.KindDNSStart, -1), index(tl, vocab.KindDNSDone, -1)},
+		{index(tl, vocab.KindDNSDone, -1), index(tl, vocab.KindConnectStart, -1)},
+		{index(tl, vocab.KindConnectStart, -1), index(tl, vocab.KindConnectDone, -1)},
+		{index(tl, vocab.KindConnectDone, -1), index(tl, vocab.KindTLSStart, -1)},
+		{index(tl, vocab.KindTLSStart, -1), index(tl, vocab.KindTLSDone, -1)},
+		{index(tl, vocab.KindTLSDone, -1), index(tl, vocab.KindGotConn, -1)},
+		{index(tl, vocab.KindGotConn, -1), index(tl, vocab.KindWroteHeaders, -1)},
+		{index(tl, vocab.KindWroteHeaders, -1), index(tl, vocab.KindWait100Continue, -1)},
+		{index(tl, vocab.KindWroteHeaders, -1), index(tl, vocab.KindFirstByte, -1)},
+		{index(tl, vocab.KindFirstByte, -1), index(tl, vocab.KindGot1xx, 100)},
+		{index(tl, vocab.KindGot1xx, 100), index(tl, vocab.KindGot1xx, 103)},
+		{index(tl, vocab.KindGot1xx, 103), index(tl, vocab.KindResponse, -1)},
+		{index(tl, vocab.KindResponse, -1), index(tl, vocab.KindPutIdleConn, -1)},
+		{index(tl, vocab.KindPutIdleConn, -1), index(tl, vocab.KindBodyEOF, -1)},
+		{index(tl, vocab.KindBodyEOF, -1), index(tl, vocab.KindBodyClose, -1)},
+		{index(tl, vocab.KindBodyClose, -1), index(tl, vocab.KindDone, -1)},
 	}
 	for _, o := range order {
 		assert.Less(t, o[0], o[1], "%s before %s in %v", tl.Events[o[0]].Kind, tl.Events[o[1]].Kind, kindsOf(tl))
 	}
-	assert.Equal(t, len(tl.Events)-1, index(tl, httptrace.KindDone, -1), "done is the last event")
+	assert.Equal(t, len(tl.Events)-1, index(tl, vocab.KindDone, -1), "done is the last event")
 
 	assert.Equal(t, "localhost", tl.DNS.Host)
 	assert.NoError(t, tl.DNS.Err)
 	require.NotEmpty(t, tl.DNS.Addrs)
 	assert.Equal(t, "127.0.0.1", tl.DNS.Addrs[0].IP.String())
-	if e, ok := tl.First(httptrace.KindConnectDone); assert.True(t, ok) {
+	if e, ok := tl.First(vocab.KindConnectDone); assert.True(t, ok) {
 		assert.Equal(t, "127.0.0.1:"+port, e.Addr)
 		assert.NoError(t, e.Err)
 	}
@@ -131,11 +135,11 @@ func TestEveryEventKind(t *testing.T) {
 	assert.True(t, tl.Conn.Dialed)
 	assert.False(t, tl.Conn.WasIdle)
 	assert.Equal(t, srv.Listener.Addr().String(), tl.Conn.Remote.String())
-	assert.Equal(t, httptrace.Outcome{Class: httptrace.ClassOK, Stage: httptrace.StageBody, Status: 200}, tl.Outcome)
-	if e, ok := tl.Last(httptrace.KindBodyEOF); assert.True(t, ok) {
+	assert.Equal(t, httptrace.Outcome{Class: vocab.ClassOK, Stage: vocab.StageBody, Status: 200}, tl.Outcome)
+	if e, ok := tl.Last(vocab.KindBodyEOF); assert.True(t, ok) {
 		assert.Equal(t, int64(5), e.N)
 	}
-	if e, ok := tl.Last(httptrace.KindResponse); assert.True(t, ok) {
+	if e, ok := tl.Last(vocab.KindResponse); assert.True(t, ok) {
 		assert.Equal(t, int64(200), e.N)
 	}
 }
@@ -156,23 +160,23 @@ func TestConnectEachAddress(t *testing.T) {
 	fetch(t, tr, "http://two.connaudit.test:"+port+"/")
 	tl := only(t, c)
 	assert.Positive(t, dns.queries.Load())
-	assert.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
+	assert.Equal(t, vocab.ClassOK, tl.Outcome.Class)
 	assert.Equal(t, "two.connaudit.test", tl.DNS.Host)
 	assert.Len(t, tl.DNS.Addrs, 2)
-	if e, ok := tl.First(httptrace.KindDNSDone); assert.True(t, ok) {
+	if e, ok := tl.First(vocab.KindDNSDone); assert.True(t, ok) {
 		assert.Equal(t, int64(2), e.N)
 	}
-	requireCounts(t, tl, map[httptrace.Kind]int{httptrace.KindConnectStart: 2, httptrace.KindConnectDone: 2})
+	requireCounts(t, tl, map[httptrace.Kind]int{vocab.KindConnectStart: 2, vocab.KindConnectDone: 2})
 	started, failed, ok := map[string]bool{}, 0, 0
 	for _, e := range tl.Events {
 		switch e.Kind {
-		case httptrace.KindConnectStart:
+		case vocab.KindConnectStart:
 			started[e.Addr] = true
-		case httptrace.KindConnectDone:
+		case vocab.KindConnectDone:
 			if e.Err != nil {
 				failed++
 				assert.Equal(t, "127.0.0.2:"+port, e.Addr)
-				assert.Equal(t, httptrace.ClassConnectRefused, httptrace.Classify(e.Err, httptrace.StageConnect))
+				assert.Equal(t, vocab.ClassConnectRefused, httptrace.Classify(e.Err, vocab.StageConnect))
 			} else {
 				ok++
 				assert.Equal(t, "127.0.0.1:"+port, e.Addr)
@@ -205,7 +209,7 @@ func TestNewThenReused(t *testing.T) {
 	assert.True(t, first.Conn.Dialed)
 	assert.False(t, first.Conn.WasIdle)
 	assert.Equal(t, uint64(1), first.Conn.ID)
-	requireCounts(t, first, map[httptrace.Kind]int{httptrace.KindConnectStart: 1, httptrace.KindConnectDone: 1})
+	requireCounts(t, first, map[httptrace.Kind]int{vocab.KindConnectStart: 1, vocab.KindConnectDone: 1})
 
 	assert.False(t, second.Conn.New())
 	assert.False(t, second.Conn.Dialed)
@@ -217,18 +221,18 @@ func TestNewThenReused(t *testing.T) {
 	assert.Equal(t, uint64(1), second.Conn.ID, "same connection")
 	assert.Equal(t, first.Conn.Local.String(), second.Conn.Local.String())
 	requireCounts(t, second, map[httptrace.Kind]int{
-		httptrace.KindDNSStart: 0, httptrace.KindConnectStart: 0, httptrace.KindConnectDone: 0, httptrace.KindTLSStart: 0,
-		httptrace.KindGetConn: 1, httptrace.KindGotConn: 1, httptrace.KindPutIdleConn: 1, httptrace.KindDone: 1,
+		vocab.KindDNSStart: 0, vocab.KindConnectStart: 0, vocab.KindConnectDone: 0, vocab.KindTLSStart: 0,
+		vocab.KindGetConn: 1, vocab.KindGotConn: 1, vocab.KindPutIdleConn: 1, vocab.KindDone: 1,
 	})
-	if e, ok := second.First(httptrace.KindGotConn); assert.True(t, ok) {
+	if e, ok := second.First(vocab.KindGotConn); assert.True(t, ok) {
 		assert.Equal(t, int64(1), e.N, "got-conn N is 1 for a reused connection")
 		assert.Equal(t, uint64(1), e.Conn)
 	}
 	for _, tl := range tls {
 		for _, e := range tl.Events {
-			if e.Kind >= httptrace.KindGotConn && e.Kind != httptrace.KindDNSStart && e.Kind != httptrace.KindDNSDone &&
-				e.Kind != httptrace.KindConnectStart && e.Kind != httptrace.KindConnectDone &&
-				e.Kind != httptrace.KindTLSStart && e.Kind != httptrace.KindTLSDone {
+			if e.Kind >= vocab.KindGotConn && e.Kind != vocab.KindDNSStart && e.Kind != vocab.KindDNSDone &&
+				e.Kind != vocab.KindConnectStart && e.Kind != vocab.KindConnectDone &&
+				e.Kind != vocab.KindTLSStart && e.Kind != vocab.KindTLSDone {
 				assert.Equal(t, uint64(1), e.Conn, "%s carries the connection id", e.Kind)
 			}
 		}
@@ -257,9 +261,9 @@ func TestEarlyCloseVersusEOF(t *testing.T) {
 	assert.False(t, early.BodyEOF)
 	assert.True(t, early.BodyClosed)
 	assert.Equal(t, int64(10), early.BodyBytes)
-	assert.Equal(t, httptrace.ClassOK, early.Outcome.Class, "closing early is the caller's choice, not a failure")
-	requireCounts(t, early, map[httptrace.Kind]int{httptrace.KindBodyEOF: 0, httptrace.KindBodyClose: 1, httptrace.KindPutIdleConn: 0, httptrace.KindDone: 1})
-	if e, ok := early.Last(httptrace.KindBodyClose); assert.True(t, ok) {
+	assert.Equal(t, vocab.ClassOK, early.Outcome.Class, "closing early is the caller's choice, not a failure")
+	requireCounts(t, early, map[httptrace.Kind]int{vocab.KindBodyEOF: 0, vocab.KindBodyClose: 1, vocab.KindPutIdleConn: 0, vocab.KindDone: 1})
+	if e, ok := early.Last(vocab.KindBodyClose); assert.True(t, ok) {
 		assert.Equal(t, int64(10), e.N)
 	}
 
@@ -293,11 +297,11 @@ func TestEarlyCloseVersusEOF(t *testing.T) {
 	assert.True(t, eof.BodyEOF)
 	assert.False(t, eof.ClosedEarly)
 	assert.Equal(t, int64(len(payload)), eof.BodyBytes)
-	requireCounts(t, eof, map[httptrace.Kind]int{httptrace.KindBodyEOF: 1, httptrace.KindBodyClose: 1, httptrace.KindPutIdleConn: 1})
-	if e, ok := eof.Last(httptrace.KindBodyEOF); assert.True(t, ok) {
+	requireCounts(t, eof, map[httptrace.Kind]int{vocab.KindBodyEOF: 1, vocab.KindBodyClose: 1, vocab.KindPutIdleConn: 1})
+	if e, ok := eof.Last(vocab.KindBodyEOF); assert.True(t, ok) {
 		assert.Equal(t, int64(len(payload)), e.N)
 	}
-	assert.Equal(t, httptrace.ClassOK, eof.Outcome.Class)
+	assert.Equal(t, vocab.ClassOK, eof.Outcome.Class)
 }
 
 // TestEmptyBodyIsNotClosedEarly: a response without a body (HEAD, 204,
@@ -327,8 +331,8 @@ func TestEmptyBodyIsNotClosedEarly(t *testing.T) {
 		assert.False(t, tl.ClosedEarly, "%s %s", tl.Method, tl.URL())
 		assert.True(t, tl.BodyEOF, "%s %s", tl.Method, tl.URL())
 		assert.Equal(t, int64(0), tl.BodyBytes)
-		assert.Equal(t, 1, tl.Count(httptrace.KindBodyEOF))
-		assert.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
+		assert.Equal(t, 1, tl.Count(vocab.KindBodyEOF))
+		assert.Equal(t, vocab.ClassOK, tl.Outcome.Class)
 	}
 	assert.Equal(t, int64(1), dc.dials.Load(), "one connection served all three")
 }
@@ -364,14 +368,14 @@ func TestBodilessWrite(t *testing.T) {
 			// The handler reads the body before it answers, so the
 			// headers were written first; wrote-request may come after
 			// the response (see TestEveryEventKind).
-			assert.Less(t, index(tl, httptrace.KindWroteHeaders, -1), index(tl, httptrace.KindFirstByte, -1), "%v", kindsOf(tl))
+			assert.Less(t, index(tl, vocab.KindWroteHeaders, -1), index(tl, vocab.KindFirstByte, -1), "%v", kindsOf(tl))
 			continue
 		}
-		requireCounts(t, tl, map[httptrace.Kind]int{httptrace.KindWroteHeaders: 1, httptrace.KindWroteRequest: 1})
-		h, w := index(tl, httptrace.KindWroteHeaders, -1), index(tl, httptrace.KindWroteRequest, -1)
+		requireCounts(t, tl, map[httptrace.Kind]int{vocab.KindWroteHeaders: 1, vocab.KindWroteRequest: 1})
+		h, w := index(tl, vocab.KindWroteHeaders, -1), index(tl, vocab.KindWroteRequest, -1)
 		assert.Equal(t, h+1, w, "wrote-headers just before wrote-request in %v", kindsOf(tl))
 		assert.Equal(t, tl.Events[h].At, tl.Events[w].At, "one time for both")
-		assert.Less(t, w, index(tl, httptrace.KindFirstByte, -1), "%v", kindsOf(tl))
+		assert.Less(t, w, index(tl, vocab.KindFirstByte, -1), "%v", kindsOf(tl))
 	}
 	assert.Equal(t, int64(1), callerHeaders.Load(), "the caller's WroteHeaders hook")
 }

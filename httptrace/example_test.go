@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // Example traces two requests to a server: the first dials, the second
@@ -50,9 +51,9 @@ func Example() {
 // ExampleClassify names the class of a failure from the error and the
 // stage the request was in.
 func ExampleClassify() {
-	fmt.Println(httptrace.Classify(io.ErrUnexpectedEOF, httptrace.StageBody))
-	fmt.Println(httptrace.Classify(io.ErrUnexpectedEOF, httptrace.StageAwaitHeaders))
-	fmt.Println(httptrace.Classify(errors.New("net/http: TLS handshake timeout"), httptrace.StageTLS))
+	fmt.Println(httptrace.Classify(io.ErrUnexpectedEOF, vocab.StageBody))
+	fmt.Println(httptrace.Classify(io.ErrUnexpectedEOF, vocab.StageAwaitHeaders))
+	fmt.Println(httptrace.Classify(errors.New("net/http: TLS handshake timeout"), vocab.StageTLS))
 	// Output:
 	// body-truncated
 	// server-closed

@@ -8,12 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // kindRecorder is an EventObserver that counts the kinds of the events it
 // receives, and asks for some kinds only when kinds is not zero.
 type kindRecorder struct {
-	kinds httptrace.KindSet
+	kinds vocab.KindSet
 	mu    sync.Mutex
 	seen  map[httptrace.Kind]int
 }
@@ -38,23 +39,7 @@ func (k *kindRecorder) got() map[httptrace.Kind]int {
 // filtered asks for some kinds of events only.
 type filtered struct{ *kindRecorder }
 
-func (f filtered) EventKinds() httptrace.KindSet { return f.kinds }
-
-// TestKindSet checks the set operations, and that kinds out of range are
-// left out.
-func TestKindSet(t *testing.T) {
-	s := httptrace.Kinds(httptrace.KindGetConn, httptrace.KindDone, 0, 200)
-	require.True(t, s.Has(httptrace.KindGetConn))
-	require.True(t, s.Has(httptrace.KindDone))
-	require.False(t, s.Has(httptrace.KindGotConn))
-	require.False(t, s.Has(0))
-	require.Equal(t, httptrace.Kinds(httptrace.KindGetConn, httptrace.KindDone), s)
-	for k := httptrace.KindGetConn; k <= httptrace.KindDone; k++ {
-		require.True(t, httptrace.AllKinds.Has(k), k.String())
-	}
-	require.False(t, httptrace.AllKinds.Has(0))
-	require.False(t, httptrace.AllKinds.Has(httptrace.KindDone+1))
-}
+func (f filtered) EventKinds() vocab.KindSet { return f.kinds }
 
 // TestEventFilter checks that an observer that asks for some kinds of
 // events gets those alone, on its own and through Multi, while another
@@ -62,7 +47,7 @@ func TestKindSet(t *testing.T) {
 // and the timeline do not depend on it.
 func TestEventFilter(t *testing.T) {
 	srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
-	want := httptrace.Kinds(httptrace.KindGotConn, httptrace.KindDone)
+	want := vocab.Of(vocab.KindGotConn, vocab.KindDone)
 
 	t.Run("alone", func(t *testing.T) {
 		f := filtered{&kindRecorder{kinds: want}}
@@ -71,7 +56,7 @@ func TestEventFilter(t *testing.T) {
 		for range 3 {
 			require.Equal(t, "ok", string(fetch(t, tr, srv.URL)))
 		}
-		require.Equal(t, map[httptrace.Kind]int{httptrace.KindGotConn: 3, httptrace.KindDone: 3}, f.got())
+		require.Equal(t, map[httptrace.Kind]int{vocab.KindGotConn: 3, vocab.KindDone: 3}, f.got())
 	})
 
 	t.Run("multi", func(t *testing.T) {
@@ -83,12 +68,12 @@ func TestEventFilter(t *testing.T) {
 			require.Equal(t, "ok", string(fetch(t, tr, srv.URL)))
 		}
 		tls := waitTimelines(t, c, 3)
-		require.Equal(t, map[httptrace.Kind]int{httptrace.KindGotConn: 3, httptrace.KindDone: 3}, f.got())
+		require.Equal(t, map[httptrace.Kind]int{vocab.KindGotConn: 3, vocab.KindDone: 3}, f.got())
 		require.Empty(t, none.got())
 		// The unfiltered observer got every event of every timeline.
 		counts := map[httptrace.Kind]int{}
 		for _, tl := range tls {
-			require.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
+			require.Equal(t, vocab.ClassOK, tl.Outcome.Class)
 			for _, ev := range tl.Events {
 				counts[ev.Kind]++
 			}

@@ -20,6 +20,9 @@ import (
 	"time"
 
 	stdtrace "net/http/httptrace"
+
+	"github.com/connaudit/connaudit/internal/hook"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // FuzzRecorder drives one recorder, built by a Transport as RoundTrip
@@ -180,28 +183,28 @@ type fzModel struct {
 
 func (m *fzModel) event(tl *Timeline, e Event) {
 	switch e.Kind {
-	case KindGetConn:
+	case vocab.KindGetConn:
 		m.getConns++
 		m.wrote, m.firstByte = false, false
-	case KindGotConn:
+	case vocab.KindGotConn:
 		// The recorder sets tl.Conn before it records a GotConn that is
 		// not late: WasIdle is this GotConn's.
 		if !e.Late && tl.Conn.WasIdle {
 			m.gotIdle++
 		}
-	case KindDNSStart, KindDNSDone, KindTLSStart, KindTLSDone:
+	case vocab.KindDNSStart, vocab.KindDNSDone, vocab.KindTLSStart, vocab.KindTLSDone:
 		m.net = true
-	case KindConnectStart:
+	case vocab.KindConnectStart:
 		m.net = true
 		m.connects++
-	case KindConnectDone:
+	case vocab.KindConnectDone:
 		m.net = true
 		m.connects--
-	case KindWroteRequest:
+	case vocab.KindWroteRequest:
 		if e.Err == nil {
 			m.wrote = true
 		}
-	case KindFirstByte:
+	case vocab.KindFirstByte:
 		m.firstByte = true
 	}
 }
@@ -256,7 +259,7 @@ func (o *fzObserver) Observe(tl *Timeline) {
 	if !cl.Finished {
 		o.fail("observed timeline %d is not finished", cl.ID)
 	}
-	if n := len(cl.Events); n == 0 || cl.Events[n-1].Kind != KindDone {
+	if n := len(cl.Events); n == 0 || cl.Events[n-1].Kind != vocab.KindDone {
 		o.fail("observed timeline %d does not end with its done event (%d events, %d dropped)", cl.ID, n, cl.Dropped)
 	}
 	for _, e := range cl.Events {
@@ -285,12 +288,12 @@ func (o *fzObserver) ObserveEvent(tl *Timeline, e Event) {
 }
 
 var (
-	fzClasses = map[Class]bool{ClassOK: true, ClassConnectRefused: true, ClassConnectTimeout: true, ClassConnect: true,
-		ClassDNS: true, ClassTLSHandshakeTimeout: true, ClassTLS: true, ClassResponseHeaderTimeout: true, ClassDeadline: true,
-		ClassCanceled: true, ClassServerClosed: true, ClassReset: true, ClassBodyTruncated: true, ClassBodyIdleTimeout: true,
-		ClassGoAway: true, ClassStreamReset: true, ClassProtocol: true, ClassTimeout: true, ClassError: true}
-	fzStages = map[Stage]bool{StagePoolWait: true, StageDNS: true, StageConnect: true, StageTLS: true, StageWrite: true,
-		StageAwaitHeaders: true, StageBody: true}
+	fzClasses = map[Class]bool{vocab.ClassOK: true, vocab.ClassConnectRefused: true, vocab.ClassConnectTimeout: true, vocab.ClassConnect: true,
+		vocab.ClassDNS: true, vocab.ClassTLSHandshakeTimeout: true, vocab.ClassTLS: true, vocab.ClassResponseHeaderTimeout: true, vocab.ClassDeadline: true,
+		vocab.ClassCanceled: true, vocab.ClassServerClosed: true, vocab.ClassReset: true, vocab.ClassBodyTruncated: true, vocab.ClassBodyIdleTimeout: true,
+		vocab.ClassGoAway: true, vocab.ClassStreamReset: true, vocab.ClassProtocol: true, vocab.ClassTimeout: true, vocab.ClassError: true}
+	fzStages = map[Stage]bool{vocab.StagePoolWait: true, vocab.StageDNS: true, vocab.StageConnect: true, vocab.StageTLS: true, vocab.StageWrite: true,
+		vocab.StageAwaitHeaders: true, vocab.StageBody: true}
 )
 
 // fzCheckTimeline checks what holds for a timeline at any time: offsets in
@@ -309,7 +312,7 @@ func fzCheckTimeline(tl *Timeline) error {
 		if i > 0 && e.At < tl.Events[i-1].At {
 			errs = append(errs, fmt.Errorf("event %d (%v) at %v before event %d at %v", i, e.Kind, e.At, i-1, tl.Events[i-1].At))
 		}
-		if e.Kind == KindDone {
+		if e.Kind == vocab.KindDone {
 			if e.Late {
 				errs = append(errs, fmt.Errorf("a late done event at %d", i))
 			} else if done >= 0 {
@@ -332,7 +335,7 @@ func fzCheckTimeline(tl *Timeline) error {
 		if !fzStages[tl.Outcome.Stage] {
 			errs = append(errs, fmt.Errorf("outcome stage %q is not declared", tl.Outcome.Stage))
 		}
-		if (tl.Outcome.Class == ClassOK) != (tl.Outcome.Err == nil) {
+		if (tl.Outcome.Class == vocab.ClassOK) != (tl.Outcome.Err == nil) {
 			errs = append(errs, fmt.Errorf("outcome %q with error %v", tl.Outcome.Class, tl.Outcome.Err))
 		}
 	} else if done >= 0 {
@@ -348,8 +351,8 @@ func fzCheckTimeline(tl *Timeline) error {
 	if _, err := json.Marshal(tl); err != nil {
 		errs = append(errs, fmt.Errorf("MarshalJSON: %v", err))
 	}
-	if err := WriteWaterfall(io.Discard, tl); err != nil {
-		errs = append(errs, fmt.Errorf("WriteWaterfall: %v", err))
+	if err := tl.WriteText(io.Discard, true); err != nil {
+		errs = append(errs, fmt.Errorf("WriteText: %v", err))
 	}
 	return errors.Join(errs...)
 }
@@ -365,17 +368,14 @@ func fuzzRecorder(data []byte) error {
 
 	obs := newFzObserver()
 	opts := []Option{WithObserver(obs)}
-	if cfg&1 != 0 {
-		opts = append(opts, WithDialerHooks())
-	}
 	switch (cfg >> 1) & 3 {
 	case 1:
-		opts = append(opts, WithBodyIdleTimeout(time.Hour)) // armed, never fires by itself
+		opts = append(opts, BodyIdleTimeout(time.Hour)) // armed, never fires by itself
 	case 2:
-		opts = append(opts, WithBodyIdleTimeout(time.Nanosecond)) // fires at once, on the timer's goroutine
+		opts = append(opts, BodyIdleTimeout(time.Nanosecond)) // fires at once, on the timer's goroutine
 	}
 	if cfg&8 != 0 {
-		opts = append(opts, WithHeaders("Authorization", "X-Fuzz"))
+		opts = append(opts, Headers("Authorization", "X-Fuzz"))
 	}
 	scheme := "http"
 	if cfg&16 != 0 {
@@ -384,6 +384,9 @@ func fuzzRecorder(data []byte) error {
 	composed := cfg&32 != 0
 	goroutines := 1 + int(cfg>>6)%3
 	tr, err := NewTransport(fzBase{}, opts...)
+	if err == nil && cfg&1 != 0 {
+		tr.dialHooks = true
+	}
 	if err != nil {
 		return err
 	}
@@ -400,7 +403,7 @@ func fuzzRecorder(data []byte) error {
 		ctx, cancel = context.WithDeadline(ctx, time.Unix(1, 0))
 		ctxCancel = func(error) { cancel() }
 	case 3:
-		ctx = WithAttempt(ctx, int(ctxKind>>2))
+		ctx = hook.WithAttempt(ctx, int(ctxKind>>2))
 	}
 	defer func() {
 		if ctxCancel != nil {
@@ -437,7 +440,7 @@ func fuzzRecorder(data []byte) error {
 			reqCancel(nil)
 		}
 	}()
-	dialCtx := context.WithValue(ctx, recorderKey{}, r)
+	dialCtx := context.WithValue(ctx, hook.DialKey, r)
 
 	// Decode the operations.
 	const maxOps = 2048
@@ -514,9 +517,9 @@ func fuzzRecorder(data []byte) error {
 		case opIdleFired:
 			r.bodyIdleFired()
 		case opDialTrace:
-			dctx := DialTrace(dialCtx)
+			dctx := hook.DialFrom(dialCtx).DialTrace(dialCtx)
 			var err error
-			if id := TimelineID(dialCtx); id == 0 {
+			if id := hook.DialFrom(dialCtx).TimelineID(); id == 0 {
 				err = errors.New("TimelineID of a dial context is 0")
 			}
 			if ct := stdtrace.ContextClientTrace(dctx); ct == nil || ct.ConnectStart == nil {
@@ -570,7 +573,7 @@ func fuzzRecorder(data []byte) error {
 			kind := (a[0] >> 4) & 3
 			if kind == 1 || resp.StatusCode == http.StatusSwitchingProtocols {
 				r.mu.Lock()
-				r.finishLocked(ClassOK, StageBody, nil, 0)
+				r.finishLocked(vocab.ClassOK, vocab.StageBody, nil, 0)
 				r.mu.Unlock()
 				state = 2
 				return nil

@@ -16,22 +16,24 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // fuzzClasses are the declared outcome classes: Classify returns one of
 // them and nothing else.
 var fuzzClasses = map[httptrace.Class]bool{
-	httptrace.ClassOK: true, httptrace.ClassConnectRefused: true, httptrace.ClassConnectTimeout: true,
-	httptrace.ClassConnect: true, httptrace.ClassDNS: true, httptrace.ClassTLSHandshakeTimeout: true,
-	httptrace.ClassTLS: true, httptrace.ClassResponseHeaderTimeout: true, httptrace.ClassDeadline: true,
-	httptrace.ClassCanceled: true, httptrace.ClassServerClosed: true, httptrace.ClassReset: true,
-	httptrace.ClassBodyTruncated: true, httptrace.ClassBodyIdleTimeout: true, httptrace.ClassGoAway: true,
-	httptrace.ClassStreamReset: true, httptrace.ClassProtocol: true, httptrace.ClassTimeout: true,
-	httptrace.ClassError: true,
+	vocab.ClassOK: true, vocab.ClassConnectRefused: true, vocab.ClassConnectTimeout: true,
+	vocab.ClassConnect: true, vocab.ClassDNS: true, vocab.ClassTLSHandshakeTimeout: true,
+	vocab.ClassTLS: true, vocab.ClassResponseHeaderTimeout: true, vocab.ClassDeadline: true,
+	vocab.ClassCanceled: true, vocab.ClassServerClosed: true, vocab.ClassReset: true,
+	vocab.ClassBodyTruncated: true, vocab.ClassBodyIdleTimeout: true, vocab.ClassGoAway: true,
+	vocab.ClassStreamReset: true, vocab.ClassProtocol: true, vocab.ClassTimeout: true,
+	vocab.ClassError: true,
 }
 
-var fuzzStages = []httptrace.Stage{"", httptrace.StagePoolWait, httptrace.StageDNS, httptrace.StageConnect, httptrace.StageTLS,
-	httptrace.StageWrite, httptrace.StageAwaitHeaders, httptrace.StageBody}
+var fuzzStages = []httptrace.Stage{"", vocab.StagePoolWait, vocab.StageDNS, vocab.StageConnect, vocab.StageTLS,
+	vocab.StageWrite, vocab.StageAwaitHeaders, vocab.StageBody}
 
 // stageGroup names the classes between which only the stage may decide:
 // an unexpected EOF is a truncated body in the body and a server that
@@ -39,9 +41,9 @@ var fuzzStages = []httptrace.Stage{"", httptrace.StagePoolWait, httptrace.StageD
 // hit.
 func stageGroup(c httptrace.Class) httptrace.Class {
 	switch c {
-	case httptrace.ClassBodyTruncated, httptrace.ClassServerClosed:
+	case vocab.ClassBodyTruncated, vocab.ClassServerClosed:
 		return "eof"
-	case httptrace.ClassConnectTimeout, httptrace.ClassTLSHandshakeTimeout, httptrace.ClassTimeout:
+	case vocab.ClassConnectTimeout, vocab.ClassTLSHandshakeTimeout, vocab.ClassTimeout:
 		return "timeout"
 	}
 	return c
@@ -244,16 +246,16 @@ func FuzzClassify(f *testing.F) {
 			if c2 := httptrace.Classify(err, stage); c2 != c {
 				t.Fatalf("Classify not deterministic: %q then %q", c, c2)
 			}
-			if (c == httptrace.ClassOK) != (err == nil) {
+			if (c == vocab.ClassOK) != (err == nil) {
 				t.Fatalf("Classify(%v, %q) = %q", err, stage, c)
 			}
 			if err == nil {
-				if got := httptrace.ClassifyContext(canceledCtx(nil), nil, stage); got != httptrace.ClassOK {
+				if got := vocab.ClassifyContext(canceledCtx(nil), nil, stage); got != vocab.ClassOK {
 					t.Fatalf("ClassifyContext(canceled, nil) = %q, want ok", got)
 				}
 				continue
 			}
-			if c0 := httptrace.Classify(err, httptrace.StagePoolWait); stageGroup(c) != stageGroup(c0) {
+			if c0 := httptrace.Classify(err, vocab.StagePoolWait); stageGroup(c) != stageGroup(c0) {
 				t.Fatalf("Classify(%v): %q at %q but %q at pool-wait: the stage decided more than documented", err, c, stage, c0)
 			}
 			if w := httptrace.Classify(fmt.Errorf("op: %w", err), stage); w != c {
@@ -264,31 +266,31 @@ func FuzzClassify(f *testing.F) {
 			}
 			idle := errors.Is(err, httptrace.ErrBodyIdleTimeout)
 			switch {
-			case idle && c != httptrace.ClassBodyIdleTimeout:
+			case idle && c != vocab.ClassBodyIdleTimeout:
 				t.Fatalf("Classify(%v) = %q, want body-idle-timeout: ErrBodyIdleTimeout is in the chain", err, c)
-			case !idle && errors.Is(err, context.Canceled) && c != httptrace.ClassCanceled:
+			case !idle && errors.Is(err, context.Canceled) && c != vocab.ClassCanceled:
 				t.Fatalf("Classify(%v) = %q, want canceled: context.Canceled is in the chain", err, c)
 			}
 			for _, live := range []context.Context{nil, ctx} {
-				if got := httptrace.ClassifyContext(live, err, stage); got != c {
+				if got := vocab.ClassifyContext(live, err, stage); got != c {
 					t.Fatalf("ClassifyContext(live, %v) = %q, Classify = %q", err, got, c)
 				}
 			}
 			for _, cause := range []error{nil, httptrace.ErrBodyIdleTimeout, err, errors.New("gone")} {
-				want := httptrace.ClassCanceled
+				want := vocab.ClassCanceled
 				if idle || (cause != nil && errors.Is(cause, httptrace.ErrBodyIdleTimeout)) {
-					want = httptrace.ClassBodyIdleTimeout
+					want = vocab.ClassBodyIdleTimeout
 				}
-				if got := httptrace.ClassifyContext(canceledCtx(cause), err, stage); got != want {
+				if got := vocab.ClassifyContext(canceledCtx(cause), err, stage); got != want {
 					t.Fatalf("ClassifyContext(canceled with cause %v, %v) = %q, want %q", cause, err, got, want)
 				}
 			}
-			want := httptrace.ClassDeadline
+			want := vocab.ClassDeadline
 			if idle {
-				want = httptrace.ClassBodyIdleTimeout
+				want = vocab.ClassBodyIdleTimeout
 			}
 			dctx, cancel := context.WithDeadline(ctx, time.Unix(1, 0))
-			got := httptrace.ClassifyContext(dctx, err, stage)
+			got := vocab.ClassifyContext(dctx, err, stage)
 			cancel()
 			if got != want {
 				t.Fatalf("ClassifyContext(deadline passed, %v) = %q, want %q", err, got, want)
@@ -342,7 +344,7 @@ func withoutSecrets(u *url.URL) *url.URL {
 	c := *u
 	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
-			c.User = url.UserPassword(u.User.Username(), httptrace.Masked)
+			c.User = url.UserPassword(u.User.Username(), redact.Masked)
 		}
 	}
 	if u.RawQuery != "" {
@@ -352,7 +354,7 @@ func withoutSecrets(u *url.URL) *url.URL {
 			for _, sub := range strings.Split(pair, ";") {
 				k, _, ok := strings.Cut(sub, "=")
 				if ok {
-					k += "=" + httptrace.Masked
+					k += "=" + redact.Masked
 				}
 				parts = append(parts, k)
 			}
@@ -419,22 +421,22 @@ func FuzzRedact(f *testing.F) {
 	f.Add("http://user:REDACTED@127.0.0.1/?k=RED", "")
 	f.Add("ht tp://user:pw@x/", "")
 	f.Fuzz(func(t *testing.T, raw, noise string) {
-		out := httptrace.RedactURLString(raw)
+		out := redact.URLString(raw)
 		u, err := url.Parse(raw)
 		if err != nil {
-			if out != httptrace.Masked {
+			if out != redact.Masked {
 				t.Fatalf("RedactURLString(%q) = %q for a URL that does not parse", raw, out)
 			}
 			return
 		}
-		if got := httptrace.RedactURL(u); got != out {
+		if got := redact.URL(u); got != out {
 			t.Fatalf("RedactURL %q != RedactURLString %q", got, out)
 		}
-		if httptrace.RedactURL(nil) != "" || httptrace.RedactError(nil, u) != "" {
+		if redact.URL(nil) != "" || redact.Error(nil, u) != "" {
 			t.Fatal("nil in, something out")
 		}
 		clean := withoutSecrets(u)
-		cleanOut := httptrace.RedactURL(clean)
+		cleanOut := redact.URL(clean)
 		if _, qerr := url.ParseQuery(u.RawQuery); qerr == nil && cleanOut != out {
 			t.Fatalf("the redacted URL depends on the secrets: %q, without them %q", out, cleanOut)
 		}
@@ -444,7 +446,7 @@ func FuzzRedact(f *testing.F) {
 		leak := func(what, out, cleanOut string) {
 			for _, s := range secrets {
 				if strings.Contains(out, s) && !strings.Contains(cleanOut, s) && !strings.Contains(clean.String(), s) &&
-					!strings.Contains(httptrace.Masked, s) {
+					!strings.Contains(redact.Masked, s) {
 					t.Fatalf("%s shows secret %q of %q: %q", what, s, raw, out)
 				}
 			}
@@ -452,10 +454,10 @@ func FuzzRedact(f *testing.F) {
 		leak("RedactURL", out, cleanOut)
 		errs, cleanErrs := redactTemplates(u, noise), redactTemplates(clean, noise)
 		for i, e := range errs {
-			if got := httptrace.RedactError(e, nil); got != httptrace.Printable(e.Error()) {
+			if got := redact.Error(e, nil); got != redact.Printable(e.Error()) {
 				t.Fatalf("RedactError(err, nil) = %q, want the error's text %q, printable", got, e.Error())
 			}
-			leak(fmt.Sprintf("RedactError (template %d)", i), httptrace.RedactError(e, u), httptrace.RedactError(cleanErrs[i], clean))
+			leak(fmt.Sprintf("RedactError (template %d)", i), redact.Error(e, u), redact.Error(cleanErrs[i], clean))
 		}
 	})
 }

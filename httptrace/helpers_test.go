@@ -2,9 +2,11 @@ package httptrace_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"log"
 	"net"
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/testserver"
 
 	"github.com/stretchr/testify/require"
@@ -152,7 +155,7 @@ func only(t testing.TB, c *httptrace.Collector) *httptrace.Timeline {
 func kindsOf(tl *httptrace.Timeline) []string {
 	var ks []string
 	for _, e := range tl.Events {
-		ks = append(ks, e.Kind.String())
+		ks = append(ks, string(e.Kind))
 	}
 	return ks
 }
@@ -369,4 +372,61 @@ func secretsIn(s string, secrets ...string) []string {
 		}
 	}
 	return found
+}
+
+// withDialerHooks sets tr up as a pool sets up its tracer (internal/hook):
+// base dials through a wrapper that records DNS and connect events into the
+// timeline of the request that caused the dial, and tr's requests carry no
+// such hooks themselves. tr must not be in use yet.
+func withDialerHooks(base *http.Transport, tr *httptrace.Transport) {
+	var d net.Dialer
+	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dt := hook.DialFrom(ctx); dt != nil {
+			ctx = dt.DialTrace(ctx)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	hook.EnableDialerHooks(tr)
+}
+
+// timelineJSON is the part of a timeline's JSON form the tests read.
+type timelineJSON struct {
+	Outcome struct {
+		Class httptrace.Class `json:"class"`
+		Error string          `json:"error"`
+	} `json:"outcome"`
+	Timings struct {
+		Total    int64 `json:"total_ns"`
+		PoolWait int64 `json:"pool_wait_ns"`
+		NewConn  bool  `json:"new_conn"`
+	} `json:"timings"`
+}
+
+// jsonOf returns tl's JSON form, read back.
+func jsonOf(t testing.TB, tl *httptrace.Timeline) timelineJSON {
+	t.Helper()
+	b, err := json.Marshal(tl)
+	require.NoError(t, err)
+	var j timelineJSON
+	require.NoError(t, json.Unmarshal(b, &j))
+	return j
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes (a logger's
+// handler may write from the timer's goroutine and the cleanup's).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

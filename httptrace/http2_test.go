@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // TestHTTP2Timeline: over HTTP/2 the Transport never calls PutIdleConn, yet
@@ -44,8 +45,8 @@ func TestHTTP2Timeline(t *testing.T) {
 		m := map[uint64]map[httptrace.Kind]int{}
 		for _, tl := range tls {
 			m[tl.ID] = map[httptrace.Kind]int{
-				httptrace.KindWroteHeaders: tl.Count(httptrace.KindWroteHeaders),
-				httptrace.KindWroteRequest: tl.Count(httptrace.KindWroteRequest),
+				vocab.KindWroteHeaders: tl.Count(vocab.KindWroteHeaders),
+				vocab.KindWroteRequest: tl.Count(vocab.KindWroteRequest),
 			}
 		}
 		for _, le := range late {
@@ -60,7 +61,7 @@ func TestHTTP2Timeline(t *testing.T) {
 			return false
 		}
 		for _, k := range written(tls, late) {
-			if k[httptrace.KindWroteHeaders] == 0 || k[httptrace.KindWroteRequest] == 0 {
+			if k[vocab.KindWroteHeaders] == 0 || k[vocab.KindWroteRequest] == 0 {
 				return false
 			}
 		}
@@ -71,11 +72,11 @@ func TestHTTP2Timeline(t *testing.T) {
 	require.Len(t, tls, 4)
 	late := c.Late()
 	for id, k := range written(tls, late) {
-		assert.Equal(t, map[httptrace.Kind]int{httptrace.KindWroteHeaders: 1, httptrace.KindWroteRequest: 1}, k, "timeline %d", id)
+		assert.Equal(t, map[httptrace.Kind]int{vocab.KindWroteHeaders: 1, vocab.KindWroteRequest: 1}, k, "timeline %d", id)
 	}
 	for _, le := range late {
 		switch le.Event.Kind {
-		case httptrace.KindWroteHeaders, httptrace.KindWroteRequest:
+		case vocab.KindWroteHeaders, vocab.KindWroteRequest:
 		default:
 			t.Errorf("unexpected late %s", le.Event.Kind)
 		}
@@ -83,24 +84,24 @@ func TestHTTP2Timeline(t *testing.T) {
 	for i, tl := range tls {
 		assert.Equal(t, "HTTP/2.0", tl.Proto)
 		assert.Equal(t, http.StatusOK, tl.Status)
-		assert.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
-		assert.Equal(t, httptrace.StageBody, tl.Outcome.Stage)
+		assert.Equal(t, vocab.ClassOK, tl.Outcome.Class)
+		assert.Equal(t, vocab.StageBody, tl.Outcome.Stage)
 		assert.True(t, tl.BodyClosed)
 		assert.Equal(t, uint64(1), tl.Conn.ID)
 		requireCounts(t, tl, map[httptrace.Kind]int{
-			httptrace.KindGetConn: 1, httptrace.KindGotConn: 1, httptrace.KindFirstByte: 1, httptrace.KindResponse: 1,
-			httptrace.KindBodyClose: 1, httptrace.KindDone: 1, httptrace.KindPutIdleConn: 0,
+			vocab.KindGetConn: 1, vocab.KindGotConn: 1, vocab.KindFirstByte: 1, vocab.KindResponse: 1,
+			vocab.KindBodyClose: 1, vocab.KindDone: 1, vocab.KindPutIdleConn: 0,
 		})
-		assert.Equal(t, len(tl.Events)-1, index(tl, httptrace.KindDone, -1), "done is last: %v", kindsOf(tl))
+		assert.Equal(t, len(tl.Events)-1, index(tl, vocab.KindDone, -1), "done is last: %v", kindsOf(tl))
 		if i == 0 {
 			assert.True(t, tl.Conn.New())
 			assert.True(t, tl.TLS.Done)
 			assert.Equal(t, "h2", tl.TLS.ALPN)
-			requireCounts(t, tl, map[httptrace.Kind]int{httptrace.KindConnectDone: 1, httptrace.KindTLSStart: 1, httptrace.KindTLSDone: 1})
+			requireCounts(t, tl, map[httptrace.Kind]int{vocab.KindConnectDone: 1, vocab.KindTLSStart: 1, vocab.KindTLSDone: 1})
 		} else {
 			assert.False(t, tl.Conn.New(), "request %d", i)
 			assert.True(t, tl.Conn.Reused)
-			requireCounts(t, tl, map[httptrace.Kind]int{httptrace.KindConnectStart: 0, httptrace.KindTLSStart: 0})
+			requireCounts(t, tl, map[httptrace.Kind]int{vocab.KindConnectStart: 0, vocab.KindTLSStart: 0})
 		}
 	}
 	for _, i := range []int{0, 1, 3} {
@@ -108,11 +109,11 @@ func TestHTTP2Timeline(t *testing.T) {
 		assert.True(t, tl.BodyEOF)
 		assert.False(t, tl.ClosedEarly)
 		assert.Equal(t, int64(len(payload)), tl.BodyBytes)
-		assert.Equal(t, 1, tl.Count(httptrace.KindBodyEOF))
+		assert.Equal(t, 1, tl.Count(vocab.KindBodyEOF))
 	}
 	early := tls[2]
 	assert.True(t, early.ClosedEarly)
 	assert.False(t, early.BodyEOF)
 	assert.Equal(t, int64(3), early.BodyBytes)
-	assert.Equal(t, 0, early.Count(httptrace.KindBodyEOF))
+	assert.Equal(t, 0, early.Count(vocab.KindBodyEOF))
 }

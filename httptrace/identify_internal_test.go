@@ -55,7 +55,7 @@ func TestIdentifyAcrossRequests(t *testing.T) {
 			require.Zero(t, got.ID, "request %d", i)
 			require.Nil(t, got.Local, "request %d", i)
 		} else {
-			require.Equal(t, ConnID(c), got.ID, "request %d", i)
+			require.Equal(t, connID(c), got.ID, "request %d", i)
 			require.Equal(t, c.LocalAddr(), got.Local, "request %d", i)
 			require.Equal(t, c.RemoteAddr(), got.Remote, "request %d", i)
 		}

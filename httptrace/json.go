@@ -8,19 +8,18 @@ import (
 	"time"
 )
 
-// TimelineJSON is the stable JSON form of a [Timeline], as written by
-// [NewJSONLines] and the CLI's -json output. Durations are in nanoseconds;
-// URLs and errors are redacted.
-type TimelineJSON struct {
+// timelineJSON is the stable JSON form of a [Timeline] (see
+// [Timeline.MarshalJSON]).
+type timelineJSON struct {
 	ID        uint64            `json:"id"`
 	Attempt   int               `json:"attempt,omitempty"`
 	Method    string            `json:"method"`
 	URL       string            `json:"url"`
 	Host      string            `json:"host"`
 	Start     time.Time         `json:"start"`
-	Conn      ConnJSON          `json:"conn"`
-	DNS       *DNSJSON          `json:"dns,omitempty"`
-	TLS       *TLSJSON          `json:"tls,omitempty"`
+	Conn      connJSON          `json:"conn"`
+	DNS       *dnsJSON          `json:"dns,omitempty"`
+	TLS       *tlsJSON          `json:"tls,omitempty"`
 	Status    int               `json:"status,omitempty"`
 	Proto     string            `json:"proto,omitempty"`
 	BodyBytes int64             `json:"body_bytes"`
@@ -31,14 +30,14 @@ type TimelineJSON struct {
 	Retries   int               `json:"transport_retries,omitempty"`
 	Composed  bool              `json:"composed,omitempty"`
 	Header    map[string]string `json:"header,omitempty"`
-	Outcome   OutcomeJSON       `json:"outcome"`
-	Timings   TimingsJSON       `json:"timings"`
-	Events    []EventJSON       `json:"events"`
+	Outcome   outcomeJSON       `json:"outcome"`
+	Timings   timingsJSON       `json:"timings"`
+	Events    []eventJSON       `json:"events"`
 	Dropped   int               `json:"dropped_events,omitempty"`
 }
 
-// ConnJSON is the JSON form of [ConnInfo].
-type ConnJSON struct {
+// connJSON is the JSON form of [ConnInfo].
+type connJSON struct {
 	ID      uint64 `json:"id,omitempty"`
 	New     bool   `json:"new"`
 	Reused  bool   `json:"reused"`
@@ -48,15 +47,15 @@ type ConnJSON struct {
 	Remote  string `json:"remote,omitempty"`
 }
 
-// DNSJSON is the JSON form of [DNSInfo].
-type DNSJSON struct {
+// dnsJSON is the JSON form of [DNSInfo].
+type dnsJSON struct {
 	Host  string   `json:"host"`
 	Addrs []string `json:"addrs,omitempty"`
 	Error string   `json:"error,omitempty"`
 }
 
-// TLSJSON is the JSON form of [TLSInfo].
-type TLSJSON struct {
+// tlsJSON is the JSON form of [TLSInfo].
+type tlsJSON struct {
 	// Version and Cipher are empty when the handshake failed.
 	Version    string `json:"version"`
 	Cipher     string `json:"cipher"`
@@ -66,16 +65,16 @@ type TLSJSON struct {
 	Error      string `json:"error,omitempty"`
 }
 
-// OutcomeJSON is the JSON form of [Outcome].
-type OutcomeJSON struct {
+// outcomeJSON is the JSON form of [Outcome].
+type outcomeJSON struct {
 	Class  Class  `json:"class"`
 	Stage  Stage  `json:"stage"`
 	Status int    `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
 }
 
-// TimingsJSON is the JSON form of [Timings], in nanoseconds.
-type TimingsJSON struct {
+// timingsJSON is the JSON form of [Timings], in nanoseconds.
+type timingsJSON struct {
 	PoolWait int64 `json:"pool_wait_ns"`
 	DNS      int64 `json:"dns_ns"`
 	Connect  int64 `json:"connect_ns"`
@@ -88,8 +87,8 @@ type TimingsJSON struct {
 	IdleFor  int64 `json:"idle_for_ns,omitempty"`
 }
 
-// EventJSON is the JSON form of [Event].
-type EventJSON struct {
+// eventJSON is the JSON form of [Event].
+type eventJSON struct {
 	Kind  string `json:"kind"`
 	AtNS  int64  `json:"at_ns"`
 	Late  bool   `json:"late,omitempty"`
@@ -99,16 +98,16 @@ type EventJSON struct {
 	Error string `json:"error,omitempty"`
 }
 
-// JSON returns the stable, redacted JSON form of tl.
-func (tl *Timeline) JSON() TimelineJSON {
+// jsonForm returns the stable, redacted JSON form of tl.
+func (tl *Timeline) jsonForm() timelineJSON {
 	errText := tl.RedactError
-	j := TimelineJSON{
+	j := timelineJSON{
 		ID: tl.ID, Attempt: tl.Attempt, Method: tl.Method, URL: tl.URL(), Host: tl.Host, Start: tl.Start,
 		Status: tl.Status, Proto: tl.Proto, BodyBytes: tl.BodyBytes, BodyEOF: tl.BodyEOF, Closed: tl.BodyClosed,
 		Early: tl.ClosedEarly, GetConns: tl.GetConns, Retries: tl.Retries, Composed: tl.Composed, Header: tl.Header, Dropped: tl.Dropped,
-		Conn: ConnJSON{ID: tl.Conn.ID, New: tl.Conn.New(), Reused: tl.Conn.Reused, WasIdle: tl.Conn.WasIdle,
+		Conn: connJSON{ID: tl.Conn.ID, New: tl.Conn.New(), Reused: tl.Conn.Reused, WasIdle: tl.Conn.WasIdle,
 			IdleNS: int64(tl.Conn.IdleTime)},
-		Outcome: OutcomeJSON{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Status: tl.Outcome.Status, Error: errText(tl.Outcome.Err)},
+		Outcome: outcomeJSON{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Status: tl.Outcome.Status, Error: errText(tl.Outcome.Err)},
 	}
 	if tl.Conn.Local != nil {
 		j.Conn.Local = tl.Conn.Local.String()
@@ -117,38 +116,38 @@ func (tl *Timeline) JSON() TimelineJSON {
 		j.Conn.Remote = tl.Conn.Remote.String()
 	}
 	if tl.DNS.Host != "" {
-		d := &DNSJSON{Host: tl.DNS.Host, Error: errText(tl.DNS.Err)}
+		d := &dnsJSON{Host: tl.DNS.Host, Error: errText(tl.DNS.Err)}
 		for _, a := range tl.DNS.Addrs {
 			d.Addrs = append(d.Addrs, a.String())
 		}
 		j.DNS = d
 	}
 	if tl.TLS.Done {
-		j.TLS = &TLSJSON{ALPN: tl.TLS.ALPN, Resumed: tl.TLS.Resumed, ServerName: tl.TLS.ServerName, Error: errText(tl.TLS.Err)}
+		j.TLS = &tlsJSON{ALPN: tl.TLS.ALPN, Resumed: tl.TLS.Resumed, ServerName: tl.TLS.ServerName, Error: errText(tl.TLS.Err)}
 		if tl.TLS.Version != 0 {
 			// A failed handshake agreed on none.
 			j.TLS.Version, j.TLS.Cipher = tls.VersionName(tl.TLS.Version), tls.CipherSuiteName(tl.TLS.CipherSuite)
 		}
 	}
 	t := tl.Timings()
-	j.Timings = TimingsJSON{PoolWait: int64(t.PoolWait), DNS: int64(t.DNS), Connect: int64(t.Connect), TLS: int64(t.TLS),
+	j.Timings = timingsJSON{PoolWait: int64(t.PoolWait), DNS: int64(t.DNS), Connect: int64(t.Connect), TLS: int64(t.TLS),
 		Write: int64(t.Write), Server: int64(t.Server), Transfer: int64(t.Transfer), Total: int64(t.Total),
 		NewConn: t.NewConn, IdleFor: int64(t.IdleFor)}
-	j.Events = make([]EventJSON, 0, len(tl.Events))
+	j.Events = make([]eventJSON, 0, len(tl.Events))
 	for _, e := range tl.Events {
-		j.Events = append(j.Events, EventJSON{Kind: e.Kind.String(), AtNS: int64(e.At), Late: e.Late, Conn: e.Conn,
+		j.Events = append(j.Events, eventJSON{Kind: string(e.Kind), AtNS: int64(e.At), Late: e.Late, Conn: e.Conn,
 			N: e.N, Addr: e.Addr, Error: errText(e.Err)})
 	}
 	return j
 }
 
-// MarshalJSON encodes tl in its stable, redacted form ([TimelineJSON]).
+// MarshalJSON encodes tl in its stable, redacted form ([timelineJSON]).
 func (tl *Timeline) MarshalJSON() ([]byte, error) {
-	return json.Marshal(tl.JSON())
+	return json.Marshal(tl.jsonForm())
 }
 
 // JSONLines is an [Observer] that writes each finished timeline as one line
-// of JSON ([TimelineJSON]) to a writer. Writes are serialised.
+// of JSON ([timelineJSON]) to a writer. Writes are serialised.
 type JSONLines struct {
 	mu  sync.Mutex
 	enc *json.Encoder
@@ -162,7 +161,7 @@ func NewJSONLines(w io.Writer) *JSONLines {
 
 // Observe writes tl as one line.
 func (j *JSONLines) Observe(tl *Timeline) {
-	v := tl.JSON()
+	v := tl.jsonForm()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.enc.Encode(v); err != nil && j.err == nil {

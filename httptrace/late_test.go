@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // holdListener holds every accepted connection until released: the client's
@@ -68,10 +69,10 @@ func (lc *lateCase) cancelDuring(t *testing.T, at <-chan struct{}) *httptrace.Ti
 	err := <-errc
 	require.ErrorIs(t, err, context.Canceled)
 	tl := only(t, lc.c)
-	assert.Equal(t, httptrace.ClassCanceled, tl.Outcome.Class)
+	assert.Equal(t, vocab.ClassCanceled, tl.Outcome.Class)
 	assert.Same(t, err, tl.Outcome.Err)
-	assert.Equal(t, 1, tl.Count(httptrace.KindDone))
-	assert.Equal(t, 0, tl.Count(httptrace.KindGotConn))
+	assert.Equal(t, 1, tl.Count(vocab.KindDone))
+	assert.Equal(t, 0, tl.Count(vocab.KindGotConn))
 	return tl
 }
 
@@ -83,7 +84,7 @@ func (lc *lateCase) finish(t *testing.T, cancelled *httptrace.Timeline, wantLate
 	close(lc.release)
 	err := lc.c.Wait(guardCtx(t), func(_ []*httptrace.Timeline, late []httptrace.LateEvent) bool {
 		for _, le := range late {
-			if le.Event.Kind == httptrace.KindTLSDone {
+			if le.Event.Kind == vocab.KindTLSDone {
 				return true
 			}
 		}
@@ -110,13 +111,13 @@ func (lc *lateCase) finish(t *testing.T, cancelled *httptrace.Timeline, wantLate
 	require.Len(t, tls, 2)
 	next := tls[1]
 	assert.NotEqual(t, cancelled.ID, next.ID)
-	assert.Equal(t, httptrace.ClassOK, next.Outcome.Class)
+	assert.Equal(t, vocab.ClassOK, next.Outcome.Class)
 	assert.Equal(t, int64(1), lc.dials.dials.Load(), "one dial in all")
 	for _, e := range next.Events {
 		assert.False(t, e.Late)
 		switch e.Kind {
-		case httptrace.KindDNSStart, httptrace.KindDNSDone, httptrace.KindConnectStart, httptrace.KindConnectDone,
-			httptrace.KindTLSStart, httptrace.KindTLSDone:
+		case vocab.KindDNSStart, vocab.KindDNSDone, vocab.KindConnectStart, vocab.KindConnectDone,
+			vocab.KindTLSStart, vocab.KindTLSDone:
 			t.Errorf("the next request got a %s event of the cancelled request's dial", e.Kind)
 		}
 	}
@@ -137,16 +138,16 @@ func TestLateHandshakeAfterCancel(t *testing.T) {
 
 	dc := &dialCounter{}
 	base := newBase(t, &http.Transport{TLSClientConfig: trust(srv), DialContext: dc.DialContext, MaxConnsPerHost: 1})
-	sig := newSignals(httptrace.KindTLSStart)
+	sig := newSignals(vocab.KindTLSStart)
 	tr, c := traced(t, base, []httptrace.Observer{sig})
 	lc := &lateCase{srv: srv, base: base, dials: dc, c: c, tr: tr, release: release}
 
-	tl := lc.cancelDuring(t, sig.on(httptrace.KindTLSStart))
-	assert.Equal(t, httptrace.StageTLS, tl.Outcome.Stage)
-	requireCounts(t, tl, map[httptrace.Kind]int{httptrace.KindConnectDone: 1, httptrace.KindTLSStart: 1, httptrace.KindTLSDone: 0})
+	tl := lc.cancelDuring(t, sig.on(vocab.KindTLSStart))
+	assert.Equal(t, vocab.StageTLS, tl.Outcome.Stage)
+	requireCounts(t, tl, map[httptrace.Kind]int{vocab.KindConnectDone: 1, vocab.KindTLSStart: 1, vocab.KindTLSDone: 0})
 	assert.False(t, tl.TLS.Done)
 
-	lc.finish(t, tl, httptrace.KindTLSDone)
+	lc.finish(t, tl, vocab.KindTLSDone)
 }
 
 // TestLateDialAfterCancel cancels a request while the base transport's
@@ -175,8 +176,8 @@ func TestLateDialAfterCancel(t *testing.T) {
 	tl := lc.cancelDuring(t, entered)
 	// No hook fired before net.Dialer was reached: to the recorder the
 	// request was still waiting for a connection.
-	assert.Equal(t, httptrace.StagePoolWait, tl.Outcome.Stage)
-	requireCounts(t, tl, map[httptrace.Kind]int{httptrace.KindGetConn: 1, httptrace.KindConnectStart: 0})
+	assert.Equal(t, vocab.StagePoolWait, tl.Outcome.Stage)
+	requireCounts(t, tl, map[httptrace.Kind]int{vocab.KindGetConn: 1, vocab.KindConnectStart: 0})
 
-	lc.finish(t, tl, httptrace.KindConnectStart, httptrace.KindConnectDone, httptrace.KindTLSStart, httptrace.KindTLSDone)
+	lc.finish(t, tl, vocab.KindConnectStart, vocab.KindConnectDone, vocab.KindTLSStart, vocab.KindTLSDone)
 }

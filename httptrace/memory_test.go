@@ -2,12 +2,10 @@ package httptrace_test
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"runtime"
 	"sync/atomic"
@@ -43,30 +41,23 @@ func TestMemoryHeldAfterClose(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	for _, tc := range []struct {
-		name string
-		opts []httptrace.Option
-		dial func(d *net.Dialer) func(context.Context, string, string) (net.Conn, error)
+		name      string
+		dialHooks bool
 	}{
 		{name: "slog"},
 		// The pool's set-up: DNS and connect hooks in the dialer.
-		{name: "slog+dialhooks", opts: []httptrace.Option{httptrace.WithDialerHooks()},
-			dial: func(d *net.Dialer) func(context.Context, string, string) (net.Conn, error) {
-				return func(ctx context.Context, network, addr string) (net.Conn, error) {
-					return d.DialContext(httptrace.DialTrace(ctx), network, addr)
-				}
-			}},
+		{name: "slog+dialhooks", dialHooks: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var lines lineCounter
 			logger := slog.New(slog.NewJSONHandler(&lines, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			base := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second}
-			if tc.dial != nil {
-				base.DialContext = tc.dial(&net.Dialer{})
-			}
 			defer base.CloseIdleConnections()
-			opts := append([]httptrace.Option{httptrace.WithObserver(httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn))}, tc.opts...)
-			tr, err := httptrace.NewTransport(base, opts...)
+			tr, err := httptrace.NewTransport(base, httptrace.WithObserver(httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)))
 			require.NoError(t, err)
+			if tc.dialHooks {
+				withDialerHooks(base, tr)
+			}
 			req, err := http.NewRequest(http.MethodGet, srv.URL+"/ok", nil)
 			require.NoError(t, err)
 			get := func() {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"sync"
 
+	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/notify"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // Observer receives each finished timeline, once, when the response body was
@@ -39,41 +41,13 @@ type EventObserver interface {
 	ObserveEvent(tl *Timeline, ev Event)
 }
 
-// KindSet is a set of event kinds, for [EventFilter].
-type KindSet uint32
-
-// AllKinds holds every kind.
-const AllKinds = KindSet(1<<kindCount - 2)
-
-// Kinds returns the set of kinds.
-func Kinds(kinds ...Kind) KindSet {
-	var s KindSet
-	for _, k := range kinds {
-		if k > 0 && k < kindCount {
-			s |= 1 << k
-		}
+// eventKinds returns the kinds o wants: all, unless it says otherwise (an
+// observer of the module's own, through internal/hook).
+func eventKinds(o EventObserver) vocab.KindSet {
+	if f, ok := o.(hook.Filter); ok {
+		return f.EventKinds() & vocab.AllKinds
 	}
-	return s
-}
-
-// Has reports whether s holds k.
-func (s KindSet) Has(k Kind) bool { return s&(1<<k) != 0 }
-
-// EventFilter is implemented by an [EventObserver] that wants events of
-// some kinds only: a [Transport] calls its ObserveEvent for events of those
-// kinds alone, late ones included. Each call of ObserveEvent sits on the
-// request's path, so an observer that ignores most kinds spares the
-// request the calls.
-type EventFilter interface {
-	EventKinds() KindSet
-}
-
-// eventKinds returns the kinds o wants: all, unless it says otherwise.
-func eventKinds(o EventObserver) KindSet {
-	if f, ok := o.(EventFilter); ok {
-		return f.EventKinds() & AllKinds
-	}
-	return AllKinds
+	return vocab.AllKinds
 }
 
 // Multi returns an observer that calls each of observers in order. Those
@@ -97,7 +71,7 @@ func Multi(observers ...Observer) Observer {
 type multi struct {
 	obs    []Observer
 	events []EventObserver
-	kinds  []KindSet // the kinds each of events wants
+	kinds  []vocab.KindSet // the kinds each of events wants
 }
 
 func (m multi) Observe(tl *Timeline) {
@@ -114,10 +88,10 @@ func (m multi) ObserveEvent(tl *Timeline, ev Event) {
 	}
 }
 
-// EventKinds implements [EventFilter]: the kinds any of m's event
-// observers wants.
-func (m multi) EventKinds() KindSet {
-	var s KindSet
+// EventKinds implements hook.Filter: the kinds any of m's event observers
+// wants.
+func (m multi) EventKinds() vocab.KindSet {
+	var s vocab.KindSet
 	for _, k := range m.kinds {
 		s |= k
 	}

@@ -1,16 +1,22 @@
 package httptrace_test
 
 import (
+	"context"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/hook"
+	"github.com/connaudit/connaudit/internal/redact"
 )
 
 // TestOptionsRejectNonsense: a bad option is an error at construction.
@@ -18,9 +24,9 @@ func TestOptionsRejectNonsense(t *testing.T) {
 	base := newBase(t, nil)
 	for name, opts := range map[string][]httptrace.Option{
 		"nil observer":          {httptrace.WithObserver(nil)},
-		"negative idle timeout": {httptrace.WithBodyIdleTimeout(-1)},
-		"empty header name":     {httptrace.WithHeaders("X-Ok", "")},
-		"nil unclosed report":   {httptrace.WithUnclosedBodyReport(nil)},
+		"negative idle timeout": {httptrace.BodyIdleTimeout(-1)},
+		"empty header name":     {httptrace.Headers("X-Ok", "")},
+		"negative warning":      {httptrace.UnclosedBodyWarning(-1)},
 	} {
 		_, err := httptrace.NewTransport(base, opts...)
 		assert.Error(t, err, name)
@@ -32,30 +38,12 @@ func TestOptionsRejectNonsense(t *testing.T) {
 	assert.Same(t, base, tr.Base())
 }
 
-// TestKindNames: every kind has a stable name that parses back.
-func TestKindNames(t *testing.T) {
-	seen := map[string]bool{}
-	for k := httptrace.KindGetConn; k <= httptrace.KindDone; k++ {
-		name := k.String()
-		assert.NotEqual(t, "unknown", name)
-		assert.False(t, seen[name], "duplicate name %s", name)
-		seen[name] = true
-		got, ok := httptrace.ParseKind(name)
-		assert.True(t, ok)
-		assert.Equal(t, k, got)
-	}
-	assert.Equal(t, "unknown", httptrace.Kind(0).String())
-	assert.Equal(t, "unknown", (httptrace.KindDone + 1).String())
-	_, ok := httptrace.ParseKind("nope")
-	assert.False(t, ok)
-}
-
 // TestAttemptNumber: a retry policy's attempt number reaches the timeline.
 func TestAttemptNumber(t *testing.T) {
 	srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	tr, c := traced(t, newBase(t, nil), nil)
 	for n := 1; n <= 2; n++ {
-		resp, err := tr.RoundTrip(newRequest(t, httptrace.WithAttempt(guardCtx(t), n), http.MethodGet, srv.URL, nil))
+		resp, err := tr.RoundTrip(newRequest(t, hook.WithAttempt(guardCtx(t), n), http.MethodGet, srv.URL, nil))
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
@@ -63,40 +51,112 @@ func TestAttemptNumber(t *testing.T) {
 	tls := waitTimelines(t, c, 3)
 	require.Len(t, tls, 3)
 	assert.Equal(t, []int{1, 2, 0}, []int{tls[0].Attempt, tls[1].Attempt, tls[2].Attempt})
-	assert.Equal(t, 2, httptrace.AttemptFromContext(httptrace.WithAttempt(t.Context(), 2)))
-	assert.Equal(t, 0, httptrace.AttemptFromContext(t.Context()))
+	assert.Equal(t, 2, hook.Attempt(hook.WithAttempt(t.Context(), 2)))
+	assert.Equal(t, 0, hook.Attempt(t.Context()))
 }
 
-// TestUnclosedBodyReport: a body read to EOF (so its connection went back
-// to the pool) but never closed is reported once it is garbage collected,
-// with a redacted URL and no reference to the response.
-func TestUnclosedBodyReport(t *testing.T) {
-	srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-	reports := make(chan httptrace.UnclosedBody, 1)
-	tr, c := traced(t, newBase(t, nil), nil, httptrace.WithUnclosedBodyReport(func(u httptrace.UnclosedBody) {
+// warnings is an event observer that passes on the warnings of bodies left
+// open.
+type warnings chan httptrace.Event
+
+func (w warnings) Observe(*httptrace.Timeline) {}
+
+func (w warnings) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
+	if ev.Kind == "body-held" || ev.Kind == "body-collected" {
 		select {
-		case reports <- u:
+		case w <- ev:
 		default:
 		}
-	}))
-
-	func() {
-		resp, err := tr.RoundTrip(newRequest(t, guardCtx(t), http.MethodGet, srv.URL+"/leak?token=tok-SECRET", nil))
-		require.NoError(t, err)
-		_, err = io.Copy(io.Discard, resp.Body)
-		require.NoError(t, err)
-		// no Close
-	}()
-	runtime.GC()
-	var u httptrace.UnclosedBody
-	select {
-	case u = <-reports:
-	case <-guardCtx(t).Done():
-		t.Fatal("no report for the unclosed body")
 	}
-	assert.NotZero(t, u.Timeline)
-	assert.Equal(t, http.MethodGet, u.Method)
-	assert.Equal(t, srv.URL+"/leak?token="+httptrace.Masked, u.URL)
-	assert.False(t, strings.Contains(u.URL, "tok-SECRET"))
-	assert.Empty(t, c.Timelines(), "a body never closed never finishes its timeline")
+}
+
+// next returns the next warning, running the garbage collector meanwhile
+// when gc is set; the wait is bounded.
+func (w warnings) next(t *testing.T, gc bool) httptrace.Event {
+	t.Helper()
+	ctx := guardCtx(t)
+	for range 200 {
+		if gc {
+			runtime.GC()
+		}
+		select {
+		case ev := <-w:
+			return ev
+		case <-ctx.Done():
+			t.Fatal("no warning")
+		case <-time.After(20 * time.Millisecond): // a bound on this wait, not a synchronisation
+		}
+	}
+	t.Fatal("no warning")
+	return httptrace.Event{}
+}
+
+// TestUnclosedBodyWarning: a body still open past the threshold is reported
+// ("body-held") and logged as a warning naming the request, its connection
+// and where it was made; a body dropped without Close is reported once
+// garbage collected ("body-collected"), whether it was read to EOF or never
+// read (its connection pinned); each warning is logged once per call site;
+// URLs are redacted; a body never closed never finishes its timeline.
+func TestUnclosedBodyWarning(t *testing.T) {
+	srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	var log lockedBuffer
+	logger := slog.New(slog.NewJSONHandler(&log, nil))
+	w := make(warnings, 4)
+	obs := httptrace.Multi(w, httptrace.NewSlogObserver(logger, slog.LevelDebug, slog.LevelWarn))
+	tr, c := traced(t, newBase(t, nil), []httptrace.Observer{obs},
+		httptrace.UnclosedBodyWarning(10*time.Millisecond), httptrace.CaptureStacks())
+	ctx, cancel := context.WithCancel(guardCtx(t))
+	defer cancel() // frees the connection a dropped body pins
+
+	held, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, srv.URL+"/held?token=tok-SECRET", nil))
+	require.NoError(t, err)
+	ev := w.next(t, false)
+	assert.Equal(t, httptrace.Kind("body-held"), ev.Kind)
+	assert.GreaterOrEqual(t, time.Duration(ev.N), 10*time.Millisecond, "the body's age")
+	require.NoError(t, held.Body.Close())
+
+	drop := func(path string, read bool) {
+		resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, srv.URL+path, nil)) // one call site
+		require.NoError(t, err)
+		if read {
+			_, err = io.Copy(io.Discard, resp.Body)
+			require.NoError(t, err)
+		}
+	}
+	drop("/read", true)
+	w.next(t, false) // held first: the threshold is shorter than any GC wait
+	ev = w.next(t, true)
+	assert.Equal(t, httptrace.Kind("body-collected"), ev.Kind)
+	assert.Equal(t, int64(2), ev.N, "the bytes read")
+	drop("/unread", false)
+	w.next(t, false)
+	ev = w.next(t, true)
+	assert.Equal(t, httptrace.Kind("body-collected"), ev.Kind)
+	assert.Zero(t, ev.N)
+
+	records := strings.Split(strings.TrimSpace(log.String()), "\n")
+	var held2, collected int
+	for _, line := range records {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+		switch rec["msg"] {
+		case "response body not closed":
+			held2++
+			if held2 == 1 {
+				assert.Equal(t, "WARN", rec["level"])
+				assert.Equal(t, srv.URL+"/held?token="+redact.Masked, rec["url"])
+				assert.Contains(t, rec, "conn")
+				assert.Contains(t, rec["opened_at"], "TestUnclosedBodyWarning")
+			}
+		case "response body garbage collected without Close":
+			collected++
+			assert.Contains(t, rec["opened_at"], "TestUnclosedBodyWarning")
+		}
+	}
+	// held: /held, then one for the two drops' call site; collected: one
+	// for that call site.
+	assert.Equal(t, 2, held2, "held warnings, once per call site: %s", log.String())
+	assert.Equal(t, 1, collected, "collected warnings, once per call site: %s", log.String())
+	assert.NotContains(t, log.String(), "tok-SECRET")
+	require.Len(t, c.Timelines(), 1, "only the closed body finished its timeline")
 }

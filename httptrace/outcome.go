@@ -1,57 +1,45 @@
 package httptrace
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"io"
-	"net"
-	"net/url"
-	"strings"
-	"syscall"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
-// Class is the outcome class of a request: [ClassOK] for any HTTP response,
-// whatever its status, or the kind of failure that ended it.
-type Class string
+// Class is the outcome class of a request: "ok" for any HTTP response,
+// whatever its status, or the kind of failure that ended it. The classes:
+//
+//	ok                       a response arrived (any status) and its body ended cleanly
+//	connect-refused          the dial was refused (ECONNREFUSED)
+//	connect-timeout          the dial timed out (net.Dialer.Timeout)
+//	connect                  the dial failed otherwise
+//	dns                      the name could not be resolved
+//	tls-handshake-timeout    http.Transport.TLSHandshakeTimeout fired
+//	tls                      the TLS handshake failed (certificate, alert, protocol)
+//	response-header-timeout  http.Transport.ResponseHeaderTimeout fired
+//	deadline                 the request's context deadline passed
+//	canceled                 the request's context was cancelled
+//	server-closed            the server closed the connection before a response
+//	reset                    the connection was reset (ECONNRESET, EPIPE)
+//	body-truncated           the body ended before its declared length
+//	body-idle-timeout        the body made no progress for the idle bound ([BodyIdleTimeout])
+//	goaway                   an HTTP/2 server sent GOAWAY
+//	stream-reset             an HTTP/2 server reset the stream (RST_STREAM)
+//	protocol                 the server's reply was not valid HTTP
+//	timeout                  another timeout
+//	error                    any other failure
+//
+// Compare with a literal: tl.Outcome.Class == "reset".
+type Class = vocab.Class
 
-// The outcome classes.
-const (
-	ClassOK                    Class = "ok"                      // a response arrived (any status) and its body ended cleanly
-	ClassConnectRefused        Class = "connect-refused"         // the dial was refused (ECONNREFUSED)
-	ClassConnectTimeout        Class = "connect-timeout"         // the dial timed out (net.Dialer.Timeout)
-	ClassConnect               Class = "connect"                 // the dial failed otherwise
-	ClassDNS                   Class = "dns"                     // the name could not be resolved
-	ClassTLSHandshakeTimeout   Class = "tls-handshake-timeout"   // Transport.TLSHandshakeTimeout fired
-	ClassTLS                   Class = "tls"                     // the TLS handshake failed (certificate, alert, protocol)
-	ClassResponseHeaderTimeout Class = "response-header-timeout" // Transport.ResponseHeaderTimeout fired
-	ClassDeadline              Class = "deadline"                // the request's context deadline passed
-	ClassCanceled              Class = "canceled"                // the request's context was cancelled
-	ClassServerClosed          Class = "server-closed"           // the server closed the connection before a response
-	ClassReset                 Class = "reset"                   // the connection was reset (ECONNRESET, EPIPE)
-	ClassBodyTruncated         Class = "body-truncated"          // the body ended before its declared length
-	ClassBodyIdleTimeout       Class = "body-idle-timeout"       // the body made no progress for the idle bound
-	ClassGoAway                Class = "goaway"                  // an HTTP/2 server sent GOAWAY
-	ClassStreamReset           Class = "stream-reset"            // an HTTP/2 server reset the stream (RST_STREAM)
-	ClassProtocol              Class = "protocol"                // the server's reply was not valid HTTP
-	ClassTimeout               Class = "timeout"                 // another timeout
-	ClassError                 Class = "error"                   // any other failure
-)
-
-// Stage is the stage a request was in when it ended.
-type Stage string
-
-// The stages, in order.
-const (
-	StagePoolWait     Stage = "pool-wait"     // waiting for a connection from the pool
-	StageDNS          Stage = "dns"           // resolving the host
-	StageConnect      Stage = "connect"       // dialing
-	StageTLS          Stage = "tls"           // in the TLS handshake
-	StageWrite        Stage = "write"         // writing the request
-	StageAwaitHeaders Stage = "await-headers" // waiting for the response headers
-	StageBody         Stage = "body"          // reading the response body
-)
+// Stage is the stage a request was in when it ended. The stages, in order:
+//
+//	pool-wait      waiting for a connection from the pool
+//	dns            resolving the host
+//	connect        dialing
+//	tls            in the TLS handshake
+//	write          writing the request
+//	await-headers  waiting for the response headers
+//	body           reading the response body
+type Stage = vocab.Stage
 
 // Outcome is how a request ended: exactly one per timeline.
 type Outcome struct {
@@ -61,185 +49,20 @@ type Outcome struct {
 	Stage Stage
 	// Status is the HTTP status code, when a response arrived.
 	Status int
-	// Err is the error that ended the request, nil for ClassOK.
+	// Err is the error that ended the request, nil for class "ok".
 	Err error
 }
 
 // ErrBodyIdleTimeout is the cause with which a request is cancelled when its
-// body made no progress for the body idle bound ([WithBodyIdleTimeout]).
-var ErrBodyIdleTimeout = errors.New("connaudit: response body idle timeout")
-
-// errBadStatus is the outcome error of a response whose status code is
-// not a three-digit code from 100 up.
-var errBadStatus = errors.New("httptrace: invalid response status code")
-
-// errTooMany1xx ends a request whose informational (1xx) responses
-// exceeded the response header bound (see recorder.got1xxResponse).
-var errTooMany1xx = errors.New("httptrace: informational (1xx) responses exceeded the response header limit")
+// body made no progress for the body idle bound ([BodyIdleTimeout]).
+var ErrBodyIdleTimeout = vocab.ErrBodyIdleTimeout
 
 // Classify returns the class of a request that ended with err while at
-// stage. It reads typed errors first (errors.Is, errors.As,
-// net.Error.Timeout); it falls back to error text only where net/http
-// exposes nothing else, and each such case is marked below. A nil err is
-// [ClassOK].
+// stage ("" when unknown). It reads typed errors first (errors.Is,
+// errors.As, net.Error.Timeout) and falls back to error text only where
+// net/http exposes nothing else. A nil err is "ok".
 //
 // Classify cannot tell a deadline of the caller's context from a timeout of
-// the same shape inside the Transport; [Transport] asks the request's
-// context first and uses [ClassifyContext].
-func Classify(err error, stage Stage) Class {
-	if err == nil {
-		return ClassOK
-	}
-	if errors.Is(err, ErrBodyIdleTimeout) {
-		return ClassBodyIdleTimeout
-	}
-	if errors.Is(err, context.Canceled) {
-		return ClassCanceled
-	}
-	if errors.Is(err, errTooMany1xx) || errors.Is(err, errBadStatus) {
-		return ClassProtocol
-	}
-	// http.Client's *url.Error quotes the request's URL, which must not
-	// be read as the error's text: the classes read from text below come
-	// from what it wraps.
-	for {
-		ue, ok := err.(*url.Error)
-		if !ok || ue.Err == nil {
-			break
-		}
-		err = ue.Err
-	}
-	msg := err.Error()
-	// net/http's errTimeout and http2's errTimeout are unexported; their
-	// text is the only handle ("net/http: timeout awaiting response
-	// headers", "http2: timeout awaiting response headers").
-	if strings.Contains(msg, "timeout awaiting response headers") {
-		return ClassResponseHeaderTimeout
-	}
-	// tlsHandshakeTimeoutError is unexported; its text is fixed.
-	if strings.Contains(msg, "TLS handshake timeout") {
-		return ClassTLSHandshakeTimeout
-	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return ClassDNS
-	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return ClassConnectRefused
-	}
-	var opErr *net.OpError
-	isDial := errors.As(err, &opErr) && opErr.Op == "dial"
-	if isDial && isTimeout(err) {
-		return ClassConnectTimeout
-	}
-	if isTLSError(err) {
-		return ClassTLS
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return ClassDeadline
-	}
-	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
-		return ClassReset
-	}
-	// The HTTP/2 stream and connection errors of the bundled http2 are
-	// unexported types; their text is stable.
-	switch {
-	case strings.Contains(msg, "GOAWAY"):
-		return ClassGoAway
-	case strings.Contains(msg, "stream error:") || strings.Contains(msg, "RST_STREAM"):
-		return ClassStreamReset
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		if stage == StageBody {
-			return ClassBodyTruncated
-		}
-		return ClassServerClosed
-	}
-	// The bundled http2's connection errors are unexported too: "force
-	// closed via ClientConn.Close" is what the other streams of a
-	// connection get when a write on it failed because the server broke
-	// it; "client connection lost" is a connection whose PINGs went
-	// unanswered (ReadIdleTimeout, PingTimeout).
-	if strings.Contains(msg, "client connection lost") {
-		return ClassTimeout
-	}
-	if errors.Is(err, io.EOF) || strings.Contains(msg, "server closed idle connection") ||
-		strings.Contains(msg, "force closed via ClientConn.Close") {
-		// errServerClosedIdle is unexported; its text is fixed.
-		return ClassServerClosed
-	}
-	if isDial {
-		return ClassConnect
-	}
-	if isTimeout(err) {
-		switch stage {
-		case StageConnect:
-			return ClassConnectTimeout
-		case StageTLS:
-			return ClassTLSHandshakeTimeout
-		}
-		return ClassTimeout
-	}
-	// Malformed replies come back as unexported errors whose text starts
-	// with "malformed" or contains "invalid" (badStringError and friends).
-	// "readLoopPeekFailLocked" is net/http's error for a connection on
-	// which the server sent bytes before any request was written (an
-	// "Unsolicited response").
-	if strings.Contains(msg, "malformed") || strings.Contains(msg, "invalid") ||
-		strings.Contains(msg, "too large") || strings.Contains(msg, "HTTP/1.x transport connection broken") ||
-		strings.Contains(msg, "readLoopPeekFailLocked") {
-		return ClassProtocol
-	}
-	return ClassError
-}
-
-// ClassifyContext is [Classify] for a request made with ctx: a request whose
-// own context ended is [ClassDeadline] or [ClassCanceled] (or
-// [ClassBodyIdleTimeout] when that was the cause), whatever the error
-// through which the Transport reported it. A context cancelled with a cause
-// that is a [context.DeadlineExceeded] (errors.Is) ended by a deadline: a
-// caller may time requests with one timer of its own rather than a context
-// deadline each.
-func ClassifyContext(ctx context.Context, err error, stage Stage) Class {
-	if err == nil {
-		return ClassOK
-	}
-	if ctx != nil && ctx.Err() != nil {
-		cause := context.Cause(ctx)
-		switch {
-		case errors.Is(cause, ErrBodyIdleTimeout) || errors.Is(err, ErrBodyIdleTimeout):
-			return ClassBodyIdleTimeout
-		case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(cause, context.DeadlineExceeded):
-			return ClassDeadline
-		default:
-			return ClassCanceled
-		}
-	}
-	return Classify(err, stage)
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-func isTLSError(err error) bool {
-	var (
-		rh    tls.RecordHeaderError
-		alert tls.AlertError
-		cv    *tls.CertificateVerificationError
-		ua    x509.UnknownAuthorityError
-		hn    x509.HostnameError
-		ci    x509.CertificateInvalidError
-		ech   *tls.ECHRejectionError
-	)
-	if errors.As(err, &rh) || errors.As(err, &alert) || errors.As(err, &cv) ||
-		errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) || errors.As(err, &ech) {
-		return true
-	}
-	// crypto/tls reports many handshake failures as plain errors whose
-	// text starts with "tls: " (and alerts from the peer as "remote error:
-	// tls: ...").
-	msg := err.Error()
-	return strings.Contains(msg, "tls: ")
-}
+// the same shape inside the Transport; a [Transport] asks the request's
+// context first.
+func Classify(err error, stage Stage) Class { return vocab.Classify(err, stage) }

@@ -14,6 +14,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/hook"
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 const (
@@ -80,6 +84,13 @@ type recorder struct {
 	lastID                uint64
 	lastLocal, lastRemote net.Addr
 
+	// held is the timer of the unclosed-body warning, armed while the
+	// body is open; heldGen the generation it was armed for.
+	held    *time.Timer
+	heldGen uint64
+	// pcs holds the stack where the request was made (CaptureStacks).
+	pcs [maxStack]uintptr
+
 	// idleBy is when the body counts as idle. The timer's callback checks
 	// it: a callback that fired for an earlier request of this recycled
 	// recorder, or before the last progress, and then waited on mu, finds
@@ -132,7 +143,7 @@ func (r *recorder) begin(req *http.Request) {
 	r.ctx = req.Context()
 	r.req = req
 	r.tl.ID = timelineIDs.Add(1)
-	r.tl.Attempt = AttemptFromContext(r.ctx)
+	r.tl.Attempt = hook.Attempt(r.ctx)
 	r.tl.Method = req.Method
 	if r.tl.Method == "" {
 		r.tl.Method = http.MethodGet
@@ -148,14 +159,17 @@ func (r *recorder) begin(req *http.Request) {
 		for _, h := range r.t.headers {
 			if v := req.Header.Values(h); len(v) > 0 {
 				if slices.Contains(r.t.secretHeaders, h) {
-					r.tl.Header[h] = Masked
+					r.tl.Header[h] = redact.Masked
 				} else {
-					r.tl.Header[h] = redactHeader(h, v)
+					r.tl.Header[h] = redact.Header(h, v)
 				}
 			}
 		}
 	}
 	r.roundTrips = 1
+	if r.t.stacks {
+		r.tl.stack = callers(r.pcs[:])
+	}
 	r.tl.Start = time.Now()
 }
 
@@ -202,7 +216,7 @@ func (r *recorder) add(e Event) {
 
 // endsRequest reports whether k is one of the endEvents kinds.
 func endsRequest(k Kind) bool {
-	return k == KindResponse || k == KindBodyEOF || k == KindBodyClose || k == KindDone
+	return k == vocab.KindResponse || k == vocab.KindBodyEOF || k == vocab.KindBodyClose || k == vocab.KindDone
 }
 
 func (r *recorder) getConn(string) {
@@ -216,9 +230,9 @@ func (r *recorder) getConn(string) {
 		r.tl.Retries++
 		r.gotAny = false
 	}
-	r.phase = StagePoolWait
+	r.phase = vocab.StagePoolWait
 	r.gotConn, r.wrote, r.firstByte = false, false, false
-	r.add(Event{Kind: KindGetConn})
+	r.add(Event{Kind: vocab.KindGetConn})
 	r.mu.Unlock()
 }
 
@@ -230,7 +244,7 @@ func (r *recorder) gotConnHook(info stdtrace.GotConnInfo) {
 			r.gotIdle++
 		}
 		r.gotConn, r.gotAny = true, true
-		r.phase = StageWrite
+		r.phase = vocab.StageWrite
 		r.tl.Conn = ConnInfo{
 			ID:       id,
 			Reused:   info.Reused,
@@ -245,7 +259,7 @@ func (r *recorder) gotConnHook(info stdtrace.GotConnInfo) {
 	if info.Reused {
 		n = 1
 	}
-	r.add(Event{Kind: KindGotConn, Conn: id, N: n})
+	r.add(Event{Kind: vocab.KindGotConn, Conn: id, N: n})
 	r.mu.Unlock()
 }
 
@@ -257,7 +271,7 @@ func (r *recorder) identify(c net.Conn) (id uint64, local, remote net.Addr) {
 	if r.lastConn != nil && c == r.lastConn {
 		return r.lastID, r.lastLocal, r.lastRemote
 	}
-	id, local, remote = ConnID(c), c.LocalAddr(), c.RemoteAddr()
+	id, local, remote = connID(c), c.LocalAddr(), c.RemoteAddr()
 	r.lastConn = nil
 	if reflect.TypeOf(c).Comparable() {
 		r.lastConn, r.lastID, r.lastLocal, r.lastRemote = c, id, local, remote
@@ -267,14 +281,14 @@ func (r *recorder) identify(c net.Conn) (id uint64, local, remote net.Addr) {
 
 func (r *recorder) putIdleConn(err error) {
 	r.mu.Lock()
-	r.add(Event{Kind: KindPutIdleConn, Conn: r.tl.Conn.ID, Err: err})
+	r.add(Event{Kind: vocab.KindPutIdleConn, Conn: r.tl.Conn.ID, Err: err})
 	r.mu.Unlock()
 }
 
 func (r *recorder) gotFirstResponseByte() {
 	r.mu.Lock()
 	r.firstByte = true
-	r.add(Event{Kind: KindFirstByte, Conn: r.tl.Conn.ID})
+	r.add(Event{Kind: vocab.KindFirstByte, Conn: r.tl.Conn.ID})
 	r.mu.Unlock()
 }
 
@@ -293,9 +307,9 @@ func (r *recorder) got1xxResponse(code int, h textproto.MIMEHeader) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.size1xx += size
-	r.add(Event{Kind: KindGot1xx, Conn: r.tl.Conn.ID, N: int64(code)})
+	r.add(Event{Kind: vocab.KindGot1xx, Conn: r.tl.Conn.ID, N: int64(code)})
 	if limit := r.t.max1xx; r.size1xx > limit {
-		return fmt.Errorf("%w (%d bytes)", errTooMany1xx, limit)
+		return fmt.Errorf("%w (%d bytes)", vocab.ErrTooMany1xx, limit)
 	}
 	return nil
 }
@@ -304,10 +318,10 @@ func (r *recorder) dnsStart(info stdtrace.DNSStartInfo) {
 	r.mu.Lock()
 	r.netEvents = true
 	if !r.tl.Finished {
-		r.phase = StageDNS
+		r.phase = vocab.StageDNS
 		r.tl.DNS.Host = info.Host
 	}
-	r.add(Event{Kind: KindDNSStart, Addr: info.Host})
+	r.add(Event{Kind: vocab.KindDNSStart, Addr: info.Host})
 	r.mu.Unlock()
 }
 
@@ -317,7 +331,7 @@ func (r *recorder) dnsDone(info stdtrace.DNSDoneInfo) {
 	if !r.tl.Finished {
 		r.tl.DNS.Addrs, r.tl.DNS.Err = info.Addrs, info.Err
 	}
-	r.add(Event{Kind: KindDNSDone, N: int64(len(info.Addrs)), Err: info.Err})
+	r.add(Event{Kind: vocab.KindDNSDone, N: int64(len(info.Addrs)), Err: info.Err})
 	r.mu.Unlock()
 }
 
@@ -326,9 +340,9 @@ func (r *recorder) connectStart(_, addr string) {
 	r.netEvents = true
 	r.connects++
 	if !r.tl.Finished && !r.gotConn {
-		r.phase = StageConnect
+		r.phase = vocab.StageConnect
 	}
-	r.add(Event{Kind: KindConnectStart, Addr: addr})
+	r.add(Event{Kind: vocab.KindConnectStart, Addr: addr})
 	r.mu.Unlock()
 }
 
@@ -340,10 +354,10 @@ func (r *recorder) connectDone(_, addr string, err error) {
 		r.connectOK = true
 		if !r.gotConn && r.tl.url != nil && r.tl.url.Scheme == "https" {
 			// TCP is up; for https the TLS handshake comes next.
-			r.phase = StageTLS
+			r.phase = vocab.StageTLS
 		}
 	}
-	r.add(Event{Kind: KindConnectDone, Addr: addr, Err: err})
+	r.add(Event{Kind: vocab.KindConnectDone, Addr: addr, Err: err})
 	r.mu.Unlock()
 }
 
@@ -351,9 +365,9 @@ func (r *recorder) tlsHandshakeStart() {
 	r.mu.Lock()
 	r.netEvents = true
 	if !r.tl.Finished && !r.gotConn {
-		r.phase = StageTLS
+		r.phase = vocab.StageTLS
 	}
-	r.add(Event{Kind: KindTLSStart})
+	r.add(Event{Kind: vocab.KindTLSStart})
 	r.mu.Unlock()
 }
 
@@ -371,19 +385,19 @@ func (r *recorder) tlsHandshakeDone(st tls.ConnectionState, err error) {
 			Err:         err,
 		}
 	}
-	r.add(Event{Kind: KindTLSDone, Err: err, Addr: st.NegotiatedProtocol, N: int64(st.Version)})
+	r.add(Event{Kind: vocab.KindTLSDone, Err: err, Addr: st.NegotiatedProtocol, N: int64(st.Version)})
 	r.mu.Unlock()
 }
 
 func (r *recorder) wroteHeaders() {
 	r.mu.Lock()
-	r.add(Event{Kind: KindWroteHeaders, Conn: r.tl.Conn.ID})
+	r.add(Event{Kind: vocab.KindWroteHeaders, Conn: r.tl.Conn.ID})
 	r.mu.Unlock()
 }
 
 func (r *recorder) wait100Continue() {
 	r.mu.Lock()
-	r.add(Event{Kind: KindWait100Continue, Conn: r.tl.Conn.ID})
+	r.add(Event{Kind: vocab.KindWait100Continue, Conn: r.tl.Conn.ID})
 	r.mu.Unlock()
 }
 
@@ -410,7 +424,7 @@ func (r *recorder) wroteBodiless(info stdtrace.WroteRequestInfo) {
 	var at time.Duration
 	if info.Err == nil {
 		at = time.Since(r.tl.Start)
-		r.add(Event{Kind: KindWroteHeaders, At: at, Conn: r.tl.Conn.ID})
+		r.add(Event{Kind: vocab.KindWroteHeaders, At: at, Conn: r.tl.Conn.ID})
 	}
 	r.wroteRequestLocked(info, at)
 	r.mu.Unlock()
@@ -424,24 +438,24 @@ func (r *recorder) wroteRequestLocked(info stdtrace.WroteRequestInfo, at time.Du
 	// the write stage.
 	if info.Err == nil {
 		r.wrote = true
-		if !r.tl.Finished && r.phase == StageWrite {
-			r.phase = StageAwaitHeaders
+		if !r.tl.Finished && r.phase == vocab.StageWrite {
+			r.phase = vocab.StageAwaitHeaders
 		}
 	}
-	r.add(Event{Kind: KindWroteRequest, At: at, Conn: r.tl.Conn.ID, Err: info.Err})
+	r.add(Event{Kind: vocab.KindWroteRequest, At: at, Conn: r.tl.Conn.ID, Err: info.Err})
 }
 
 // stage returns the stage the request is in; r.mu is held.
 func (r *recorder) stage() Stage {
 	switch {
 	case r.response:
-		return StageBody
+		return vocab.StageBody
 	case r.gotConn && (r.wrote || r.firstByte):
-		return StageAwaitHeaders
+		return vocab.StageAwaitHeaders
 	case r.gotConn:
-		return StageWrite
+		return vocab.StageWrite
 	case r.phase == "":
-		return StagePoolWait
+		return vocab.StagePoolWait
 	}
 	return r.phase
 }
@@ -452,14 +466,14 @@ func (r *recorder) roundTripDone(resp *http.Response, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
-		r.finishLocked(ClassifyContext(r.ctx, err, r.stage()), r.stage(), err, 0)
+		r.finishLocked(vocab.ClassifyContext(r.ctx, err, r.stage()), r.stage(), err, 0)
 		return
 	}
 	r.response = true
 	r.tl.Status = resp.StatusCode
 	r.tl.Proto = resp.Proto
 	r.tl.ConnClose = resp.Close
-	r.add(Event{Kind: KindResponse, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
+	r.add(Event{Kind: vocab.KindResponse, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
 }
 
 // bodyStarted readies r for the response body it now hands over. An empty
@@ -471,13 +485,56 @@ func (r *recorder) bodyStarted(empty bool) {
 		r.bodyRead(r.gen, 0, io.EOF)
 		return
 	}
-	if r.t.bodyIdle > 0 {
+	if r.t.bodyIdle > 0 || r.t.heldAfter > 0 {
 		r.mu.Lock()
 		if !r.tl.Finished {
-			r.startWatchLocked()
+			if r.t.bodyIdle > 0 {
+				r.startWatchLocked()
+			}
+			if r.t.heldAfter > 0 {
+				r.startHeldLocked()
+			}
 		}
 		r.mu.Unlock()
 	}
+}
+
+// startHeldLocked arms the unclosed-body warning; r.mu is held.
+func (r *recorder) startHeldLocked() {
+	r.heldGen = r.gen
+	if r.held == nil {
+		r.held = time.AfterFunc(r.t.heldAfter, r.bodyHeld)
+		return
+	}
+	r.held.Reset(r.t.heldAfter)
+}
+
+// bodyHeld reports a body still open when the warning's timer fires: a
+// "body-held" event for the event observer. A timer of an earlier request
+// of this recycled recorder finds another generation, or the body closed,
+// and does nothing.
+func (r *recorder) bodyHeld() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.heldGen != r.gen || r.tl.BodyClosed || r.tl.Finished || !r.response {
+		return
+	}
+	age := time.Since(r.tl.Start)
+	if first, ok := r.tl.First(vocab.KindResponse); ok {
+		age -= first.At
+	}
+	r.add(Event{Kind: vocab.KindBodyHeld, Conn: r.tl.Conn.ID, N: int64(age)})
+}
+
+// bodyGone reports the body of generation gen garbage collected without
+// Close: a "body-collected" event for the event observer.
+func (r *recorder) bodyGone(gen uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen != gen || r.tl.BodyClosed || r.tl.Finished {
+		return
+	}
+	r.add(Event{Kind: vocab.KindBodyCollected, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
 }
 
 // bodyRead records one Read of the body of the request of generation gen.
@@ -497,7 +554,7 @@ func (r *recorder) bodyRead(gen uint64, n int, err error) {
 		if !r.tl.BodyEOF {
 			r.tl.BodyEOF = true
 			r.stopWatchLocked()
-			r.add(Event{Kind: KindBodyEOF, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+			r.add(Event{Kind: vocab.KindBodyEOF, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
 		}
 	case err != nil && r.readErr == nil:
 		r.readErr = err
@@ -515,17 +572,17 @@ func (r *recorder) bodyClose(gen uint64) bool {
 	r.tl.BodyClosed = true
 	r.tl.ClosedEarly = !r.tl.BodyEOF
 	at := time.Since(r.tl.Start)
-	r.add(Event{Kind: KindBodyClose, At: at, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+	r.add(Event{Kind: vocab.KindBodyClose, At: at, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
 	if r.readErr != nil {
-		class := ClassifyContext(r.ctx, r.readErr, StageBody)
+		class := vocab.ClassifyContext(r.ctx, r.readErr, vocab.StageBody)
 		if r.idleFired && r.ctx.Err() == nil {
 			// HTTP/2 reports the watchdog's cancel as plain
 			// "context canceled", without its cause.
-			class = ClassBodyIdleTimeout
+			class = vocab.ClassBodyIdleTimeout
 		}
-		r.finishLocked(class, StageBody, r.readErr, at)
+		r.finishLocked(class, vocab.StageBody, r.readErr, at)
 	} else {
-		r.finishLocked(ClassOK, StageBody, nil, at)
+		r.finishLocked(vocab.ClassOK, vocab.StageBody, nil, at)
 	}
 	// Reuse only when no hook of this request can fire any more: every
 	// GetConn was answered at once from the idle pool (so this request
@@ -542,22 +599,25 @@ func (r *recorder) finishLocked(class Class, stage Stage, err error, at time.Dur
 	if r.tl.Finished {
 		return
 	}
-	if class == ClassOK && r.response && (r.tl.Status < 100 || r.tl.Status > 999) {
+	if class == vocab.ClassOK && r.response && (r.tl.Status < 100 || r.tl.Status > 999) {
 		// net/http hands over a status line such as "HTTP/1.1 000"
 		// as a response; it is not valid HTTP.
-		class, err = ClassProtocol, fmt.Errorf("%w: %d", errBadStatus, r.tl.Status)
+		class, err = vocab.ClassProtocol, fmt.Errorf("%w: %d", vocab.ErrBadStatus, r.tl.Status)
 	}
 	r.stopWatchLocked()
+	if r.held != nil {
+		r.held.Stop()
+	}
 	if r.cancel != nil {
 		r.cancel(nil)
 		r.cancel = nil
 	}
 	r.tl.Outcome = Outcome{Class: class, Stage: stage, Status: r.tl.Status, Err: err}
-	r.add(Event{Kind: KindDone, At: at, Conn: r.tl.Conn.ID, N: int64(r.tl.Status), Err: err})
+	r.add(Event{Kind: vocab.KindDone, At: at, Conn: r.tl.Conn.ID, N: int64(r.tl.Status), Err: err})
 	if r.errs && r.req != nil {
 		// The request is still the caller's to leave alone: its header
 		// can be read.
-		r.tl.secrets = requestSecrets(r.req, r.t.secretHeaders)
+		r.tl.secrets = redact.RequestSecrets(r.req, r.t.secretHeaders)
 	}
 	r.req = nil
 	r.tl.Finished = true

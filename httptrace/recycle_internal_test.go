@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -75,7 +76,7 @@ func TestRecycleDecision(t *testing.T) {
 // after the recorder was recycled and armed for the next request. It must
 // not cancel the next request.
 func TestStaleBodyIdleTimer(t *testing.T) {
-	tr, err := NewTransport(&http.Transport{}, WithBodyIdleTimeout(time.Hour))
+	tr, err := NewTransport(&http.Transport{}, BodyIdleTimeout(time.Hour))
 	require.NoError(t, err)
 	r := newRecorder(tr)
 
@@ -83,7 +84,7 @@ func TestStaleBodyIdleTimer(t *testing.T) {
 	_, r.cancel = context.WithCancelCause(context.Background())
 	r.mu.Lock()
 	r.startWatchLocked()
-	r.finishLocked(ClassOK, StageBody, nil, 0)
+	r.finishLocked(vocab.ClassOK, vocab.StageBody, nil, 0)
 	r.mu.Unlock()
 	r.reset()
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // TestRecyclingNeverCorrupts sends many requests in a row on one keep-alive
@@ -28,7 +29,7 @@ func TestRecyclingNeverCorrupts(t *testing.T) {
 		opts []httptrace.Option
 	}{
 		{"plain", nil},
-		{"with body watchdog and headers", []httptrace.Option{httptrace.WithBodyIdleTimeout(guard), httptrace.WithHeaders("X-Req")}},
+		{"with body watchdog and headers", []httptrace.Option{httptrace.BodyIdleTimeout(guard), httptrace.Headers("X-Req")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testRecycling(t, tc.opts) })
 	}
@@ -96,7 +97,7 @@ func testRecycling(t *testing.T, opts []httptrace.Option) {
 		require.Equal(t, fmt.Sprintf("/r/%d", i), u.Path, "timelines finish in request order")
 		assert.Equal(t, 200+i%3, tl.Status)
 		assert.Equal(t, 200+i%3, tl.Outcome.Status)
-		assert.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
+		assert.Equal(t, vocab.ClassOK, tl.Outcome.Class)
 		assert.Equal(t, 1, tl.GetConns)
 		closedEarly := i%7 == 3
 		assert.Equal(t, closedEarly, tl.ClosedEarly, "request %d", i)
@@ -114,9 +115,9 @@ func testRecycling(t *testing.T, opts []httptrace.Option) {
 			eof = 0
 		}
 		requireCounts(t, tl, map[httptrace.Kind]int{
-			httptrace.KindGetConn: 1, httptrace.KindGotConn: 1, httptrace.KindWroteHeaders: 1, httptrace.KindWroteRequest: 1,
-			httptrace.KindFirstByte: 1, httptrace.KindResponse: 1, httptrace.KindBodyEOF: eof, httptrace.KindPutIdleConn: eof,
-			httptrace.KindBodyClose: 1, httptrace.KindDone: 1,
+			vocab.KindGetConn: 1, vocab.KindGotConn: 1, vocab.KindWroteHeaders: 1, vocab.KindWroteRequest: 1,
+			vocab.KindFirstByte: 1, vocab.KindResponse: 1, vocab.KindBodyEOF: eof, vocab.KindPutIdleConn: eof,
+			vocab.KindBodyClose: 1, vocab.KindDone: 1,
 		})
 		for _, e := range tl.Events {
 			assert.False(t, e.Late, "request %d: late %s", i, e.Kind)
@@ -130,7 +131,7 @@ func testRecycling(t *testing.T, opts []httptrace.Option) {
 		}
 		assert.Equal(t, fresh, tl.Conn.New(), "request %d: new connection", i)
 		assert.Equal(t, !fresh, tl.Conn.WasIdle, "request %d", i)
-		assert.Equal(t, fresh, tl.Count(httptrace.KindConnectDone) == 1, "request %d dials", i)
+		assert.Equal(t, fresh, tl.Count(vocab.KindConnectDone) == 1, "request %d dials", i)
 	}
 	assert.Empty(t, c.Late())
 	if closesOnEarlyClose {

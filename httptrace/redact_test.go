@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 const (
@@ -64,7 +66,7 @@ func TestRedaction(t *testing.T) {
 	base := newBase(t, nil)
 	tr, c := traced(t, base,
 		[]httptrace.Observer{httptrace.NewJSONLines(&jsonBuf), httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)},
-		httptrace.WithHeaders("Authorization", "Cookie", "X-Req"))
+		httptrace.Headers("Authorization", "Cookie", "X-Req"))
 	client := &http.Client{Transport: tr}
 
 	var clientErrs []string
@@ -80,7 +82,7 @@ func TestRedaction(t *testing.T) {
 		if err != nil {
 			pu, perr := url.Parse(u)
 			require.NoError(t, perr)
-			clientErrs = append(clientErrs, httptrace.RedactError(err, pu))
+			clientErrs = append(clientErrs, redact.Error(err, pu))
 			// The client's own error quotes the URL (password starred, token clear).
 			assert.Contains(t, err.Error(), secretToken)
 			continue
@@ -95,17 +97,17 @@ func TestRedaction(t *testing.T) {
 	classes := map[httptrace.Class]bool{}
 	for _, tl := range tls {
 		classes[tl.Outcome.Class] = true
-		assert.Equal(t, httptrace.Masked, tl.Header["Authorization"], "basic auth from the URL")
-		assert.Equal(t, httptrace.Masked, tl.Header["Cookie"])
+		assert.Equal(t, redact.Masked, tl.Header["Authorization"], "basic auth from the URL")
+		assert.Equal(t, redact.Masked, tl.Header["Cookie"])
 		assert.Equal(t, "visible-value", tl.Header["X-Req"])
 		u, err := url.Parse(tl.URL())
 		require.NoError(t, err)
 		assert.Nil(t, u.User)
-		assert.Equal(t, httptrace.Masked, u.Query().Get("token"))
-		assert.Equal(t, httptrace.Masked, u.Query().Get("page"))
+		assert.Equal(t, redact.Masked, u.Query().Get("token"))
+		assert.Equal(t, redact.Masked, u.Query().Get("page"))
 
 		var wf strings.Builder
-		require.NoError(t, httptrace.WriteWaterfall(&wf, tl))
+		require.NoError(t, tl.WriteText(&wf, true))
 		js, err := json.Marshal(tl)
 		require.NoError(t, err)
 		outputs := map[string]string{
@@ -113,20 +115,20 @@ func TestRedaction(t *testing.T) {
 			"Host":          tl.Host,
 			"waterfall":     wf.String(),
 			"MarshalJSON":   string(js),
-			"outcome error": tl.JSON().Outcome.Error,
+			"outcome error": jsonOf(t, tl).Outcome.Error,
 		}
 		for name, out := range outputs {
 			assert.Empty(t, secretsIn(out, secrets...), "%s of %s leaks: %s", name, tl.URL(), out)
 		}
 	}
-	assert.Equal(t, map[httptrace.Class]bool{httptrace.ClassOK: true, httptrace.ClassProtocol: true, httptrace.ClassConnectRefused: true}, classes)
+	assert.Equal(t, map[httptrace.Class]bool{vocab.ClassOK: true, vocab.ClassProtocol: true, vocab.ClassConnectRefused: true}, classes)
 
 	// The protocol error really quoted the token before redaction.
 	for _, tl := range tls {
-		if tl.Outcome.Class == httptrace.ClassProtocol {
+		if tl.Outcome.Class == vocab.ClassProtocol {
 			require.Error(t, tl.Outcome.Err)
 			assert.Contains(t, tl.Outcome.Err.Error(), secretToken, "the raw error quotes the token")
-			assert.Contains(t, tl.JSON().Outcome.Error, "token="+httptrace.Masked)
+			assert.Contains(t, jsonOf(t, tl).Outcome.Error, "token="+redact.Masked)
 		}
 	}
 
@@ -135,7 +137,7 @@ func TestRedaction(t *testing.T) {
 	for name, out := range map[string]string{"json lines": jsonBuf.String(), "slog": slogBuf.String(), "client errors": strings.Join(clientErrs, "\n")} {
 		assert.Empty(t, secretsIn(out, secrets...), "%s leaks:\n%s", name, out)
 	}
-	assert.Contains(t, slogBuf.String(), "token="+httptrace.Masked)
+	assert.Contains(t, slogBuf.String(), "token="+redact.Masked)
 	assert.Contains(t, jsonBuf.String(), `"Authorization":"REDACTED"`)
 }
 
@@ -149,14 +151,14 @@ func TestRedactErrorClientForm(t *testing.T) {
 		&url.Error{Op: "Get", URL: raw, Err: io.EOF},
 		&url.Error{Op: "Get", URL: strings.Replace(raw, secretPassword, "***", 1), Err: io.EOF}, // http.Client's form
 	} {
-		got := httptrace.RedactError(e, u)
+		got := redact.Error(e, u)
 		assert.Empty(t, secretsIn(got, secrets...), got)
 		assert.Equal(t, `Get "http://127.0.0.1:1/p?page=REDACTED&token=REDACTED": EOF`, got)
 	}
-	assert.Equal(t, "http://127.0.0.1:1/p?page=REDACTED&token=REDACTED", httptrace.RedactURL(u))
-	assert.Equal(t, httptrace.Masked, httptrace.RedactURLString("http://[::1"))
-	assert.True(t, httptrace.SensitiveHeader("set-cookie"))
-	assert.False(t, httptrace.SensitiveHeader("X-Req"))
+	assert.Equal(t, "http://127.0.0.1:1/p?page=REDACTED&token=REDACTED", redact.URL(u))
+	assert.Equal(t, redact.Masked, redact.URLString("http://[::1"))
+	assert.True(t, redact.Sensitive("set-cookie"))
+	assert.False(t, redact.Sensitive("X-Req"))
 }
 
 // TestRedactionOfEchoedHeaders: a broken server that quotes the request's
@@ -183,7 +185,7 @@ func TestRedactionOfEchoedHeaders(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&slogBuf, nil))
 	tr, c := traced(t, newBase(t, nil),
 		[]httptrace.Observer{httptrace.NewJSONLines(&jsonBuf), httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)},
-		httptrace.WithSecretHeaders("x-api-key"), httptrace.WithHeaders("X-Api-Key"))
+		httptrace.SecretHeaders("x-api-key"), httptrace.Headers("X-Api-Key"))
 	client := &http.Client{Transport: tr}
 	all := append([]string{bearer, apiKey}, secrets...)
 
@@ -197,7 +199,7 @@ func TestRedactionOfEchoedHeaders(t *testing.T) {
 		require.Error(t, err)
 		raw := err.Error()
 		require.NotEmpty(t, secretsIn(raw, all...), "the raw error quotes the request: %s", raw)
-		msg := httptrace.RedactRequestError(err, req, "X-Api-Key")
+		msg := redact.RequestError(err, req, "X-Api-Key")
 		assert.Empty(t, secretsIn(msg, all...), "RedactRequestError leaks: %s", msg)
 	}
 	send(secretURL(echo.Addr().String(), "/basic"), http.Header{
@@ -209,17 +211,17 @@ func TestRedactionOfEchoedHeaders(t *testing.T) {
 
 	tls := waitTimelines(t, c, 2)
 	for _, tl := range tls {
-		require.Equal(t, httptrace.ClassProtocol, tl.Outcome.Class)
+		require.Equal(t, vocab.ClassProtocol, tl.Outcome.Class)
 		require.NotEmpty(t, secretsIn(tl.Outcome.Err.Error(), all...), "the raw outcome quotes the request")
 		var wf strings.Builder
-		require.NoError(t, httptrace.WriteWaterfall(&wf, tl))
+		require.NoError(t, tl.WriteText(&wf, true))
 		js, err := json.Marshal(tl)
 		require.NoError(t, err)
 		for name, out := range map[string]string{"waterfall": wf.String(), "MarshalJSON": string(js)} {
 			assert.Empty(t, secretsIn(out, all...), "%s of %s leaks: %s", name, tl.URL(), out)
 		}
 		if v, ok := tl.Header["X-Api-Key"]; ok {
-			assert.Equal(t, httptrace.Masked, v, "a secret header is recorded masked")
+			assert.Equal(t, redact.Masked, v, "a secret header is recorded masked")
 		}
 	}
 	for name, out := range map[string]string{"json lines": jsonBuf.String(), "slog": slogBuf.String()} {
@@ -233,7 +235,7 @@ func TestRedactionOfEchoedHeaders(t *testing.T) {
 func TestRedactErrorShortQueryValues(t *testing.T) {
 	u, err := url.Parse("http://127.0.0.1:1/p?pin=42&k=ab&page=2")
 	require.NoError(t, err)
-	got := httptrace.RedactError(errors.New(`malformed HTTP response "GET /p?pin=42&k=ab&page=2 HTTP/1.1" after 42 bytes`), u)
+	got := redact.Error(errors.New(`malformed HTTP response "GET /p?pin=42&k=ab&page=2 HTTP/1.1" after 42 bytes`), u)
 	assert.Equal(t, `malformed HTTP response "GET /p?pin=REDACTED&k=REDACTED&page=REDACTED HTTP/1.1" after 42 bytes`, got)
 }
 
@@ -248,12 +250,12 @@ func TestPrintable(t *testing.T) {
 		"bad \xff\xfe utf-8":                `bad \xff\xfe utf-8`,
 		"":                                  "",
 	} {
-		assert.Equal(t, want, httptrace.Printable(in), "%q", in)
+		assert.Equal(t, want, redact.Printable(in), "%q", in)
 	}
 	// RedactError escapes after masking: a secret is masked whole, and
 	// what a server sent cannot drive a terminal.
 	u, err := url.Parse("http://127.0.0.1:1/p?token=T0kenValue")
 	require.NoError(t, err)
-	got := httptrace.RedactError(errors.New("x509: certificate is valid for \x1b[2J\rPASS, not T0kenValue"), u)
+	got := redact.Error(errors.New("x509: certificate is valid for \x1b[2J\rPASS, not T0kenValue"), u)
 	assert.Equal(t, `x509: certificate is valid for \x1b[2J\rPASS, not REDACTED`, got)
 }

@@ -3,32 +3,120 @@ package httptrace
 import (
 	"context"
 	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
-// SlogObserver is an [Observer] that logs one record per finished request
-// through a [log/slog.Logger], with the stage timings as attributes. The
+// NewSlogObserver returns an observer that logs one record per finished
+// request through logger, at level when it succeeded (any HTTP status) and
+// at errorLevel when it failed, with the stage timings as attributes. The
 // record's message is "http request" and its keys, which stay stable: id,
 // method, url (redacted), outcome (the class), stage, status, proto, conn
 // (the connection's id), new_conn, idle_for, pool_wait, dns, connect, tls,
 // write, server, transfer, total (durations, as the handler writes
-// slog.Duration: nanoseconds in JSON) and body_bytes; and, when they
-// apply, attempt, transport_retries, closed_early and error (redacted).
-type SlogObserver struct {
+// slog.Duration: nanoseconds in JSON) and body_bytes; and, when they apply,
+// attempt, transport_retries, closed_early and error (redacted).
+//
+// It also logs, at slog.LevelWarn, each response body still open past
+// [UnclosedBodyWarning] ("response body not closed") and each body garbage
+// collected without Close ("response body garbage collected without
+// Close"), with the keys id, method, url, conn, open_for, body_bytes and,
+// with [CaptureStacks], opened_at: where the request was made. Each
+// warning is logged once per place: per call site with CaptureStacks, per
+// method and host without; a leak in a loop does not flood the log.
+func NewSlogObserver(logger *slog.Logger, level, errorLevel slog.Level) EventObserver {
+	return &slogObserver{logger: logger, level: level, errorLevel: errorLevel, warned: map[string]bool{}}
+}
+
+type slogObserver struct {
 	logger     *slog.Logger
 	level      slog.Level
 	errorLevel slog.Level
+
+	mu     sync.Mutex
+	warned map[string]bool // the places already warned about, by kind
 }
 
-// NewSlogObserver returns an observer that logs successful requests at level
-// and failed ones at errorLevel.
-func NewSlogObserver(logger *slog.Logger, level, errorLevel slog.Level) *SlogObserver {
-	return &SlogObserver{logger: logger, level: level, errorLevel: errorLevel}
+// maxWarned bounds the places a slogObserver remembers; past it, every
+// warning is logged.
+const maxWarned = 1024
+
+// firstWarning reports whether a warning of kind for a request made at
+// place was not logged yet, and remembers it.
+func (s *slogObserver) firstWarning(kind Kind, place string) bool {
+	key := string(kind) + " " + place
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.warned[key] {
+		return false
+	}
+	if len(s.warned) < maxWarned {
+		s.warned[key] = true
+	}
+	return true
+}
+
+// slogKinds are the kinds of events a slogObserver logs.
+var slogKinds = vocab.Of(vocab.KindBodyHeld, vocab.KindBodyCollected)
+
+// EventKinds implements hook.Filter: the tracer calls ObserveEvent for the
+// warnings alone.
+func (s *slogObserver) EventKinds() vocab.KindSet { return slogKinds }
+
+// ObserveEvent logs the warning of a body left open or collected unclosed.
+func (s *slogObserver) ObserveEvent(tl *Timeline, ev Event) {
+	var msg string
+	switch ev.Kind {
+	case vocab.KindBodyHeld:
+		msg = "response body not closed"
+	case vocab.KindBodyCollected:
+		msg = "response body garbage collected without Close"
+	default:
+		return
+	}
+	ctx := context.Background()
+	if !s.logger.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	stack := tl.Stack()
+	// The place is the innermost frame of the caller: its function and
+	// file:line, the stack's first two lines.
+	place := stack
+	if i := strings.Index(stack, "\n\t"); i >= 0 {
+		if j := strings.IndexByte(stack[i+2:], '\n'); j >= 0 {
+			place = stack[:i+2+j]
+		}
+	}
+	if place == "" {
+		place = tl.Method + " " + tl.Host
+	}
+	if !s.firstWarning(ev.Kind, place) {
+		return
+	}
+	openFor := ev.At
+	if resp, ok := tl.First(vocab.KindResponse); ok {
+		openFor -= resp.At
+	}
+	attrs := []slog.Attr{
+		slog.Uint64("id", tl.ID),
+		slog.String("method", tl.Method),
+		slog.String("url", tl.URL()),
+		slog.Uint64("conn", tl.Conn.ID),
+		slog.Duration("open_for", openFor),
+		slog.Int64("body_bytes", tl.BodyBytes),
+	}
+	if stack != "" {
+		attrs = append(attrs, slog.String("opened_at", stack))
+	}
+	s.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
 }
 
 // Observe logs tl.
-func (s *SlogObserver) Observe(tl *Timeline) {
+func (s *slogObserver) Observe(tl *Timeline) {
 	level := s.level
-	if tl.Outcome.Class != ClassOK {
+	if tl.Outcome.Class != vocab.ClassOK {
 		level = s.errorLevel
 	}
 	ctx := context.Background()

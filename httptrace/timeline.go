@@ -5,6 +5,9 @@ import (
 	"net/url"
 	"slices"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // Timeline is the record of one request: its events in the order they were
@@ -68,10 +71,13 @@ type Timeline struct {
 	// Outcome is how the request ended, valid once Finished.
 	Outcome Outcome
 	// Header holds the request header values recorded with
-	// [WithHeaders], redacted.
+	// [Headers], redacted.
 	Header map[string]string
 
 	url *url.URL
+	// stack is where the request was made (CaptureStacks); it points
+	// into the recorder's own array until cloned.
+	stack []uintptr
 	// secrets are the request's header secrets (see requestSecrets),
 	// kept when it failed or an event carries an error, whose text a
 	// server may have filled with what it was sent.
@@ -83,7 +89,7 @@ type Timeline struct {
 // the request's credentials masked as [RedactRequestError] masks them (a
 // server may quote what it was sent, and net/http's error quote that).
 func (tl *Timeline) RedactError(err error) string {
-	return redact(err, tl.url, slices.Clone(tl.secrets))
+	return redact.ErrorWith(err, tl.url, slices.Clone(tl.secrets))
 }
 
 // URL returns the request URL, redacted: no user information, query values
@@ -92,7 +98,7 @@ func (tl *Timeline) URL() string {
 	if tl.url == nil {
 		return ""
 	}
-	return RedactURL(tl.url)
+	return redact.URL(tl.url)
 }
 
 // RawURL returns a copy of the request URL as the caller gave it, secrets
@@ -167,6 +173,7 @@ func (tl *Timeline) Clone() *Timeline {
 		u := *tl.url
 		c.url = &u
 	}
+	c.stack = slices.Clone(tl.stack)
 	return &c
 }
 
@@ -251,43 +258,43 @@ func (tl *Timeline) Timings() Timings {
 			continue
 		}
 		switch e.Kind {
-		case KindGetConn:
+		case vocab.KindGetConn:
 			if getConn < 0 {
 				getConn = e.At
 			}
-		case KindGotConn:
+		case vocab.KindGotConn:
 			gotConn = e.At
-		case KindDNSStart:
+		case vocab.KindDNSStart:
 			if dnsStart < 0 {
 				dnsStart = e.At
 			}
-		case KindDNSDone:
+		case vocab.KindDNSDone:
 			dnsDone = e.At
-		case KindConnectStart:
+		case vocab.KindConnectStart:
 			if connStart < 0 {
 				connStart = e.At
 			}
-		case KindConnectDone:
+		case vocab.KindConnectDone:
 			connDone = e.At
-		case KindTLSStart:
+		case vocab.KindTLSStart:
 			if tlsStart < 0 {
 				tlsStart = e.At
 			}
-		case KindTLSDone:
+		case vocab.KindTLSDone:
 			tlsDone = e.At
-		case KindWroteHeaders:
+		case vocab.KindWroteHeaders:
 			wroteHeaders = e.At
-		case KindWroteRequest:
+		case vocab.KindWroteRequest:
 			wrote = e.At
-		case KindFirstByte:
+		case vocab.KindFirstByte:
 			if first < 0 {
 				first = e.At
 			}
-		case KindBodyEOF:
+		case vocab.KindBodyEOF:
 			eof = e.At
-		case KindBodyClose:
+		case vocab.KindBodyClose:
 			closed = e.At
-		case KindDone:
+		case vocab.KindDone:
 			d = e.At
 		}
 	}

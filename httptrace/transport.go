@@ -7,10 +7,12 @@ import (
 	"io"
 	"net/http"
 	stdtrace "net/http/httptrace"
-	"net/textproto"
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/hook"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // Transport is an [http.RoundTripper] that records a [Timeline] for every
@@ -20,7 +22,7 @@ type Transport struct {
 	base      http.RoundTripper
 	obs       Observer
 	events    EventObserver
-	kinds     KindSet // the kinds events wants
+	kinds     vocab.KindSet // the kinds events wants
 	dialHooks bool
 	bodyIdle  time.Duration
 	headers   []string
@@ -28,146 +30,28 @@ type Transport struct {
 	// error text and recorded header, beside Authorization,
 	// Proxy-Authorization and Cookie.
 	secretHeaders []string
-	unclosed      func(UnclosedBody)
-	max1xx        int64 // bound on the bytes of a request's 1xx responses
-	recorders     sync.Pool
+	// heldAfter is the age at which an open body is reported
+	// (UnclosedBodyWarning).
+	heldAfter time.Duration
+	// stacks: record where each request was made, and report bodies
+	// garbage collected unclosed (CaptureStacks).
+	stacks bool
+	max1xx    int64 // bound on the bytes of a request's 1xx responses
+	recorders sync.Pool
 }
 
 // defaultMax1xx is net/http's default MaxResponseHeaderBytes, the bound on
 // 1xx responses when the base is not an *http.Transport that sets one.
 const defaultMax1xx = 10 << 20
 
-// Option configures a [Transport].
-type Option interface {
-	apply(*Transport) error
-}
-
-type optionFunc func(*Transport) error
-
-func (f optionFunc) apply(t *Transport) error { return f(t) }
-
-// WithObserver sets the observer of finished timelines. An observer that is
-// also an [EventObserver] receives every event as it is recorded, or those
-// of the kinds it asks for ([EventFilter]). Several observers combine with
-// [Multi].
-func WithObserver(o Observer) Option {
-	return optionFunc(func(t *Transport) error {
-		if o == nil {
-			return errors.New("httptrace: nil observer")
-		}
-		t.obs = o
-		t.events, _ = o.(EventObserver)
-		if m, ok := o.(multi); ok && len(m.events) == 1 {
-			// Events go straight to the one observer that wants them:
-			// each would otherwise pay a call to the combination's loop.
-			// (With none, the combination wants no kind of event.)
-			t.events = m.events[0]
-		}
-		t.kinds = 0
-		if t.events != nil {
-			t.kinds = eventKinds(t.events)
-		}
-		return nil
-	})
-}
-
-// WithDialerHooks declares that the base transport's dialer calls
-// [DialTrace] on its context, so DNS and connect events are recorded from
-// inside the dial. The request's trace then carries no DNS or connect hooks,
-// which spares net/http a few allocations on every request that does not
-// dial. Without a dialer that calls DialTrace, DNS and connect events are
-// lost.
-func WithDialerHooks() Option {
-	return optionFunc(func(t *Transport) error {
-		t.dialHooks = true
-		return nil
-	})
-}
-
-// WithBodyIdleTimeout bounds the time the response body may make no
-// progress: when no byte arrives for d (counted from the response headers,
-// and again from each read that returned data), the request's context is
-// cancelled with cause [ErrBodyIdleTimeout] and the next Read fails. It is a
-// per-request watchdog, not a read deadline on the connection (which would
-// also hit idle connections) and not a total deadline: a body that trickles
-// slowly but steadily is not cut. A caller that stops reading also stops
-// progress. Zero disables it.
-func WithBodyIdleTimeout(d time.Duration) Option {
-	return optionFunc(func(t *Transport) error {
-		if d < 0 {
-			return fmt.Errorf("httptrace: body idle timeout %v is negative", d)
-		}
-		t.bodyIdle = d
-		return nil
-	})
-}
-
-// WithHeaders records the values of the named request headers in
-// [Timeline.Header]. Authorization, Proxy-Authorization, Cookie and
-// Set-Cookie are recorded masked whatever is asked.
-func WithHeaders(names ...string) Option {
-	return optionFunc(func(t *Transport) error {
-		return addHeaderNames(&t.headers, names)
-	})
-}
-
-// addHeaderNames appends names to *to as canonical keys; an empty name is
-// an error.
-func addHeaderNames(to *[]string, names []string) error {
-	for _, n := range names {
-		if n == "" {
-			return errors.New("httptrace: empty header name")
-		}
-		*to = append(*to, textproto.CanonicalMIMEHeaderKey(n))
-	}
-	return nil
-}
-
-// WithSecretHeaders declares the named request headers secret, as
-// Authorization, Proxy-Authorization and Cookie always are: their values
-// are masked in the error texts of every output (a server may quote what
-// it was sent in a malformed reply, which net/http's error then quotes)
-// and in the headers recorded with [WithHeaders].
-func WithSecretHeaders(names ...string) Option {
-	return optionFunc(func(t *Transport) error {
-		return addHeaderNames(&t.secretHeaders, names)
-	})
-}
-
-// UnclosedBody describes a response body that was garbage collected without
-// being closed. It holds no reference to the response.
-type UnclosedBody struct {
-	// Timeline is the id of the request's timeline.
-	Timeline uint64
-	Method   string
-	// URL is redacted.
-	URL string
-	// Conn is the id of the connection that served the request.
-	Conn uint64
-}
-
-// WithUnclosedBodyReport calls report for each response body that is
-// garbage collected without having been closed. It costs a cleanup
-// registration per request. report runs on the runtime's cleanup
-// goroutine and must return quickly.
-func WithUnclosedBodyReport(report func(UnclosedBody)) Option {
-	return optionFunc(func(t *Transport) error {
-		if report == nil {
-			return errors.New("httptrace: nil unclosed-body report")
-		}
-		t.unclosed = report
-		return nil
-	})
-}
-
 // NewTransport returns a Transport that records the requests it sends
-// through base. base must not be nil: use a transport of your own, never
-// http.DefaultTransport shared with the rest of the program.
+// through base. base may be any RoundTripper, http.DefaultTransport
+// included: it is wrapped, never changed. It must not be nil.
 func NewTransport(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if base == nil {
 		return nil, errors.New("httptrace: nil base RoundTripper")
 	}
-	t := &Transport{base: base, max1xx: defaultMax1xx}
+	t := &Transport{base: base, max1xx: defaultMax1xx, heldAfter: time.Minute}
 	if ht, ok := base.(*http.Transport); ok && ht.MaxResponseHeaderBytes > 0 {
 		t.max1xx = ht.MaxResponseHeaderBytes
 	}
@@ -189,8 +73,6 @@ func (t *Transport) CloseIdleConnections() {
 		c.CloseIdleConnections()
 	}
 }
-
-type recorderKey struct{}
 
 // requestContext is the context of a request traced by a Transport built
 // [WithDialerHooks] whose caller set no ClientTrace: a single value that
@@ -224,7 +106,7 @@ func (c *requestContext) Value(key any) any {
 	switch key {
 	case clientTraceKey:
 		return c.trace
-	case recorderKey{}:
+	case hook.DialKey:
 		return c.r
 	}
 	return c.Context.Value(key)
@@ -284,35 +166,24 @@ func (a *keyAnswer) Value(key any) any {
 	return a.Context.Value(key)
 }
 
-// TimelineID returns the id of the timeline of the request on whose behalf
-// net/http dials with ctx, for a [Transport] built [WithDialerHooks], or 0.
-// A dialer uses it to tie the connection it makes to the request that
-// caused the dial (events of that timeline, such as the TLS handshake,
-// then concern that connection).
-func TimelineID(ctx context.Context) uint64 {
-	r, _ := ctx.Value(recorderKey{}).(*recorder)
-	if r == nil {
-		return 0
-	}
+// TimelineID returns the id of r's timeline, for the dial wrapper of a pool
+// (see internal/hook): it ties the connection it makes to the request that
+// caused the dial (events of that timeline, such as the TLS handshake, then
+// concern that connection).
+func (r *recorder) TimelineID() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.tl.ID
 }
 
-// DialTrace returns ctx with DNS and connect hooks that record into the
-// timeline of the request on whose behalf net/http dials. A DialContext
-// wrapper calls it on the context it was given, for a [Transport] built
-// [WithDialerHooks]. For other contexts it returns ctx unchanged.
-func DialTrace(ctx context.Context) context.Context {
-	r, _ := ctx.Value(recorderKey{}).(*recorder)
-	if r == nil {
-		return ctx
-	}
+// DialTrace returns ctx with DNS and connect hooks that record into r's
+// timeline, for the dial wrapper of a pool (see internal/hook).
+func (r *recorder) DialTrace(ctx context.Context) context.Context {
 	r.mu.Lock()
 	if !r.tl.Finished && !r.gotConn {
 		// The Transport dials for this request: it is connecting now,
 		// even before the dialer reports DNS or connect events.
-		r.phase = StageConnect
+		r.phase = vocab.StageConnect
 	}
 	r.mu.Unlock()
 	ct := &stdtrace.ClientTrace{}
@@ -336,7 +207,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ctx     context.Context
 		wrapper *body // allocated with the context, when it can be
 	)
-	if t.bodyIdle == 0 && t.unclosed == nil && t.dialHooks && clientTraceKey != nil &&
+	if t.bodyIdle == 0 && !t.stacks && t.dialHooks && clientTraceKey != nil &&
 		stdtrace.ContextClientTrace(r.ctx) == nil {
 		// The common case, that of a pool: one context value instead of
 		// two, answering both net/http's ClientTrace lookup and
@@ -362,8 +233,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		b = new(body)
 	}
 	*b = body{rc: resp.Body, r: r, gen: r.gen}
-	if t.unclosed != nil {
-		t.reportUnclosed(b, r)
+	if t.stacks && resp.Body != http.NoBody {
+		// Reported if garbage collected unclosed. The argument holds
+		// the recorder, not b: a recorder never points to its body
+		// wrapper. Nor may the response the base keeps: net/http's read
+		// loop holds the *Response it made while its body is open, so
+		// the caller gets a copy, the only holder of b.
+		b.cleanup = runtime.AddCleanup(b, bodyCollected, collectedBody{r: r, gen: r.gen})
+		b.hasCleanup = true
+		own := new(http.Response)
+		*own = *resp
+		resp = own
 	}
 	r.bodyStarted(resp.Body == http.NoBody)
 	resp.Body = b
@@ -388,7 +268,7 @@ func (t *Transport) requestContext(r *recorder, ct *stdtrace.ClientTrace) (conte
 		r.tl.Composed = true
 	}
 	switch {
-	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil && t.unclosed == nil:
+	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil && !t.stacks:
 		// As in RoundTrip's common case. (Not when unclosed bodies are
 		// reported: net/http holds the context of a body left open, which
 		// would keep a wrapper allocated with it reachable and its cleanup
@@ -398,7 +278,7 @@ func (t *Transport) requestContext(r *recorder, ct *stdtrace.ClientTrace) (conte
 		return &requestContext{Context: ctx, trace: ct, r: r}, nil
 	case t.dialHooks:
 		ctx = stdtrace.WithClientTrace(ctx, ct)
-		return context.WithValue(ctx, recorderKey{}, r), nil
+		return context.WithValue(ctx, hook.DialKey, r), nil
 	}
 	return stdtrace.WithClientTrace(ctx, ct), nil
 }
@@ -420,16 +300,21 @@ func (r *recorder) failed(resp *http.Response, err error) error {
 // connection was handed over to the caller, 101 Switching Protocols).
 func (r *recorder) noBody() {
 	r.mu.Lock()
-	r.finishLocked(ClassOK, StageBody, nil, 0)
+	r.finishLocked(vocab.ClassOK, vocab.StageBody, nil, 0)
 	r.mu.Unlock()
 }
 
-// reportUnclosed registers the cleanup that reports b if it is garbage
-// collected without having been closed.
-func (t *Transport) reportUnclosed(b *body, r *recorder) {
-	info := UnclosedBody{Timeline: r.tl.ID, Method: r.tl.Method, URL: r.tl.URL(), Conn: r.tl.Conn.ID}
-	b.cleanup = runtime.AddCleanup(b, t.unclosed, info)
-	b.hasCleanup = true
+// collectedBody is the argument of the cleanup of a body wrapper: the
+// request's recorder and generation.
+type collectedBody struct {
+	r   *recorder
+	gen uint64
+}
+
+// bodyCollected reports a body garbage collected without Close. It runs on
+// the runtime's cleanup goroutine.
+func bodyCollected(c collectedBody) {
+	c.r.bodyGone(c.gen)
 }
 
 // body wraps a response body to record reads, EOF and Close.

@@ -6,17 +6,21 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
-// WriteWaterfall writes tl as a text waterfall: the request, the connection
-// that served it (new or reused, addresses, TLS), each stage's duration with
-// a bar, the outcome, and every event. The output is redacted.
-func WriteWaterfall(w io.Writer, tl *Timeline) error {
+// WriteText writes tl as a text waterfall: the request, the connection
+// that served it (new or reused, addresses, TLS), the outcome and each
+// stage's duration with a bar; verbose adds every event and, with
+// [CaptureStacks], where the request was made. The output is redacted.
+func (tl *Timeline) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
 	t := tl.Timings()
 	fmt.Fprintf(&b, "%s %s\n", tl.Method, tl.URL())
 	conn := "reused"
-	_, got := tl.First(KindGotConn)
+	_, got := tl.First(vocab.KindGotConn)
 	switch {
 	case !got:
 		conn = "none: the request got no connection"
@@ -55,7 +59,7 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 		b.WriteByte('\n')
 	}
 	outcome := string(tl.Outcome.Class)
-	if tl.Outcome.Class != ClassOK {
+	if tl.Outcome.Class != vocab.ClassOK {
 		outcome += " @" + string(tl.Outcome.Stage)
 	}
 	if tl.Outcome.Err != nil {
@@ -99,28 +103,42 @@ func WriteWaterfall(w io.Writer, tl *Timeline) error {
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "  %-10s %*s\n", "total", col, fmtDur(t.Total))
+	if verbose {
+		writeEvents(&b, tl, col)
+		if st := tl.Stack(); st != "" {
+			b.WriteString("  made at\n")
+			for line := range strings.Lines(st) {
+				b.WriteString("    " + redact.Printable(strings.TrimSuffix(line, "\n")) + "\n")
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeEvents writes tl's events, their times right-aligned in a column
+// col wide.
+func writeEvents(b *strings.Builder, tl *Timeline, col int) {
 	b.WriteString("  events\n")
 	for _, e := range tl.Events {
-		fmt.Fprintf(&b, "    %*s  %s", col, fmtDur(e.At), e.Kind)
+		fmt.Fprintf(b, "    %*s  %s", col, fmtDur(e.At), e.Kind)
 		if e.Conn != 0 {
-			fmt.Fprintf(&b, " conn=#%d", e.Conn)
+			fmt.Fprintf(b, " conn=#%d", e.Conn)
 		}
 		if e.Addr != "" {
-			fmt.Fprintf(&b, " %s", e.Addr)
+			fmt.Fprintf(b, " %s", redact.Printable(e.Addr))
 		}
 		if e.N != 0 {
-			fmt.Fprintf(&b, " n=%d", e.N)
+			fmt.Fprintf(b, " n=%d", e.N)
 		}
 		if e.Err != nil {
-			fmt.Fprintf(&b, " err=%q", tl.RedactError(e.Err))
+			fmt.Fprintf(b, " err=%q", tl.RedactError(e.Err))
 		}
 		if e.Late {
 			b.WriteString(" (late)")
 		}
 		b.WriteByte('\n')
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // fmtDur writes d in milliseconds with three decimals, whatever its size,

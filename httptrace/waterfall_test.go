@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // TestWaterfallWithoutConnection: a request that got no connection (the
@@ -35,19 +36,19 @@ func TestWaterfallWithoutConnection(t *testing.T) {
 	tls := waitTimelines(t, c, 3)
 	waterfall := func(tl *httptrace.Timeline) string {
 		var b strings.Builder
-		require.NoError(t, httptrace.WriteWaterfall(&b, tl))
+		require.NoError(t, tl.WriteText(&b, true))
 		return b.String()
 	}
 	refusedWF, tlsWF, okWF := waterfall(tls[0]), waterfall(tls[1]), waterfall(tls[2])
-	require.Equal(t, httptrace.ClassConnectRefused, tls[0].Outcome.Class)
+	require.Equal(t, vocab.ClassConnectRefused, tls[0].Outcome.Class)
 	require.Contains(t, refusedWF, "connection  none: the request got no connection")
 	require.NotContains(t, refusedWF, "reused")
 
-	require.Equal(t, httptrace.ClassTLS, tls[1].Outcome.Class)
+	require.Equal(t, vocab.ClassTLS, tls[1].Outcome.Class)
 	require.Contains(t, tlsWF, "tls         handshake failed")
 	require.NotContains(t, tlsWF, "0x0000")
 
-	require.Equal(t, httptrace.ClassOK, tls[2].Outcome.Class)
+	require.Equal(t, vocab.ClassOK, tls[2].Outcome.Class)
 	require.Contains(t, okWF, " new ")
 
 	// A stage of no length (a refused connect has no TLS, write or
@@ -66,20 +67,20 @@ func TestWaterfallLongTimesAlign(t *testing.T) {
 	ms := func(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
 	tl := &httptrace.Timeline{
 		Method: http.MethodGet, Status: 200, Proto: "HTTP/1.1", BodyBytes: 2, Finished: true,
-		Outcome: httptrace.Outcome{Class: httptrace.ClassOK, Status: 200},
+		Outcome: httptrace.Outcome{Class: vocab.ClassOK, Status: 200},
 		Events: []httptrace.Event{
-			{Kind: httptrace.KindGetConn, At: ms(0.012)},
-			{Kind: httptrace.KindGotConn, At: ms(0.5)},
-			{Kind: httptrace.KindWroteRequest, At: ms(0.75)},
-			{Kind: httptrace.KindFirstByte, At: 150 * time.Second},
-			{Kind: httptrace.KindResponse, At: 150*time.Second + ms(0.2), N: 200},
-			{Kind: httptrace.KindBodyEOF, At: 2*time.Hour + 3*time.Minute, N: 2},
-			{Kind: httptrace.KindBodyClose, At: 2*time.Hour + 3*time.Minute + ms(1), N: 2},
-			{Kind: httptrace.KindDone, At: 2*time.Hour + 3*time.Minute + ms(1), N: 200},
+			{Kind: vocab.KindGetConn, At: ms(0.012)},
+			{Kind: vocab.KindGotConn, At: ms(0.5)},
+			{Kind: vocab.KindWroteRequest, At: ms(0.75)},
+			{Kind: vocab.KindFirstByte, At: 150 * time.Second},
+			{Kind: vocab.KindResponse, At: 150*time.Second + ms(0.2), N: 200},
+			{Kind: vocab.KindBodyEOF, At: 2*time.Hour + 3*time.Minute, N: 2},
+			{Kind: vocab.KindBodyClose, At: 2*time.Hour + 3*time.Minute + ms(1), N: 2},
+			{Kind: vocab.KindDone, At: 2*time.Hour + 3*time.Minute + ms(1), N: 200},
 		},
 	}
 	var b strings.Builder
-	require.NoError(t, httptrace.WriteWaterfall(&b, tl))
+	require.NoError(t, tl.WriteText(&b, true))
 	out := b.String()
 	// end returns the column just past a line's time: the "ms" that ends
 	// its first field of digits.

@@ -16,7 +16,9 @@ import (
 
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/internal/testserver"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -88,7 +90,7 @@ func TestH2StreamsBesideOthersDoNotWait(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	}))
-	p := newPool(t, pool.TLSConfig(srv.trust()), pool.MaxConnsPerHost(2))
+	p := newPool(t, pool.TLSConfig(srv.trust()), pool.MaxConnsPerHost(2), pool.MaxIdleConnsPerHost(2))
 	get(t, p, srv.URL+"/warm")
 	quiesce(t, p)
 
@@ -162,14 +164,14 @@ func TestIdleConnEvictedByMaxIdleConns(t *testing.T) {
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
 	var closed []pool.Conn
 	for _, c := range p.Conns() {
-		if c.State == pool.StateClosed {
+		if c.State == vocab.StateClosed {
 			closed = append(closed, c)
 		}
 	}
 	require.Len(t, closed, 1)
 	require.Equal(t, s1.Listener.Addr().String(), closed[0].Host, "the least recently used")
-	require.Equal(t, pool.ClosedByClient, closed[0].ClosedBy)
-	require.Equal(t, pool.ReasonIdlePoolFull, closed[0].CloseReason)
+	require.Equal(t, vocab.ClosedByClient, closed[0].ClosedBy)
+	require.Equal(t, vocab.ReasonIdlePoolFull, closed[0].CloseReason)
 }
 
 // TestH2IdleTimeoutWhileBodyHeld checks the reason given for an HTTP/2
@@ -186,7 +188,7 @@ func TestH2IdleTimeoutWhileBodyHeld(t *testing.T) {
 	require.Equal(t, "ok", string(b))
 	require.NoError(t, resp.Body.Close())
 	quiesce(t, p)
-	requireClosed(t, p, pool.ClosedByClient, pool.ReasonIdleTimeout)
+	requireClosed(t, p, vocab.ClosedByClient, vocab.ReasonIdleTimeout)
 }
 
 // TestH2ServerStageRecorded checks that every HTTP/2 GET has a server
@@ -211,7 +213,7 @@ func TestH2ServerStageRecorded(t *testing.T) {
 		// span is never empty.
 		require.Positive(t, tl.Timings().Server, "timeline %d: %v", tl.ID, tl.Events)
 		for _, e := range tl.Events {
-			if e.Kind == httptrace.KindWroteHeaders && !e.Late {
+			if e.Kind == vocab.KindWroteHeaders && !e.Late {
 				inTime++
 			}
 		}
@@ -246,10 +248,10 @@ func TestSecretHeadersMasked(t *testing.T) {
 	quiesce(t, p)
 	tls := col.Timelines()
 	require.Len(t, tls, 1)
-	require.Equal(t, httptrace.ClassProtocol, tls[0].Outcome.Class)
+	require.Equal(t, vocab.ClassProtocol, tls[0].Outcome.Class)
 	msg := tls[0].RedactError(tls[0].Outcome.Err)
 	require.NotContains(t, msg, key)
-	require.Contains(t, msg, "X-Api-Key: "+httptrace.Masked)
+	require.Contains(t, msg, "X-Api-Key: "+redact.Masked)
 
 	_, err = pool.New(pool.SecretHeaders(""))
 	require.Error(t, err, "an empty name")

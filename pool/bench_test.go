@@ -49,7 +49,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		run(b, &http.Client{Transport: tr})
 	})
 	b.Run("tracked", func(b *testing.B) {
-		p, err := pool.New()
+		p, err := pool.New(pool.MaxConnsPerHost(1), pool.MaxIdleConnsPerHost(1))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		run(b, &http.Client{Transport: p.Transport()})
 	})
 	b.Run("traced+tracked", func(b *testing.B) {
-		p, err := pool.New()
+		p, err := pool.New(pool.MaxConnsPerHost(1), pool.MaxIdleConnsPerHost(1))
 		if err != nil {
 			b.Fatal(err)
 		}

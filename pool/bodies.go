@@ -2,13 +2,12 @@ package pool
 
 import (
 	"cmp"
-	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/hook"
+	"github.com/connaudit/connaudit/internal/redact"
 )
 
 // OpenBody describes a response body handed out and not yet closed.
@@ -21,22 +20,26 @@ type OpenBody struct {
 	// Conn is the id of the connection the body pins (HTTP/1) or shares
 	// (HTTP/2).
 	Conn uint64 `json:"conn"`
-	// Age is how long ago the response was handed out.
-	Age time.Duration `json:"age_ns"`
-	// Stack is where the request was made, with [CaptureStacks].
+	// OpenedAt is when the response was handed out; Age how long ago.
+	OpenedAt time.Time     `json:"opened_at"`
+	Age      time.Duration `json:"age_ns"`
+	// Stack is where the request was made, with [CaptureStacks]: one
+	// "function\n\tfile:line\n" per frame, innermost first.
 	Stack string `json:"stack,omitempty"`
 	// Collected is set when the body was garbage collected without Close.
 	// The connection it pinned stays pinned.
 	Collected bool `json:"collected,omitempty"`
 }
 
-// UnclosedBodyReport is passed to the [UnclosedBodyReports] callback once
-// per call site whose response body was garbage collected without Close.
-type UnclosedBodyReport struct {
-	OpenBody
-	// Site is the first frame of the caller outside net/http and this
-	// module, "" without [CaptureStacks].
-	Site string
+// Site returns the first frame of b.Stack, "function (file:line)", or ""
+// without a stack.
+func (b OpenBody) Site() string {
+	fn, rest, ok := strings.Cut(b.Stack, "\n\t")
+	if !ok {
+		return ""
+	}
+	loc, _, _ := strings.Cut(rest, "\n")
+	return fn + " (" + loc + ")"
 }
 
 // OpenBodies returns the response bodies not yet closed, oldest first.
@@ -60,82 +63,13 @@ func (p *Pool) openBodiesLocked(now time.Time) []OpenBody {
 }
 
 func (r *request) openBody(now time.Time) OpenBody {
-	b := OpenBody{Timeline: r.id, Method: r.method, URL: httptrace.RedactURL(&r.u), Age: now.Sub(r.openedAt.time()),
-		Stack: formatStack(r.stack), Collected: r.collected}
+	opened := r.openedAt.time()
+	b := OpenBody{Timeline: r.id, Method: r.method, URL: redact.URL(&r.u), OpenedAt: opened, Age: now.Sub(opened),
+		Stack: hook.FormatStack(r.stack), Collected: r.collected}
 	if r.conn != nil {
 		b.Conn = r.conn.ID
 	}
 	return b
-}
-
-// bodyCollected is the httptrace report of a body collected unclosed.
-func (p *Pool) bodyCollected(u httptrace.UnclosedBody) {
-	p.mu.Lock()
-	r := p.reqs.get(u.Timeline)
-	var rep UnclosedBodyReport
-	if r != nil {
-		r.collected = true
-		rep.OpenBody = r.openBody(time.Now())
-		rep.Site = callSite(r.stack)
-	} else {
-		rep.OpenBody = OpenBody{Timeline: u.Timeline, Method: u.Method, URL: u.URL, Conn: u.Conn, Collected: true}
-	}
-	key := rep.Site
-	if key == "" {
-		key = "unknown"
-	}
-	first := !p.unclosed[key]
-	p.unclosed[key] = true
-	report := p.cfg.unclosedReport
-	p.mu.Unlock()
-	if first && report != nil {
-		report(rep)
-	}
-}
-
-// ignoredFrame reports whether a frame belongs to the machinery between the
-// caller and the wire.
-func ignoredFrame(fn string) bool {
-	for _, pre := range []string{"net/http.", "github.com/connaudit/connaudit/httptrace.", "github.com/connaudit/connaudit/pool.", "runtime."} {
-		if strings.HasPrefix(fn, pre) {
-			return true
-		}
-	}
-	return false
-}
-
-func callSite(pcs []uintptr) string {
-	if len(pcs) == 0 {
-		return ""
-	}
-	frames := runtime.CallersFrames(pcs)
-	for {
-		f, more := frames.Next()
-		if !ignoredFrame(f.Function) {
-			return fmt.Sprintf("%s (%s:%d)", f.Function, f.File, f.Line)
-		}
-		if !more {
-			return ""
-		}
-	}
-}
-
-func formatStack(pcs []uintptr) string {
-	if len(pcs) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	frames := runtime.CallersFrames(pcs)
-	for {
-		f, more := frames.Next()
-		if !ignoredFrame(f.Function) {
-			fmt.Fprintf(&b, "%s\n\t%s:%d\n", f.Function, f.File, f.Line)
-		}
-		if !more {
-			break
-		}
-	}
-	return b.String()
 }
 
 func sortConns(cs []Conn) {

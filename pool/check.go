@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"runtime"
 	"sort"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/connaudit/connaudit/internal/notify"
-	"go.uber.org/goleak"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // quietLocked reports whether nothing is in motion: no dial in progress,
@@ -28,7 +25,7 @@ func (p *Pool) quietLocked() bool {
 		}
 	}
 	for _, c := range p.conns {
-		if c.State != StateActive {
+		if c.State != vocab.StateActive {
 			continue
 		}
 		for id := range c.active.all() {
@@ -99,7 +96,7 @@ func (p *Pool) Check(ctx context.Context) error {
 	p.mu.Lock()
 	var active []*connState
 	for _, c := range p.conns {
-		if c.State == StateActive {
+		if c.State == vocab.StateActive {
 			active = append(active, c)
 		}
 	}
@@ -141,117 +138,4 @@ func (p *Pool) Check(ctx context.Context) error {
 
 func indent(s string) string {
 	return "\t" + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n\t")
-}
-
-// leakCauses maps a function in a leaked goroutine's stack to its cause,
-// in words.
-var leakCauses = []struct{ fn, cause string }{
-	{"net/http.(*persistConn).readLoop", "connection held by an unclosed response body or an idle connection"},
-	{"net/http.(*persistConn).writeLoop", "connection held by an unclosed response body or an idle connection"},
-	{"net/http.(*http2ClientConn).readLoop", "an HTTP/2 connection still open (idle or with a stream whose body was not closed)"},
-	{"net/http.(*Transport).dialConnFor", "a dial still in flight"},
-	{"net.(*netFD).connect", "a dial still in flight"},
-	{"net.(*sysDialer)", "a dial still in flight"},
-	{"net.(*Resolver)", "a DNS lookup still in flight"},
-	{"crypto/tls.(*Conn).HandshakeContext", "a TLS handshake still in flight"},
-	{"net/http.(*conn).serve", "a server connection still open"},
-	{"net/http.(*Server).Serve", "a server still running"},
-	{"net/http.(*Transport).getConn", "a request waiting for a connection (the pool is at its cap)"},
-	{"net/http.(*persistConn).roundTrip", "a request still in flight"},
-	{"net/http.setRequestCancel", "a request still in flight"},
-}
-
-// nameStacks returns "N × cause (function)" for each known cause among the
-// goroutine stacks in text: goleak's list, where each goroutine is headed by
-// "Goroutine N in state S, with F on top of the stack:" and goroutines are
-// not separated by blank lines, or runtime.Stack's dump, where each starts
-// with "goroutine N [S]:". A goroutine is named by its own frames, not by
-// the "created by" line naming its parent.
-func nameStacks(text string) []string {
-	start := goleakHeader
-	if !start.MatchString(text) {
-		start = runtimeHeader
-	}
-	var blocks []string
-	idx := start.FindAllStringIndex(text, -1)
-	for i, m := range idx {
-		end := len(text)
-		if i+1 < len(idx) {
-			end = idx[i+1][0]
-		}
-		blocks = append(blocks, text[m[0]:end])
-	}
-	counts := map[string]int{}
-	for _, block := range blocks {
-		block = createdBy.ReplaceAllString(block, "")
-		for _, lc := range leakCauses {
-			if strings.Contains(block, lc.fn) {
-				counts[lc.cause+" ("+lc.fn+")"]++
-				break
-			}
-		}
-	}
-	names := make([]string, 0, len(counts))
-	for k, n := range counts {
-		names = append(names, fmt.Sprintf("%d × %s", n, k))
-	}
-	sort.Strings(names)
-	return names
-}
-
-var (
-	goleakHeader  = regexp.MustCompile(`Goroutine \d+ in state `)
-	runtimeHeader = regexp.MustCompile(`(?m)^goroutine \d+ \[`)
-	createdBy     = regexp.MustCompile(`(?m)^created by .*$`)
-)
-
-// NameLeaks returns err (from goleak) with a summary in words of the causes
-// of the net/http goroutines it lists.
-func NameLeaks(err error) error {
-	if err == nil {
-		return nil
-	}
-	names := nameStacks(err.Error())
-	if len(names) == 0 {
-		return err
-	}
-	return fmt.Errorf("leaked goroutines: %s\n%w", strings.Join(names, "; "), err)
-}
-
-// NetGoroutines names, by cause in words, the net/http and net goroutines
-// running now, such as "2 × connection held by an unclosed response body or
-// an idle connection (net/http.(*persistConn).readLoop)". It looks once and
-// does not wait for goroutines to end.
-func NetGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for range 4 {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return nameStacks(string(buf[:n]))
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	return nameStacks(string(buf))
-}
-
-// VerifyNone fails t if p does not pass [Pool.Check] within a few seconds or
-// goroutines leaked (goleak, with opts), naming leaked net/http goroutines
-// by cause. Call it at the end of a test, after closing what the test
-// opened; it closes p's idle connections first so that they are not counted
-// as leaks.
-func VerifyNone(t testing.TB, p *Pool, opts ...goleak.Option) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var errs []error
-	if err := p.Check(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	p.CloseIdleConnections()
-	if err := goleak.Find(opts...); err != nil {
-		errs = append(errs, NameLeaks(err))
-	}
-	if err := errors.Join(errs...); err != nil {
-		t.Error(err)
-	}
 }

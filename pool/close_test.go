@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/internal/testserver"
+	"github.com/connaudit/connaudit/internal/vocab"
 
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
@@ -21,14 +22,14 @@ import (
 func requireClosed(t *testing.T, p *pool.Pool, by pool.Closer, reason pool.CloseReason) pool.Conn {
 	t.Helper()
 	c := onlyConn(t, p)
-	require.Equal(t, pool.StateClosed, c.State)
+	require.Equal(t, vocab.StateClosed, c.State)
 	require.Equal(t, by, c.ClosedBy, "closed by")
 	require.Equal(t, reason, c.CloseReason, "reason (detail %q)", c.CloseDetail)
 	require.False(t, c.ClosedAt.IsZero())
 	s := p.Stats()
 	require.EqualValues(t, 1, s.Closed)
 	require.EqualValues(t, 1, s.ClosedBy[reason])
-	if by == pool.ClosedByServer {
+	if by == vocab.ClosedByServer {
 		require.EqualValues(t, 1, s.ClosedByServer)
 	} else {
 		require.EqualValues(t, 1, s.ClosedByClient)
@@ -46,7 +47,7 @@ func TestServerConnectionClose(t *testing.T) {
 	require.Equal(t, "ok", get(t, p, srv.URL))
 	quiesce(t, p)
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
-	requireClosed(t, p, pool.ClosedByServer, pool.ReasonConnectionClose)
+	requireClosed(t, p, vocab.ClosedByServer, vocab.ReasonConnectionClose)
 
 	require.Equal(t, "ok", get(t, p, srv.URL))
 	quiesce(t, p)
@@ -75,7 +76,7 @@ func TestServerHTTP10NoKeepAlive(t *testing.T) {
 	require.Equal(t, "ok", get(t, p, url))
 	quiesce(t, p)
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
-	c := requireClosed(t, p, pool.ClosedByServer, pool.ReasonHTTP10)
+	c := requireClosed(t, p, vocab.ClosedByServer, vocab.ReasonHTTP10)
 	require.Equal(t, "HTTP/1.0", c.Proto)
 
 	require.Equal(t, "ok", get(t, p, url))
@@ -89,11 +90,11 @@ func TestServerClosedIdle(t *testing.T) {
 		p := newPool(t)
 		require.Equal(t, "ok", get(t, p, srv.URL))
 		quiesce(t, p)
-		require.Equal(t, pool.StateIdle, onlyConn(t, p).State)
+		require.Equal(t, vocab.StateIdle, onlyConn(t, p).State)
 
 		srv.CloseClientConnections()
 		waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
-		requireClosed(t, p, pool.ClosedByServer, pool.ReasonServerClosedIdle)
+		requireClosed(t, p, vocab.ClosedByServer, vocab.ReasonServerClosedIdle)
 	})
 	t.Run("IdleTimeout", func(t *testing.T) {
 		srv := newServer(t, plainHTTP, okHandler, func(s *httptest.Server) { s.Config.IdleTimeout = 20 * time.Millisecond })
@@ -101,7 +102,7 @@ func TestServerClosedIdle(t *testing.T) {
 		require.Equal(t, "ok", get(t, p, srv.URL))
 		quiesce(t, p)
 		waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
-		requireClosed(t, p, pool.ClosedByServer, pool.ReasonServerClosedIdle)
+		requireClosed(t, p, vocab.ClosedByServer, vocab.ReasonServerClosedIdle)
 	})
 }
 
@@ -112,7 +113,7 @@ func TestClientCloseIdleConnections(t *testing.T) {
 	quiesce(t, p)
 	p.CloseIdleConnections()
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
-	requireClosed(t, p, pool.ClosedByClient, pool.ReasonCloseIdle)
+	requireClosed(t, p, vocab.ClosedByClient, vocab.ReasonCloseIdle)
 
 	// Through the client too: http.Client.CloseIdleConnections reaches the
 	// pool.
@@ -120,7 +121,7 @@ func TestClientCloseIdleConnections(t *testing.T) {
 	quiesce(t, p)
 	p.Client().CloseIdleConnections()
 	waitStats(t, p, "second connection closed", func(s pool.Stats) bool { return s.Closed == 2 })
-	require.EqualValues(t, 2, p.Stats().ClosedBy[pool.ReasonCloseIdle])
+	require.EqualValues(t, 2, p.Stats().ClosedBy[vocab.ReasonCloseIdle])
 }
 
 func TestClientIdleConnTimeout(t *testing.T) {
@@ -129,7 +130,7 @@ func TestClientIdleConnTimeout(t *testing.T) {
 	require.Equal(t, "ok", get(t, p, srv.URL))
 	quiesce(t, p)
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
-	requireClosed(t, p, pool.ClosedByClient, pool.ReasonIdleTimeout)
+	requireClosed(t, p, vocab.ClosedByClient, vocab.ReasonIdleTimeout)
 }
 
 func TestCancelAwaitingHeaders(t *testing.T) {
@@ -158,7 +159,7 @@ func TestCancelAwaitingHeaders(t *testing.T) {
 	require.ErrorIs(t, <-errc, context.Canceled)
 	quiesce(t, p)
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
-	c := requireClosed(t, p, pool.ClosedByClient, pool.ReasonRequestError)
+	c := requireClosed(t, p, vocab.ClosedByClient, vocab.ReasonRequestError)
 	require.Equal(t, "canceled", c.CloseDetail)
 
 	require.Equal(t, "ok", get(t, p, srv.URL+"/ok"))
@@ -177,7 +178,7 @@ func TestClientDisableKeepAlives(t *testing.T) {
 	waitStats(t, p, "connections closed", func(s pool.Stats) bool { return s.Closed == 2 })
 	s := p.Stats()
 	require.EqualValues(t, 2, s.Dials)
-	require.EqualValues(t, 2, s.ClosedBy[pool.ReasonKeepAlivesOff], "closed by: %v", s.ClosedBy)
+	require.EqualValues(t, 2, s.ClosedBy[vocab.ReasonKeepAlivesOff], "closed by: %v", s.ClosedBy)
 	require.EqualValues(t, 2, s.ClosedByClient)
 	require.NoError(t, s.Check())
 }
@@ -199,6 +200,6 @@ func TestClientIdlePoolFull(t *testing.T) {
 	s := p.Stats()
 	require.EqualValues(t, 2, s.Dials)
 	require.Equal(t, 1, s.Idle)
-	require.EqualValues(t, 1, s.ClosedBy[pool.ReasonIdlePoolFull], "closed by: %v", s.ClosedBy)
+	require.EqualValues(t, 1, s.ClosedBy[vocab.ReasonIdlePoolFull], "closed by: %v", s.ClosedBy)
 	require.NoError(t, s.Check())
 }

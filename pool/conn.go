@@ -10,53 +10,47 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
-// ConnState is the state of a tracked connection.
-type ConnState string
+// ConnState is the state of a tracked connection. A connection goes
+// dialing → (handshake) → idle or active → … → closed; a dial that fails
+// goes dialing → failed:
+//
+//	dialing    the dial is in progress
+//	handshake  TCP is up, the TLS handshake is in progress
+//	active     serving a request (HTTP/2: at least one stream)
+//	idle       open, serving nothing
+//	closed     closed; see [Conn.CloseReason]
+//	failed     the dial failed
+type ConnState = vocab.ConnState
 
-// The connection states. A connection goes dialing → (handshake) → idle or
-// active → … → closed; a dial that fails goes dialing → failed.
-const (
-	StateDialing   ConnState = "dialing"   // the dial is in progress
-	StateHandshake ConnState = "handshake" // TCP is up, the TLS handshake is in progress
-	StateActive    ConnState = "active"    // serving a request (HTTP/2: at least one stream)
-	StateIdle      ConnState = "idle"      // open, serving nothing
-	StateClosed    ConnState = "closed"    // closed; see CloseReason
-	StateFailed    ConnState = "failed"    // the dial failed
-)
+// Closer says which side closed a connection: "client" or "server".
+type Closer = vocab.Closer
 
-// Closer says which side closed a connection.
-type Closer string
-
-// The sides.
-const (
-	ClosedByClient Closer = "client"
-	ClosedByServer Closer = "server"
-)
-
-// CloseReason says why a connection was closed.
-type CloseReason string
-
-// The close reasons. Client reasons first, then server reasons.
-const (
-	ReasonIdleTimeout       CloseReason = "idle-timeout"           // client: idle longer than IdleConnTimeout
-	ReasonEarlyBodyClose    CloseReason = "early-body-close"       // client: a body was closed before EOF
-	ReasonCloseIdle         CloseReason = "close-idle-connections" // client: CloseIdleConnections
-	ReasonIdlePoolFull      CloseReason = "idle-pool-full"         // client: no room in the idle pool
-	ReasonRequestError      CloseReason = "request-error"          // client: the request on it failed (detail: its class)
-	ReasonHandshakeFailed   CloseReason = "handshake-failed"       // client: the TLS handshake failed or timed out
-	ReasonHandshakeAbandon  CloseReason = "handshake-abandoned"    // client: the Transport cancelled the handshake, no request needing the connection
-	ReasonKeepAlivesOff     CloseReason = "keep-alives-disabled"   // client: DisableKeepAlives
-	ReasonClient            CloseReason = "client-close"           // client: closed for another reason
-	ReasonConnectionClose   CloseReason = "connection-close"       // server: "Connection: close"
-	ReasonHTTP10            CloseReason = "http1.0-no-keep-alive"  // server: HTTP/1.0 without keep-alive
-	ReasonServerClosedIdle  CloseReason = "server-closed-idle"     // server: closed while the connection was idle
-	ReasonServerEOF         CloseReason = "server-eof"             // server: closed during a request
-	ReasonServerReset       CloseReason = "server-reset"           // server: reset the connection
-	ReasonServerGoAway      CloseReason = "goaway"                 // server: HTTP/2 GOAWAY (inferred: see Pool docs)
-	ReasonServerProtocolErr CloseReason = "protocol-error"         // server: sent something that is not HTTP
-)
+// CloseReason says why a connection was closed. Closed by the client:
+//
+//	idle-timeout            idle longer than http.Transport.IdleConnTimeout
+//	early-body-close        a response body was closed before EOF
+//	close-idle-connections  CloseIdleConnections
+//	idle-pool-full          no room in the idle pool (MaxIdleConnsPerHost)
+//	request-error           the request on it failed (detail: its class)
+//	handshake-failed        the TLS handshake failed or timed out
+//	handshake-abandoned     the Transport cancelled the handshake: no request needed the connection
+//	keep-alives-disabled    http.Transport.DisableKeepAlives
+//	client-close            closed for another reason
+//
+// Closed by the server:
+//
+//	connection-close        the response said "Connection: close"
+//	http1.0-no-keep-alive   an HTTP/1.0 response without keep-alive
+//	server-closed-idle      closed while the connection was idle
+//	server-eof              closed during a request
+//	server-reset            reset the connection
+//	goaway                  HTTP/2 GOAWAY (inferred: the connection ended after one)
+//	protocol-error          sent something that is not HTTP
+type CloseReason = vocab.CloseReason
 
 // StateChange is one entry of a connection's state history.
 type StateChange struct {
@@ -246,11 +240,11 @@ const maxHistory = 256
 
 func (c *connState) setState(s ConnState, now stamp) {
 	c.State = s
-	c.io.idle.Store(s == StateIdle)
+	c.io.idle.Store(s == vocab.StateIdle)
 	if len(c.History) < maxHistory {
 		c.History = append(c.History, StateChange{State: s, At: now.time()})
 	}
-	if s == StateIdle {
+	if s == vocab.StateIdle {
 		c.idleSince = now
 	}
 }
@@ -332,9 +326,9 @@ func isDeadline(err error) bool {
 func serverSide(err error) (CloseReason, bool) {
 	switch {
 	case errors.Is(err, io.EOF):
-		return ReasonServerEOF, true
+		return vocab.ReasonServerEOF, true
 	case errors.Is(err, syscall.ECONNRESET):
-		return ReasonServerReset, true
+		return vocab.ReasonServerReset, true
 	}
 	return "", false
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/testserver"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -137,7 +138,7 @@ func TestOrphanedDial(t *testing.T) {
 			cancelA()
 			require.ErrorIs(t, <-errA, context.Canceled)
 			tlA := timelineOf(t, col, "/a")
-			require.Equal(t, httptrace.ClassCanceled, tlA.Outcome.Class)
+			require.Equal(t, vocab.ClassCanceled, tlA.Outcome.Class)
 			s := p.Stats()
 			require.Equal(t, 1, s.Dialing, "the dial goes on after A was cancelled")
 			require.Equal(t, 0, s.InFlight)
@@ -166,7 +167,7 @@ func TestOrphanedDial(t *testing.T) {
 			} else {
 				waitStats(t, p, "the orphaned dial opened", func(s pool.Stats) bool { return s.Open == 1 && s.Dialing == 0 })
 				c := onlyConn(t, p)
-				require.Equal(t, pool.StateIdle, c.State)
+				require.Equal(t, vocab.StateIdle, c.State)
 				require.Equal(t, tlA.ID, c.DialedFor)
 				require.Zero(t, c.Requests)
 				require.Equal(t, "ok", get(t, p, srv.URL+"/b"))
@@ -174,7 +175,7 @@ func TestOrphanedDial(t *testing.T) {
 			quiesce(t, p)
 
 			tlB := timelineOf(t, col, "/b")
-			require.Equal(t, httptrace.ClassOK, tlB.Outcome.Class)
+			require.Equal(t, vocab.ClassOK, tlB.Outcome.Class)
 			c := onlyConn(t, p)
 			require.Equal(t, tlA.ID, c.DialedFor, "dialed for A")
 			require.Equal(t, []uint64{tlB.ID}, c.RequestIDs, "served B only")
@@ -202,11 +203,11 @@ func TestOrphanedDial(t *testing.T) {
 				}
 			}
 			if tc.handshake {
-				require.Equal(t, 1, late[httptrace.KindTLSDone], "late events of A: %v", late)
+				require.Equal(t, 1, late[vocab.KindTLSDone], "late events of A: %v", late)
 			} else {
-				require.Equal(t, 1, late[httptrace.KindConnectDone], "late events of A: %v", late)
+				require.Equal(t, 1, late[vocab.KindConnectDone], "late events of A: %v", late)
 			}
-			for _, k := range []httptrace.Kind{httptrace.KindConnectStart, httptrace.KindTLSStart} {
+			for _, k := range []httptrace.Kind{vocab.KindConnectStart, vocab.KindTLSStart} {
 				_, ok := tlB.First(k)
 				require.False(t, ok, "B made no dial (%s)", k)
 			}
@@ -238,12 +239,12 @@ func TestDialRefused(t *testing.T) {
 	require.Zero(t, s.Closed)
 	require.NoError(t, s.Check())
 	c := onlyConn(t, p)
-	require.Equal(t, pool.StateFailed, c.State)
+	require.Equal(t, vocab.StateFailed, c.State)
 	require.Contains(t, c.DialError, "refused")
 	require.False(t, c.Abandoned)
 	require.Equal(t, addr, c.Host)
 	require.Len(t, col.Timelines(), 1)
-	require.Equal(t, httptrace.ClassConnectRefused, col.Timelines()[0].Outcome.Class)
+	require.Equal(t, vocab.ClassConnectRefused, col.Timelines()[0].Outcome.Class)
 	require.NoError(t, p.Check(bounded(t)))
 }
 
@@ -259,11 +260,11 @@ func TestTLSHandshakeFailed(t *testing.T) {
 	}
 	require.Error(t, err)
 	require.Len(t, col.Timelines(), 1)
-	require.Equal(t, httptrace.ClassTLS, col.Timelines()[0].Outcome.Class)
+	require.Equal(t, vocab.ClassTLS, col.Timelines()[0].Outcome.Class)
 	quiesce(t, p)
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
 
-	c := requireClosed(t, p, pool.ClosedByClient, pool.ReasonHandshakeFailed)
+	c := requireClosed(t, p, vocab.ClosedByClient, vocab.ReasonHandshakeFailed)
 	require.Empty(t, c.TLSVersion)
 	require.False(t, c.Abandoned)
 	s := p.Stats()
@@ -332,11 +333,11 @@ func TestTLSHandshakeAbandoned(t *testing.T) {
 	p := newPool(t)
 	cancelOnSignal(t, p, "https://"+addr+"/", hello, "the client's ClientHello")
 	// The dial goes on for a later request until the Transport abandons it.
-	require.Equal(t, pool.StateHandshake, onlyConn(t, p).State)
+	require.Equal(t, vocab.StateHandshake, onlyConn(t, p).State)
 	p.CloseIdleConnections()
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
 
-	c := requireClosed(t, p, pool.ClosedByClient, pool.ReasonHandshakeAbandon)
+	c := requireClosed(t, p, vocab.ClosedByClient, vocab.ReasonHandshakeAbandon)
 	require.True(t, c.Abandoned)
 	require.Empty(t, c.DialError)
 	s := p.Stats()
@@ -362,6 +363,6 @@ func TestDialAbandoned(t *testing.T) {
 	p.CloseIdleConnections()
 	waitStats(t, p, "dial failed", func(s pool.Stats) bool { return s.DialErrors == 1 })
 	c := onlyConn(t, p)
-	require.Equal(t, pool.StateFailed, c.State)
+	require.Equal(t, vocab.StateFailed, c.State)
 	require.True(t, c.Abandoned, "dial error %q", c.DialError)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -55,12 +56,12 @@ func TestHTTP2Streams(t *testing.T) {
 	require.Equal(t, s.Open, s.Active)
 	active := 0
 	for _, c := range p.Conns() {
-		if c.State == pool.StateClosed {
+		if c.State == vocab.StateClosed {
 			continue
 		}
 		require.Equal(t, "h2", c.Proto)
 		require.Equal(t, "TLS 1.3", c.TLSVersion)
-		require.Equal(t, pool.StateActive, c.State)
+		require.Equal(t, vocab.StateActive, c.State)
 		active += len(c.Active)
 	}
 	require.Equal(t, n, active, "one active stream per open body")
@@ -79,8 +80,8 @@ func TestHTTP2Streams(t *testing.T) {
 	require.Zero(t, s.OpenBodies)
 	require.Zero(t, s.InFlight)
 	for _, c := range p.Conns() {
-		if c.State != pool.StateClosed {
-			require.Equal(t, pool.StateIdle, c.State)
+		if c.State != vocab.StateClosed {
+			require.Equal(t, vocab.StateIdle, c.State)
 			require.Empty(t, c.Active)
 		}
 	}
@@ -103,16 +104,16 @@ func TestHTTP2Streams(t *testing.T) {
 
 	p.CloseIdleConnections()
 	waitStats(t, p, "connections closed", func(s pool.Stats) bool { return s.Open == 0 })
-	require.Equal(t, p.Stats().Closed, p.Stats().ClosedBy[pool.ReasonCloseIdle])
+	require.Equal(t, p.Stats().Closed, p.Stats().ClosedBy[vocab.ReasonCloseIdle])
 	for _, tl := range col.Timelines() {
-		require.Equal(t, httptrace.ClassOK, tl.Outcome.Class)
+		require.Equal(t, vocab.ClassOK, tl.Outcome.Class)
 	}
 }
 
 func TestHTTP2Disabled(t *testing.T) {
 	srv := newServer(t, tlsHTTP2, okHandler)
 	t.Run("New", func(t *testing.T) {
-		p := newPool(t, pool.TLSConfig(srv.trust()), pool.HTTP2(false))
+		p := newPool(t, pool.TLSConfig(srv.trust()), pool.Protocols(protocols(false)))
 		require.Equal(t, "ok", get(t, p, srv.URL))
 		quiesce(t, p)
 		require.Equal(t, "HTTP/1.1", onlyConn(t, p).Proto)
@@ -120,7 +121,7 @@ func TestHTTP2Disabled(t *testing.T) {
 	t.Run("Track", func(t *testing.T) {
 		// The caller's transport attempts HTTP/2; the pool must not.
 		base := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: srv.trust()}
-		p, err := pool.Track(base, pool.HTTP2(false))
+		p, err := pool.Track(base, pool.Protocols(protocols(false)))
 		require.NoError(t, err)
 		t.Cleanup(p.Close)
 		require.Equal(t, "ok", get(t, p, srv.URL))

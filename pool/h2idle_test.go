@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // TestH2IdleSinceStreamEnd checks when the pool counts an HTTP/2
@@ -29,7 +30,7 @@ func TestH2IdleSinceStreamEnd(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
 	col := &httptrace.Collector{}
-	p, err := New(TLSConfig(&tls.Config{RootCAs: roots}), WithObserver(col))
+	p, err := New(MaxConnsPerHost(1), MaxIdleConnsPerHost(1), TLSConfig(&tls.Config{RootCAs: roots}), WithObserver(col))
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
 
@@ -55,7 +56,7 @@ func TestH2IdleSinceStreamEnd(t *testing.T) {
 	defer p.mu.Unlock()
 	require.Len(t, p.conns, 1)
 	for _, c := range p.conns {
-		require.Equal(t, StateIdle, c.State)
+		require.Equal(t, vocab.StateIdle, c.State)
 		require.Equal(t, stamp{tl.Start, eof}.time(), c.idleSince.time(), "idle since the EOF")
 	}
 }

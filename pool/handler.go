@@ -13,10 +13,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/redact"
 )
 
-func redactedURL(r *request) string { return httptrace.RedactURL(&r.u) }
+func redactedURL(r *request) string { return redact.URL(&r.u) }
 
 // Snapshot is the pool's state at one instant, as served by
 // [Pool.Handler] and published by [Pool.Publish].
@@ -38,27 +38,35 @@ func (p *Pool) Snapshot() Snapshot {
 }
 
 // Handler returns an http.Handler that serves the pool's [Snapshot] as JSON,
-// or as a text table when the client asks for text (Accept: text/plain, or
-// ?format=text). Mount it on a debug route such as /debug/connpool.
+// or as text tables when the client asks for text (Accept: text/plain, or
+// ?format=text; add &v for the open bodies' stacks). Mount it on a debug
+// route such as /debug/connpool.
 func (p *Pool) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := p.Snapshot()
 		if r.URL.Query().Get("format") == "text" || (strings.Contains(r.Header.Get("Accept"), "text/plain") && !strings.Contains(r.Header.Get("Accept"), "application/json")) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			WriteText(w, s)
+			s.WriteText(w, r.URL.Query().Has("v"))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(s)
+		s.WriteJSON(w)
 	})
 }
 
+// WriteJSON writes s as indented JSON.
+func (s Snapshot) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
 // WriteText writes s as text tables: totals, hosts, connections, open
-// bodies. Each column of durations has one unit, right-aligned: WAIT TIME
-// in milliseconds, AGE in seconds, each with three decimals.
-func WriteText(w io.Writer, s Snapshot) error {
+// bodies with when each was opened and, with [CaptureStacks], where. Each
+// column of durations has one unit, right-aligned: WAIT TIME in
+// milliseconds, AGE in seconds, each with three decimals. verbose adds each
+// open body's whole stack.
+func (s Snapshot) WriteText(w io.Writer, verbose bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	hosts := make([]string, 0, len(s.Hosts))
 	for h := range s.Hosts {
@@ -98,12 +106,34 @@ func WriteText(w io.Writer, s Snapshot) error {
 			ages[i] = fmt.Sprintf("%.3fs", b.Age.Seconds())
 		}
 		alignRight("AGE", ages)
-		fmt.Fprintln(tw, "OPEN BODY\tMETHOD\tURL\tCONN\tAGE")
+		fmt.Fprintln(tw, "OPEN BODY\tMETHOD\tURL\tCONN\tOPENED AT\tAGE\tSITE")
 		for i, b := range s.OpenBodies {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t#%d\t%s\n", b.Timeline, b.Method, b.URL, b.Conn, ages[i])
+			site := b.Site()
+			if b.Collected {
+				site = strings.TrimSpace(site + " (garbage collected unclosed)")
+			}
+			if site == "" {
+				site = "-"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t#%d\t%s\t%s\t%s\n", b.Timeline, b.Method, redact.Printable(b.URL), b.Conn,
+				b.OpenedAt.Format("15:04:05.000"), ages[i], redact.Printable(site))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if verbose {
+		for _, b := range s.OpenBodies {
+			if b.Stack == "" {
+				continue
+			}
+			if _, err := fmt.Fprintf(w, "\nopen body %d (%s %s) opened at:\n%s", b.Timeline, b.Method,
+				redact.Printable(b.URL), indent(printableLines(b.Stack))+"\n"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // millis writes d in milliseconds with three decimals, whatever its size.
@@ -141,3 +171,14 @@ func (p *Pool) Publish(name string) error {
 // publishing serializes Publish: expvar.Publish panics on a name already
 // published, which two calls could both find free.
 var publishing sync.Mutex
+
+// printableLines is [redact.Printable] line by line: s keeps its line
+// breaks, and no line can drive a terminal.
+func printableLines(s string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		b.WriteString(redact.Printable(strings.TrimSuffix(line, "\n")))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

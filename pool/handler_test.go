@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -41,7 +42,7 @@ func TestHandler(t *testing.T) {
 		require.Equal(t, 1, snap.Total.Active)
 		require.Len(t, snap.Hosts, 1)
 		require.Len(t, snap.Conns, 1)
-		require.Equal(t, pool.StateActive, snap.Conns[0].State)
+		require.Equal(t, vocab.StateActive, snap.Conns[0].State)
 		require.Equal(t, 3, snap.Conns[0].Requests)
 		require.Len(t, snap.OpenBodies, 1)
 		require.Equal(t, snap.Conns[0].ID, snap.OpenBodies[0].Conn)
@@ -94,7 +95,7 @@ func TestWriteTextDurationColumns(t *testing.T) {
 		},
 	}
 	var b strings.Builder
-	require.NoError(t, pool.WriteText(&b, s))
+	require.NoError(t, s.WriteText(&b, false))
 	out := b.String()
 	lines := strings.Split(out, "\n")
 	line := func(prefix string) string {
@@ -224,7 +225,7 @@ func TestSnapshotIsOneInstant(t *testing.T) {
 		require.Equal(t, s.Total.Requests, requests, "requests")
 		open := 0
 		for _, c := range s.Conns {
-			if c.State == pool.StateIdle || c.State == pool.StateActive {
+			if c.State == vocab.StateIdle || c.State == vocab.StateActive {
 				open++
 			}
 		}

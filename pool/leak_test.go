@@ -2,17 +2,15 @@ package pool_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // collect runs the garbage collector, a bounded number of times, until
@@ -29,31 +27,26 @@ func collect(t *testing.T, what string, ready func() bool) {
 	t.Fatalf("%s: not collected after 100 GCs", what)
 }
 
-// nextReport waits for a report, running the garbage collector meanwhile;
-// the wait on the channel is bounded per GC and in total.
-func nextReport(t *testing.T, reports <-chan pool.UnclosedBodyReport) pool.UnclosedBodyReport {
-	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for range 100 {
-		runtime.GC()
-		select {
-		case r := <-reports:
-			return r
-		case <-time.After(50 * time.Millisecond): // a bound on this wait, not a synchronisation
-		}
-		if time.Now().After(deadline) {
-			break
-		}
+// collectedEvents passes on the "body-collected" events.
+type collectedEvents chan httptrace.Event
+
+func (c collectedEvents) Observe(*httptrace.Timeline) {}
+
+func (c collectedEvents) ObserveEvent(_ *httptrace.Timeline, ev httptrace.Event) {
+	if ev.Kind == "body-collected" {
+		c <- ev
 	}
-	t.Fatal("no unclosed-body report")
-	return pool.UnclosedBodyReport{}
 }
 
-func TestUnclosedBodyReports(t *testing.T) {
+// TestUnclosedBodies: response bodies dropped without Close are reported
+// when garbage collected ("body-collected"), listed as open bodies with
+// when and where they were opened, named by Check and shown in the text
+// view; the connections they pin stay pinned until their requests end.
+func TestUnclosedBodies(t *testing.T) {
 	srv := newServer(t, plainHTTP, okHandler)
-	reports := make(chan pool.UnclosedBodyReport, 8)
-	p := newPool(t, pool.CaptureStacks(), pool.MaxConnsPerHost(0),
-		pool.UnclosedBodyReports(func(r pool.UnclosedBodyReport) { reports <- r }))
+	events := make(collectedEvents, 8)
+	p := newPool(t, pool.CaptureStacks(), pool.MaxConnsPerHost(0), pool.UnclosedBodyWarning(time.Hour),
+		pool.WithObserver(events))
 
 	// Every request uses ctx: cancelling it is what frees the connections
 	// the dropped bodies pin (the garbage collector does not).
@@ -86,34 +79,38 @@ func TestUnclosedBodyReports(t *testing.T) {
 	}
 
 	dropA("/a1")
-	r1 := nextReport(t, reports)
-	require.True(t, r1.Collected)
-	require.Equal(t, srv.URL+"/a1", r1.URL)
-	require.Contains(t, r1.Site, "TestUnclosedBodyReports.func")
-	require.Contains(t, r1.Site, "leak_test.go:")
-	require.Contains(t, r1.Stack, "TestUnclosedBodyReports")
+	dropA("/a2")
+	dropB("/b1")
+	collect(t, "three dropped bodies", collected(3))
+	require.Len(t, events, 3, "one event per body")
 
-	dropA("/a2") // same call site: collected, not reported again
-	collect(t, "second body of site A", collected(2))
-
-	dropB("/b1") // another call site: reported
-	r3 := nextReport(t, reports)
-	require.Equal(t, srv.URL+"/b1", r3.URL)
-	require.NotEqual(t, r1.Site, r3.Site)
-	collect(t, "body of site B", collected(3))
-	select {
-	case r := <-reports:
-		t.Fatalf("reported twice for one call site: %+v", r)
-	default:
+	bodies := p.OpenBodies()
+	require.Len(t, bodies, 3)
+	require.Equal(t, srv.URL+"/a1", bodies[0].URL)
+	for _, b := range bodies {
+		require.NotZero(t, b.Conn)
+		require.False(t, b.OpenedAt.IsZero())
+		require.Contains(t, b.Site(), "TestUnclosedBodies.func")
+		require.Contains(t, b.Site(), "leak_test.go:")
+		require.Contains(t, b.Stack, "TestUnclosedBodies")
 	}
+	require.Equal(t, bodies[0].Site(), bodies[1].Site())
+	require.NotEqual(t, bodies[0].Site(), bodies[2].Site())
 
-	// The collected bodies still pin their connections: Check names them.
+	// The collected bodies still pin their connections: Check names them,
+	// and so does the text view.
 	s := p.Stats()
 	require.Equal(t, 3, s.OpenBodies)
 	require.Equal(t, 3, s.Active)
 	err := p.Check(bounded(t))
 	require.Error(t, err)
 	require.Equal(t, 3, strings.Count(err.Error(), "garbage collected without Close"), err.Error())
+	var text strings.Builder
+	require.NoError(t, p.Snapshot().WriteText(&text, true))
+	require.Contains(t, text.String(), "OPENED AT")
+	require.Equal(t, 3, strings.Count(text.String(), "(garbage collected unclosed)"), text.String())
+	require.Contains(t, text.String(), bodies[0].OpenedAt.Format("15:04:05.000"))
+	require.Equal(t, 3, strings.Count(text.String(), "opened at:\n"), "verbose: each body's stack")
 
 	// CloseIdleConnections does not free them; cancelling their requests
 	// does.
@@ -122,97 +119,4 @@ func TestUnclosedBodyReports(t *testing.T) {
 	cancel()
 	waitStats(t, p, "pinned connections closed", func(s pool.Stats) bool { return s.Open == 0 })
 	require.NoError(t, p.Stats().Check())
-}
-
-func TestVerifyNone(t *testing.T) {
-	baseline := goleak.IgnoreCurrent()
-	t.Run("clean", func(t *testing.T) {
-		srv := newServer(t, plainHTTP, okHandler)
-		p := newPool(t)
-		require.Equal(t, "ok", get(t, p, srv.URL))
-		srv.Close()
-		pool.VerifyNone(t, p, baseline)
-	})
-	t.Run("leak", func(t *testing.T) {
-		srv := newServer(t, plainHTTP, okHandler)
-		p := newPool(t, pool.CaptureStacks())
-		ctx, cancel := context.WithCancel(bounded(t))
-		defer cancel()
-		resp := open(t, p, ctx, srv.URL)
-		defer resp.Body.Close()
-
-		rec := &recordingTB{TB: t}
-		pool.VerifyNone(rec, p, baseline)
-		require.Len(t, rec.errors, 1)
-		msg := rec.errors[0]
-		require.Contains(t, msg, "open body: GET "+srv.URL)
-		require.Contains(t, msg, "TestVerifyNone")
-		require.Contains(t, msg, "active connection #1")
-		require.Contains(t, msg, "connection held by an unclosed response body")
-		require.Contains(t, msg, "1 × connection held by an unclosed response body or an idle connection (net/http.(*persistConn).readLoop)")
-		require.Contains(t, msg, "1 × connection held by an unclosed response body or an idle connection (net/http.(*persistConn).writeLoop)")
-		require.Contains(t, msg, "1 × a server connection still open (net/http.(*conn).serve)")
-		require.Contains(t, msg, "1 × a server still running (net/http.(*Server).Serve)")
-	})
-}
-
-// recordingTB records the errors reported to it instead of failing.
-type recordingTB struct {
-	testing.TB
-	errors []string
-}
-
-func (r *recordingTB) Helper() {}
-
-func (r *recordingTB) Error(args ...any) { r.errors = append(r.errors, fmt.Sprint(args...)) }
-
-func (r *recordingTB) Errorf(format string, args ...any) {
-	r.errors = append(r.errors, fmt.Sprintf(format, args...))
-}
-
-func TestNameLeaks(t *testing.T) {
-	require.NoError(t, pool.NameLeaks(nil))
-	plain := errors.New("found unexpected goroutines:\n[Goroutine 7 in state chan receive, with main.worker on top of the stack:\ngoroutine 7 [chan receive]:\nmain.worker()\n\t/src/main.go:10 +0x1d\n]")
-	require.Same(t, plain, pool.NameLeaks(plain), "nothing to name")
-
-	// The text goleak prints: a list of stacks, each headed by
-	// "Goroutine N in state S, with F on top of the stack:".
-	synthetic := errors.New(`found unexpected goroutines:
-[Goroutine 21 in state IO wait, with internal/poll.runtime_pollWait on top of the stack:
-internal/poll.runtime_pollWait(0x7f0c, 0x72)
-	/usr/local/go/src/runtime/netpoll.go:351 +0x85
-net.(*conn).Read(0xc000112010, {0xc00019a000, 0x1000, 0x1000})
-	/usr/local/go/src/net/net.go:196 +0x45
-bufio.(*Reader).Peek(0xc0001980c0, 0x1)
-	/usr/local/go/src/bufio/bufio.go:152 +0x5d
-net/http.(*persistConn).readLoop(0xc0001a2000)
-	/usr/local/go/src/net/http/transport.go:2346 +0x1a5
-created by net/http.(*Transport).dialConn in goroutine 20
-	/usr/local/go/src/net/http/transport.go:1960 +0x16a5
- Goroutine 22 in state select, with net/http.(*persistConn).writeLoop on top of the stack:
-net/http.(*persistConn).writeLoop(0xc0001a2000)
-	/usr/local/go/src/net/http/transport.go:2624 +0xe7
-created by net/http.(*Transport).dialConn in goroutine 20
-	/usr/local/go/src/net/http/transport.go:1961 +0x16f8
- Goroutine 9 in state IO wait, with internal/poll.runtime_pollWait on top of the stack:
-internal/poll.runtime_pollWait(0x7f0d, 0x72)
-	/usr/local/go/src/runtime/netpoll.go:351 +0x85
-net/http.(*conn).serve(0xc0000b2000, {0xc8, 0xc0000a4000})
-	/usr/local/go/src/net/http/server.go:2102 +0x625
-created by net/http.(*Server).Serve in goroutine 8
-	/usr/local/go/src/net/http/server.go:3454 +0x485
-]`)
-	named := pool.NameLeaks(synthetic)
-	require.ErrorIs(t, named, synthetic)
-	msg := named.Error()
-	require.Contains(t, msg, "connection held by an unclosed response body")
-	require.Contains(t, msg, "1 × connection held by an unclosed response body or an idle connection (net/http.(*persistConn).readLoop)")
-	require.Contains(t, msg, "1 × connection held by an unclosed response body or an idle connection (net/http.(*persistConn).writeLoop)")
-	require.Contains(t, msg, "1 × a server connection still open (net/http.(*conn).serve)")
-	require.NotContains(t, msg, "server still running", "a 'created by' line is not the goroutine itself")
-
-	// runtime.Stack's own format: blocks separated by blank lines.
-	raw := errors.New("goroutine 21 [IO wait]:\nnet/http.(*persistConn).readLoop(0xc0001a2000)\n\t/usr/local/go/src/net/http/transport.go:2346 +0x1a5\n\n" +
-		"goroutine 23 [IO wait]:\nnet/http.(*persistConn).readLoop(0xc0001a2100)\n\t/usr/local/go/src/net/http/transport.go:2346 +0x1a5\n")
-	require.Contains(t, pool.NameLeaks(raw).Error(), "2 × connection held by an unclosed response body or an idle connection (net/http.(*persistConn).readLoop)")
 }

@@ -35,10 +35,11 @@ func bounded(t *testing.T) context.Context {
 }
 
 // newPool returns a pool whose idle connections are closed at the end of
-// the test.
+// the test, capped at one connection per host and one idle (the audit's
+// reference pool) unless opts say otherwise.
 func newPool(t *testing.T, opts ...pool.Option) *pool.Pool {
 	t.Helper()
-	p, err := pool.New(opts...)
+	p, err := pool.New(append([]pool.Option{pool.MaxConnsPerHost(1), pool.MaxIdleConnsPerHost(1)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	return p
@@ -139,4 +140,12 @@ func onlyConn(t *testing.T, p *pool.Pool) pool.Conn {
 	cs := p.Conns()
 	require.Len(t, cs, 1, "connections: %+v", cs)
 	return cs[0]
+}
+
+// protocols returns HTTP/1, with HTTP/2 if h2.
+func protocols(h2 bool) http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(h2)
+	return p
 }

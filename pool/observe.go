@@ -4,39 +4,46 @@ import (
 	"crypto/tls"
 	"errors"
 	"net/url"
-	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/hook"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
+
+// observer is the pool as an [httptrace.EventObserver] of its own tracer:
+// apart from Pool, so that the pool's method set is the user's API alone.
+type observer struct{ p *Pool }
 
 // Observe implements [httptrace.Observer]; the pool learns of finished
 // requests through ObserveEvent's done event, so Observe does nothing.
-func (p *Pool) Observe(*httptrace.Timeline) {}
+func (observer) Observe(*httptrace.Timeline) {}
 
 // observedKinds are the kinds of events that change the pool's state. The
 // others (writes, first byte, body EOF, DNS and connect, which the dialer
 // sees itself) change nothing. Nor does the body's close: the done event
 // that follows it in the same call closes the pool's record.
-var observedKinds = httptrace.Kinds(httptrace.KindGetConn, httptrace.KindGotConn, httptrace.KindTLSDone,
-	httptrace.KindPutIdleConn, httptrace.KindResponse, httptrace.KindDone)
+var observedKinds = vocab.Of(vocab.KindGetConn, vocab.KindGotConn, vocab.KindTLSDone,
+	vocab.KindPutIdleConn, vocab.KindResponse, vocab.KindDone, vocab.KindBodyCollected)
 
-// EventKinds implements [httptrace.EventFilter]: the tracer calls
-// ObserveEvent for the kinds of events that change the pool's state alone.
-func (p *Pool) EventKinds() httptrace.KindSet { return observedKinds }
+// EventKinds implements hook.Filter: the tracer calls ObserveEvent for the
+// kinds of events that change the pool's state alone.
+func (observer) EventKinds() vocab.KindSet { return observedKinds }
 
 // ObserveEvent implements [httptrace.EventObserver]: the pool follows each
 // request's events to keep connection states and statistics.
-func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
+func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
+	p := o.p
 	if !observedKinds.Has(ev.Kind) {
 		// No lock for an event that changes nothing.
 		return
 	}
 	var stack []uintptr
-	if ev.Kind == httptrace.KindResponse && p.cfg.captureStacks {
-		stack = callers()
+	if ev.Kind == vocab.KindResponse && p.cfg.captureStacks {
+		stack = slices.Clone(hook.Stack(tl))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -47,16 +54,6 @@ func (p *Pool) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	p.observeLocked(tl, ev, stack)
 }
 
-// callers returns the stack of ObserveEvent's caller. It is apart so that
-// ObserveEvent's frame and code, run for every event, stay small.
-//
-//go:noinline
-func callers() []uintptr {
-	var pcs [32]uintptr
-	n := runtime.Callers(3, pcs[:])
-	return append([]uintptr(nil), pcs[:n]...)
-}
-
 // observeLocked applies ev to the pool's state; p.mu is held. It is apart
 // from ObserveEvent so that the latter's defers stay open-coded: with two
 // defers and a return per case of this switch, the compiler falls back to
@@ -65,7 +62,11 @@ func callers() []uintptr {
 func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack []uintptr) {
 	now := stamp{tl.Start, ev.At} // the event's time
 	switch ev.Kind {
-	case httptrace.KindGetConn:
+	case vocab.KindBodyCollected:
+		if r := p.reqLocked(tl.ID); r != nil {
+			r.collected = true
+		}
+	case vocab.KindGetConn:
 		r := p.reqLocked(tl.ID)
 		if r == nil {
 			r = p.newRequestLocked(tl)
@@ -76,7 +77,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			p.tally(r.hc, func(n *counters) { n.waiting++ })
 		}
 		r.conn = nil
-	case httptrace.KindGotConn:
+	case vocab.KindGotConn:
 		r := p.reqLocked(tl.ID)
 		if r == nil {
 			if ev.Late {
@@ -111,7 +112,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		if c == nil {
 			return
 		}
-		if c.State == StateHandshake {
+		if c.State == vocab.StateHandshake {
 			p.handshakeDoneLocked(c, "", 0, now)
 		}
 		again := r.servedBy == c.ID // an attempt of r already came here
@@ -137,18 +138,18 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		}
 		r.conn = c
 		p.activateLocked(c, tl.ID, now)
-	case httptrace.KindTLSDone:
+	case vocab.KindTLSDone:
 		c := p.pendingTLS[tl.ID]
 		if c == nil {
 			return
 		}
 		delete(p.pendingTLS, tl.ID)
-		if ev.Err == nil && c.State == StateHandshake {
+		if ev.Err == nil && c.State == vocab.StateHandshake {
 			c.TLSVersion = tls.VersionName(uint16(ev.N))
 			c.TLSResumed = !ev.Late && tl.TLS.Resumed
 			p.handshakeDoneLocked(c, ev.Addr, uint16(ev.N), now)
 		}
-	case httptrace.KindPutIdleConn:
+	case vocab.KindPutIdleConn:
 		c := p.connLocked(ev.Conn)
 		if c == nil {
 			return
@@ -159,7 +160,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			return
 		}
 		p.deactivateLocked(c, tl.ID, now)
-	case httptrace.KindResponse:
+	case vocab.KindResponse:
 		r := p.reqLocked(tl.ID)
 		if r == nil {
 			return
@@ -178,7 +179,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 				c.Proto = tl.Proto
 			}
 		}
-	case httptrace.KindDone:
+	case vocab.KindDone:
 		r := p.reqLocked(tl.ID)
 		if r == nil {
 			if !ev.Late {
@@ -287,7 +288,7 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 	}
 	if c.h2 || strings.HasPrefix(tl.Proto, "HTTP/2") {
 		p.deactivateLocked(c, tl.ID, stamp{tl.Start, at})
-		if eof := bodyEOF(tl); c.State == StateIdle && eof >= 0 && eof < at {
+		if eof := bodyEOF(tl); c.State == vocab.StateIdle && eof >= 0 && eof < at {
 			// net/http's idle timer for an HTTP/2 connection starts
 			// when its last stream ends, at the body's EOF, not when
 			// the body is closed.
@@ -295,18 +296,18 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 		}
 		return
 	}
-	if c.State == StateClosed {
-		if c.closeReq == tl.ID && c.CloseReason == ReasonRequestError {
+	if c.State == vocab.StateClosed {
+		if c.closeReq == tl.ID && c.CloseReason == vocab.ReasonRequestError {
 			// Refine the reason now that the request's outcome is known.
 			by, reason := requestCloseReason(r, p.tr.DisableKeepAlives)
 			p.recloseLocked(c, by, reason)
-			if reason == ReasonRequestError {
+			if reason == vocab.ReasonRequestError {
 				c.CloseDetail = string(r.class)
 			}
 		}
 		return
 	}
-	if c.active.has(tl.ID) && c.State == StateActive {
+	if c.active.has(tl.ID) && c.State == vocab.StateActive {
 		// The request ended while its HTTP/1 connection is still
 		// active: the Transport is about to close it, and has
 		// already stopped counting it against MaxConnsPerHost.
@@ -318,7 +319,7 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 // bodyEOF returns the offset of tl's body EOF, or -1.
 func bodyEOF(tl *httptrace.Timeline) time.Duration {
 	for i := len(tl.Events) - 1; i >= 0; i-- {
-		if e := &tl.Events[i]; e.Kind == httptrace.KindBodyEOF && !e.Late {
+		if e := &tl.Events[i]; e.Kind == vocab.KindBodyEOF && !e.Late {
 			return e.At
 		}
 	}
@@ -333,19 +334,19 @@ func requestCloseReason(r *request, keepAlivesOff bool) (Closer, CloseReason) {
 		// With keep-alives off the client asked for the close itself
 		// ("Connection: close" on the request), and the server only
 		// echoed it.
-		return ClosedByServer, connCloseReason(r.proto)
-	case r.early && r.class == httptrace.ClassOK:
-		return ClosedByClient, ReasonEarlyBodyClose
-	case keepAlivesOff && r.class == httptrace.ClassOK:
-		return ClosedByClient, ReasonKeepAlivesOff
-	case r.class == httptrace.ClassOK:
+		return vocab.ClosedByServer, connCloseReason(r.proto)
+	case r.early && r.class == vocab.ClassOK:
+		return vocab.ClosedByClient, vocab.ReasonEarlyBodyClose
+	case keepAlivesOff && r.class == vocab.ClassOK:
+		return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
+	case r.class == vocab.ClassOK:
 		// The request succeeded, yet the Transport gave the connection
 		// up: it does so when the write goroutine has not reported the
 		// request written 50ms after the response was read (net/http's
 		// maxWriteWaitBeforeConnReuse), which happens under load.
-		return ClosedByClient, ReasonClient
+		return vocab.ClosedByClient, vocab.ReasonClient
 	}
-	return ClosedByClient, ReasonRequestError
+	return vocab.ClosedByClient, vocab.ReasonRequestError
 }
 
 func (p *Pool) doomLocked(c *connState) {
@@ -358,9 +359,9 @@ func (p *Pool) doomLocked(c *connState) {
 
 func connCloseReason(proto string) CloseReason {
 	if proto == "HTTP/1.0" {
-		return ReasonHTTP10
+		return vocab.ReasonHTTP10
 	}
-	return ReasonConnectionClose
+	return vocab.ReasonConnectionClose
 }
 
 func (p *Pool) bodyClosedLocked(r *request) {
@@ -392,22 +393,22 @@ func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, no
 }
 
 func (p *Pool) activateLocked(c *connState, id uint64, now stamp) {
-	if c.State == StateClosed || c.State == StateFailed {
+	if c.State == vocab.StateClosed || c.State == vocab.StateFailed {
 		return
 	}
 	c.active.add(id)
-	if c.State != StateActive {
+	if c.State != vocab.StateActive {
 		h := c.hc
-		if c.State == StateIdle {
+		if c.State == vocab.StateIdle {
 			p.tally(h, func(n *counters) { n.idle-- })
 		}
 		p.tally(h, func(n *counters) { n.active++ })
-		c.setState(StateActive, now)
+		c.setState(vocab.StateActive, now)
 	}
 }
 
 func (p *Pool) deactivateLocked(c *connState, id uint64, now stamp) {
-	if c.State != StateActive {
+	if c.State != vocab.StateActive {
 		return
 	}
 	c.active.remove(id)
@@ -419,14 +420,14 @@ func (p *Pool) deactivateLocked(c *connState, id uint64, now stamp) {
 		n.active--
 		n.idle++
 	})
-	c.setState(StateIdle, now)
+	c.setState(vocab.StateIdle, now)
 }
 
 // connReadErr records the first read error of a connection, before it is
 // closed: an EOF or reset there means the server closed it.
 func (p *Pool) connReadErr(c *connState, err error) {
 	p.mu.Lock()
-	if p.closingIdle > 0 && c.State == StateIdle {
+	if p.closingIdle > 0 && c.State == vocab.StateIdle {
 		// The client is closing its idle connections: an error now is
 		// the server's answer to that (to a TLS close_notify, say).
 		p.mu.Unlock()
@@ -446,13 +447,13 @@ func (p *Pool) connClosed(c *connState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.changes.Signal()
-	if c.State == StateClosed || c.State == StateFailed {
+	if c.State == vocab.StateClosed || c.State == vocab.StateFailed {
 		return
 	}
 	h := c.hc
 	prev := c.State
 	switch prev {
-	case StateHandshake:
+	case vocab.StateHandshake:
 		p.tally(h, func(n *counters) { n.dialing-- })
 		for id, pc := range p.pendingTLS {
 			if pc == c {
@@ -463,12 +464,12 @@ func (p *Pool) connClosed(c *connState) {
 		// context, which crypto/tls then closes the connection for.
 		c.Abandoned = c.dialCtx != nil && c.dialCtx.Err() != nil
 		c.dialCtx = nil
-	case StateIdle:
+	case vocab.StateIdle:
 		p.tally(h, func(n *counters) {
 			n.idle--
 			n.open--
 		})
-	case StateActive:
+	case vocab.StateActive:
 		p.tally(h, func(n *counters) {
 			n.active--
 			n.open--
@@ -478,7 +479,7 @@ func (p *Pool) connClosed(c *connState) {
 		p.tally(h, func(n *counters) { n.doomed-- })
 	}
 	p.forgetConnLocked(c)
-	c.setState(StateClosed, stampOf(now))
+	c.setState(vocab.StateClosed, stampOf(now))
 	c.ClosedAt = now
 	by, reason := p.closeReasonLocked(c, prev)
 	c.ClosedBy, c.CloseReason = by, reason
@@ -512,23 +513,23 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 	// (unless the client asked first: keep-alives off).
 	for _, r := range reqs {
 		if r.connClose && !p.tr.DisableKeepAlives {
-			return ClosedByServer, connCloseReason(r.proto)
+			return vocab.ClosedByServer, connCloseReason(r.proto)
 		}
 	}
 	if reason, ok := serverSide(c.readErr); ok {
 		// Idle or not when the server closed, not when the client
 		// got round to closing: an HTTP/2 stream that the close killed
 		// ends before the connection does.
-		if c.readErrState == StateIdle && reason == ReasonServerEOF {
-			return ClosedByServer, ReasonServerClosedIdle
+		if c.readErrState == vocab.StateIdle && reason == vocab.ReasonServerEOF {
+			return vocab.ClosedByServer, vocab.ReasonServerClosedIdle
 		}
-		return ClosedByServer, reason
+		return vocab.ClosedByServer, reason
 	}
-	if c.readErr != nil && prev == StateActive {
+	if c.readErr != nil && prev == vocab.StateActive {
 		// Any other read failure: the client gives the connection up.
 		c.CloseDetail = c.readErr.Error()
 	}
-	if c.h2 && prev != StateHandshake && p.closingIdle == 0 && c.putIdleErr == nil {
+	if c.h2 && prev != vocab.StateHandshake && p.closingIdle == 0 && c.putIdleErr == nil {
 		t := p.tr.IdleConnTimeout
 		if d, ok := c.io.sinceRead(time.Since(ioEpoch), t/8); ok && timedOut(d, t) {
 			// Nothing came in for the idle timeout: net/http's idle timer
@@ -536,14 +537,14 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			// (its END_STREAM read), not when its body is closed, so a
 			// connection whose body the caller still holds, and which the
 			// pool counts active, times out too.
-			return ClosedByClient, ReasonIdleTimeout
+			return vocab.ClosedByClient, vocab.ReasonIdleTimeout
 		}
-		if prev == StateIdle && c.Requests == 0 && !timedOut(time.Since(c.idleSince.time()), t) {
+		if prev == vocab.StateIdle && c.Requests == 0 && !timedOut(time.Since(c.idleSince.time()), t) {
 			// A connection no request ever used: the Transport dialed
 			// more than one at once and keeps one per host for HTTP/2,
 			// closing the others as their handshakes end.
 			c.CloseDetail = "never used: HTTP/2 takes one connection per host"
-			return ClosedByClient, ReasonClient
+			return vocab.ClosedByClient, vocab.ReasonClient
 		}
 		// An HTTP/2 client closes a connection itself once the server
 		// sent GOAWAY and its last stream ended. The frame is not visible
@@ -551,66 +552,66 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 		// idle long enough to time out, and no request on it failed.
 		goaway := true
 		for _, r := range reqs {
-			if r.class != "" && r.class != httptrace.ClassOK {
+			if r.class != "" && r.class != vocab.ClassOK {
 				goaway = false
 			}
 		}
-		if prev == StateIdle && timedOut(time.Since(c.idleSince.time()), p.tr.IdleConnTimeout) {
+		if prev == vocab.StateIdle && timedOut(time.Since(c.idleSince.time()), p.tr.IdleConnTimeout) {
 			goaway = false
 		}
 		if goaway {
-			return ClosedByServer, ReasonServerGoAway
+			return vocab.ClosedByServer, vocab.ReasonServerGoAway
 		}
 	}
 	switch prev {
-	case StateHandshake:
+	case vocab.StateHandshake:
 		if c.Abandoned {
-			return ClosedByClient, ReasonHandshakeAbandon
+			return vocab.ClosedByClient, vocab.ReasonHandshakeAbandon
 		}
-		return ClosedByClient, ReasonHandshakeFailed
-	case StateIdle:
+		return vocab.ClosedByClient, vocab.ReasonHandshakeFailed
+	case vocab.StateIdle:
 		switch {
 		case p.closingIdle > 0:
-			return ClosedByClient, ReasonCloseIdle
+			return vocab.ClosedByClient, vocab.ReasonCloseIdle
 		case c.putIdleErr != nil:
-			return ClosedByClient, putIdleReason(c.putIdleErr)
+			return vocab.ClosedByClient, putIdleReason(c.putIdleErr)
 		case p.tr.DisableKeepAlives:
-			return ClosedByClient, ReasonKeepAlivesOff
+			return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
 		case timedOut(time.Since(c.idleSince.time()), p.tr.IdleConnTimeout):
-			return ClosedByClient, ReasonIdleTimeout
+			return vocab.ClosedByClient, vocab.ReasonIdleTimeout
 		case p.tr.MaxIdleConns > 0:
 			// net/http closes the least recently used idle connection,
 			// with no hook, to keep MaxIdleConns.
-			return ClosedByClient, ReasonIdlePoolFull
+			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
 		}
-		return ClosedByClient, ReasonClient
+		return vocab.ClosedByClient, vocab.ReasonClient
 	}
 	for _, r := range reqs {
-		if r.early && (r.class == "" || r.class == httptrace.ClassOK) {
-			return ClosedByClient, ReasonEarlyBodyClose
+		if r.early && (r.class == "" || r.class == vocab.ClassOK) {
+			return vocab.ClosedByClient, vocab.ReasonEarlyBodyClose
 		}
 	}
 	if c.putIdleErr != nil {
-		return ClosedByClient, putIdleReason(c.putIdleErr)
+		return vocab.ClosedByClient, putIdleReason(c.putIdleErr)
 	}
 	if p.tr.DisableKeepAlives {
-		return ClosedByClient, ReasonKeepAlivesOff
+		return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
 	}
 	for _, r := range reqs {
 		c.closeReq = r.id
 		if r.class != "" {
 			// The request already ended: its outcome is the detail.
 			by, reason := requestCloseReason(r, p.tr.DisableKeepAlives)
-			if reason == ReasonRequestError {
+			if reason == vocab.ReasonRequestError {
 				c.CloseDetail = string(r.class)
 			}
 			return by, reason
 		}
 	}
-	if prev == StateActive {
-		return ClosedByClient, ReasonRequestError
+	if prev == vocab.StateActive {
+		return vocab.ClosedByClient, vocab.ReasonRequestError
 	}
-	return ClosedByClient, ReasonClient
+	return vocab.ClosedByClient, vocab.ReasonClient
 }
 
 // timedOut reports whether a connection idle for d can have been closed by
@@ -628,13 +629,13 @@ func putIdleReason(err error) CloseReason {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "too many idle"):
-		return ReasonIdlePoolFull
+		return vocab.ReasonIdlePoolFull
 	case strings.Contains(msg, "keep alives disabled") || strings.Contains(msg, "keep-alives"):
-		return ReasonKeepAlivesOff
+		return vocab.ReasonKeepAlivesOff
 	case errors.Is(err, errIdleClosed), strings.Contains(msg, "CloseIdleConnections"):
-		return ReasonCloseIdle
+		return vocab.ReasonCloseIdle
 	}
-	return ReasonClient
+	return vocab.ReasonClient
 }
 
 var errIdleClosed = errors.New("http: CloseIdleConnections called")

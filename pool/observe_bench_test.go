@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // BenchmarkObserve measures the pool's bookkeeping for one request on an
@@ -12,7 +13,7 @@ import (
 // the tracer, the Transport or sockets: the pool's own share of the hot
 // path.
 func BenchmarkObserve(b *testing.B) {
-	p, err := New()
+	p, err := New(MaxConnsPerHost(1), MaxIdleConnsPerHost(1))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -21,14 +22,14 @@ func BenchmarkObserve(b *testing.B) {
 	now := time.Now()
 	p.mu.Lock()
 	c := &connState{Conn: Conn{ID: 1, Host: host}, io: new(connIO), hc: p.hostLocked(host)}
-	c.setState(StateDialing, stampOf(now))
+	c.setState(vocab.StateDialing, stampOf(now))
 	p.conns[c.ID] = c
 	p.openLocked(c, c.hc, stampOf(now))
 	p.mu.Unlock()
 	kinds := []httptrace.Kind{
-		httptrace.KindGetConn, httptrace.KindGotConn, httptrace.KindWroteHeaders, httptrace.KindWroteRequest,
-		httptrace.KindFirstByte, httptrace.KindResponse, httptrace.KindPutIdleConn, httptrace.KindBodyEOF,
-		httptrace.KindBodyClose, httptrace.KindDone,
+		vocab.KindGetConn, vocab.KindGotConn, vocab.KindWroteHeaders, vocab.KindWroteRequest,
+		vocab.KindFirstByte, vocab.KindResponse, vocab.KindPutIdleConn, vocab.KindBodyEOF,
+		vocab.KindBodyClose, vocab.KindDone,
 	}
 	tl := &httptrace.Timeline{Method: "GET", Host: host, Start: now, Proto: "HTTP/1.1", Status: 200}
 	tl.Conn.ID, tl.Conn.Reused, tl.Conn.WasIdle = c.ID, true, true
@@ -36,7 +37,7 @@ func BenchmarkObserve(b *testing.B) {
 	for b.Loop() {
 		tl.ID++
 		for i, k := range kinds {
-			p.ObserveEvent(tl, httptrace.Event{Kind: k, At: time.Duration(i+1) * time.Microsecond, Conn: c.ID})
+			observer{p}.ObserveEvent(tl, httptrace.Event{Kind: k, At: time.Duration(i+1) * time.Microsecond, Conn: c.ID})
 		}
 	}
 	b.StopTimer()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
@@ -29,13 +30,13 @@ type config struct {
 	idleConnTimeout     *time.Duration
 	bodyIdle            time.Duration
 	tlsConfig           *tls.Config
-	http2               *bool
+	protocols           *http.Protocols
 	disableKeepAlives   *bool
 	resolver            *net.Resolver
 	observer            httptrace.Observer
 	captureStacks       bool
 	secretHeaders       []string
-	unclosedReport      func(UnclosedBodyReport)
+	heldAfter           *time.Duration
 	keepClosed          int
 }
 
@@ -48,8 +49,8 @@ func duration(name string, d time.Duration, dst **time.Duration) error {
 }
 
 // MaxConnsPerHost caps the connections per host, dialing and open
-// together (http.Transport.MaxConnsPerHost). New's default is 1. Zero
-// means no cap. HTTP/2 does not honour it as a cap (see [Stats.MaxOpen]).
+// together (http.Transport.MaxConnsPerHost). New's default is no cap, as
+// is zero. HTTP/2 does not honour it as a cap (see [Stats.MaxOpen]).
 func MaxConnsPerHost(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {
@@ -62,9 +63,8 @@ func MaxConnsPerHost(n int) Option {
 
 // MaxIdleConnsPerHost caps the idle connections kept per host
 // (http.Transport.MaxIdleConnsPerHost); a connection returned to a full idle
-// pool is closed with reason [ReasonIdlePoolFull]. New's default is the
-// MaxConnsPerHost value, or 2 without a cap. Zero is net/http's default,
-// which is 2 (http.DefaultMaxIdleConnsPerHost), not "keep none": to keep
+// pool is closed with reason "idle-pool-full". New's default is 2, as is
+// zero (http.DefaultMaxIdleConnsPerHost), which is not "keep none": to keep
 // no idle connection, use [DisableKeepAlives].
 func MaxIdleConnsPerHost(n int) Option {
 	return optionFunc(func(c *config) error {
@@ -97,7 +97,7 @@ func ResponseHeaderTimeout(d time.Duration) Option {
 }
 
 // BodyIdleTimeout bounds the time the response body may make no progress
-// ([httptrace.WithBodyIdleTimeout]): a per-request watchdog that cancels the
+// ([httptrace.BodyIdleTimeout]): a per-request watchdog that cancels the
 // request, not a read deadline on the connection and not a total deadline.
 // Zero (the default) means no bound.
 func BodyIdleTimeout(d time.Duration) Option {
@@ -112,7 +112,7 @@ func BodyIdleTimeout(d time.Duration) Option {
 
 // IdleConnTimeout is how long an idle connection is kept before the
 // Transport closes it (http.Transport.IdleConnTimeout); such a close has
-// reason [ReasonIdleTimeout]. New's default is 90s. Zero means forever.
+// reason "idle-timeout". New's default is 90s. Zero means forever.
 func IdleConnTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error { return duration("IdleConnTimeout", d, &c.idleConnTimeout) })
 }
@@ -128,10 +128,19 @@ func TLSConfig(cfg *tls.Config) Option {
 	})
 }
 
-// HTTP2 enables (the default for New) or disables HTTP/2 over TLS.
-func HTTP2(on bool) Option {
+// Protocols sets the protocols the Transport may speak
+// (http.Transport.Protocols): HTTP/1 only, HTTP/2 only (over TLS, and
+// unencrypted if set), or both. With HTTP/2 it is attempted even with a TLS
+// configuration or dialer of the caller's (which turn net/http's automatic
+// HTTP/2 off); without it, "h2" is no longer offered by ALPN either.
+// Without this option, [New] speaks both and [Track] keeps the base's
+// choice.
+func Protocols(p http.Protocols) Option {
 	return optionFunc(func(c *config) error {
-		c.http2 = &on
+		if !p.HTTP1() && !p.HTTP2() && !p.UnencryptedHTTP2() {
+			return errors.New("pool: Protocols allows no protocol")
+		}
+		c.protocols = &p
 		return nil
 	})
 }
@@ -168,7 +177,7 @@ func WithObserver(o httptrace.Observer) Option {
 
 // SecretHeaders declares the named request headers secret, as
 // Authorization, Proxy-Authorization and Cookie always are: their values
-// are masked in every error text ([httptrace.WithSecretHeaders]).
+// are masked in every error text ([httptrace.SecretHeaders]).
 func SecretHeaders(names ...string) Option {
 	return optionFunc(func(c *config) error {
 		for _, n := range names {
@@ -181,9 +190,10 @@ func SecretHeaders(names ...string) Option {
 	})
 }
 
-// CaptureStacks records the caller's stack when a response body is handed
-// out, so that a body left open is reported with where it was opened. It
-// costs a stack walk per request.
+// CaptureStacks records where each request was made, so that a body left
+// open is reported with where it was opened ([OpenBody.Stack], the
+// "body-held" warning). It costs a stack walk per request
+// ([httptrace.CaptureStacks]).
 func CaptureStacks() Option {
 	return optionFunc(func(c *config) error {
 		c.captureStacks = true
@@ -191,17 +201,14 @@ func CaptureStacks() Option {
 	})
 }
 
-// UnclosedBodyReports calls report once per call site for response bodies
-// garbage collected without being closed. Call sites are known with
-// [CaptureStacks]; without it all such bodies share one site.
-func UnclosedBodyReports(report func(UnclosedBodyReport)) Option {
-	return optionFunc(func(c *config) error {
-		if report == nil {
-			return errors.New("pool: nil unclosed-body report")
-		}
-		c.unclosedReport = report
-		return nil
-	})
+// UnclosedBodyWarning reports a response body still open d after its
+// response arrived, and a body garbage collected without Close, to the
+// observers ([WithObserver]) as "body-held" and "body-collected" events,
+// which [httptrace.NewSlogObserver] logs as warnings
+// ([httptrace.UnclosedBodyWarning]). The default is one minute; zero turns
+// both reports off.
+func UnclosedBodyWarning(d time.Duration) Option {
+	return optionFunc(func(c *config) error { return duration("UnclosedBodyWarning", d, &c.heldAfter) })
 }
 
 // KeepClosed sets how many closed connections the pool remembers for

@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/defaults"
+	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/notify"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // Pool is a tracked HTTP connection pool: an [http.Transport] whose
@@ -38,8 +41,7 @@ type Pool struct {
 	reqs        reqSet // requests not yet finished
 	pendingTLS  map[uint64]*connState
 	closingIdle int
-	changes     notify.Changes  // signalled at every change of state
-	unclosed    map[string]bool // call sites already reported
+	changes     notify.Changes // signalled at every change of state
 }
 
 // request is the pool's record of a request not yet finished.
@@ -53,7 +55,7 @@ type request struct {
 	waiting   bool
 	bodyOpen  bool
 	openedAt  stamp
-	stack     []uintptr
+	stack     []uintptr // where it was made, with CaptureStacks
 	collected bool
 	waited    bool   // it waited for a connection (counted in waitCount)
 	reused    bool   // its latest attempt got a reused connection (counted in reused)
@@ -65,52 +67,24 @@ type request struct {
 	class     httptrace.Class
 }
 
-// DefaultMaxResponseHeaderBytes is the bound New puts on the size of a
-// response's headers (http.Transport.MaxResponseHeaderBytes), 1xx
-// responses included: 1 MiB, where net/http's default is 10 MiB. Real
-// servers send a few KiB; a reply with more is treated as hostile and fails
-// ([httptrace.ClassProtocol]) before it costs the client 10 MiB per
-// connection. [Track] keeps the caller's own setting.
-const DefaultMaxResponseHeaderBytes = 1 << 20
-
-// New returns a pool that owns a fresh http.Transport with
-// MaxConnsPerHost=1, ForceAttemptHTTP2, no proxy, response headers bounded
-// by [DefaultMaxResponseHeaderBytes], and the defaults named on each
-// option.
+// New returns a pool for a service: a fresh http.Transport with
+// http.DefaultTransport's settings (a proxy from the environment, dials
+// bounded by 30s with 30s TCP keep-alives, TLS handshakes by 10s, idle
+// connections kept 90s and at most 100 in all, a second to wait for
+// "100 Continue", HTTP/2 attempted, no cap on the connections per host),
+// with response headers bounded by 1 MiB (net/http's default is 10 MiB: a
+// reply with more is treated as hostile and fails, class "protocol"),
+// changed by opts. http.DefaultTransport
+// itself is never touched. To keep a transport of your own as it is, use
+// [Track].
 func New(opts ...Option) (*Pool, error) {
 	cfg, err := configure(opts)
 	if err != nil {
 		return nil, err
 	}
-	one := 1
-	def := func(p **time.Duration, d time.Duration) {
-		if *p == nil {
-			*p = &d
-		}
-	}
-	if cfg.maxConnsPerHost == nil {
-		cfg.maxConnsPerHost = &one
-	}
-	def(&cfg.connectTimeout, 30*time.Second)
-	def(&cfg.tlsHandshakeTimeout, 10*time.Second)
-	def(&cfg.idleConnTimeout, 90*time.Second)
-	def(&cfg.responseHeader, 0)
-	if cfg.maxIdleConnsPerHost == nil {
-		n := *cfg.maxConnsPerHost
-		if n == 0 {
-			n = 2
-		}
-		cfg.maxIdleConnsPerHost = &n
-	}
-	h2 := true
-	if cfg.http2 != nil {
-		h2 = *cfg.http2
-	}
-	tr := &http.Transport{ForceAttemptHTTP2: h2, MaxResponseHeaderBytes: DefaultMaxResponseHeaderBytes}
-	if !h2 {
-		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	}
-	dialer := &net.Dialer{KeepAlive: 30 * time.Second, Resolver: cfg.resolver}
+	dialer := defaults.Dialer()
+	tr := defaults.Transport(dialer)
+	tr.DialContext = nil // build wraps dialer's
 	return build(tr, dialer.DialContext, cfg, dialer)
 }
 
@@ -200,12 +174,14 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 	if cfg.disableKeepAlives != nil {
 		tr.DisableKeepAlives = *cfg.disableKeepAlives
 	}
-	if cfg.http2 != nil {
-		if *cfg.http2 {
+	if pr := cfg.protocols; pr != nil {
+		if pr.HTTP2() || pr.UnencryptedHTTP2() {
 			enableHTTP2(tr)
 		} else {
 			disableHTTP2(tr)
 		}
+		tr.Protocols = new(http.Protocols)
+		*tr.Protocols = *pr
 	}
 	p := &Pool{
 		tr:         tr,
@@ -214,30 +190,33 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 		conns:      map[uint64]*connState{},
 		hosts:      map[string]*counters{},
 		pendingTLS: map[uint64]*connState{},
-		unclosed:   map[string]bool{},
 	}
 	tr.DialContext = p.dialer(dial, true)
 	if tr.DialTLSContext != nil {
 		tr.DialTLSContext = p.dialer(tr.DialTLSContext, false)
 	}
-	obs := httptrace.Observer(p)
+	obs := httptrace.Observer(observer{p})
 	if cfg.observer != nil {
-		obs = httptrace.Multi(p, cfg.observer)
+		obs = httptrace.Multi(observer{p}, cfg.observer)
 	}
-	topts := []httptrace.Option{httptrace.WithObserver(obs), httptrace.WithDialerHooks()}
+	topts := []httptrace.Option{httptrace.WithObserver(obs)}
 	if cfg.bodyIdle > 0 {
-		topts = append(topts, httptrace.WithBodyIdleTimeout(cfg.bodyIdle))
+		topts = append(topts, httptrace.BodyIdleTimeout(cfg.bodyIdle))
 	}
 	if len(cfg.secretHeaders) > 0 {
-		topts = append(topts, httptrace.WithSecretHeaders(cfg.secretHeaders...))
+		topts = append(topts, httptrace.SecretHeaders(cfg.secretHeaders...))
 	}
-	if cfg.unclosedReport != nil {
-		topts = append(topts, httptrace.WithUnclosedBodyReport(p.bodyCollected))
+	if cfg.heldAfter != nil {
+		topts = append(topts, httptrace.UnclosedBodyWarning(*cfg.heldAfter))
+	}
+	if cfg.captureStacks {
+		topts = append(topts, httptrace.CaptureStacks())
 	}
 	traced, err := httptrace.NewTransport(tr, topts...)
 	if err != nil {
 		return nil, err
 	}
+	hook.EnableDialerHooks(traced)
 	p.traced = traced
 	p.rt = &roundTripper{p: p}
 	p.client = &http.Client{Transport: p.rt}
@@ -327,14 +306,17 @@ func (p *Pool) Close() { p.CloseIdleConnections() }
 // connection (DialTLSContext).
 func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, error), tlsHandshake bool) func(context.Context, string, string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		tlID := httptrace.TimelineID(ctx)
-		ctx = httptrace.DialTrace(ctx)
+		var tlID uint64
+		if d := hook.DialFrom(ctx); d != nil {
+			tlID = d.TimelineID()
+			ctx = d.DialTrace(ctx)
+		}
 		now := time.Now()
 		p.mu.Lock()
 		p.nextConn++
 		h := p.hostLocked(addr)
 		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, io: new(connIO), hc: h}
-		c.setState(StateDialing, stampOf(now))
+		c.setState(vocab.StateDialing, stampOf(now))
 		p.conns[c.ID] = c
 		// Whether the Transport handshakes after this dial is known from
 		// the request, looked up now: the request may be cancelled and
@@ -364,7 +346,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 			// the request's: it ends only when the Transport abandons
 			// the dial.
 			c.Abandoned = ctx.Err() != nil
-			c.setState(StateFailed, stampOf(now))
+			c.setState(vocab.StateFailed, stampOf(now))
 			p.tally(h, func(n *counters) { n.dialErrors++ })
 			p.rememberLocked(c)
 			return nil, err
@@ -374,7 +356,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		if handshake || (tlsHandshake && p.httpsLocked(tlID)) {
 			// The Transport handshakes next; the connection opens when
 			// that request's timeline reports the handshake done.
-			c.setState(StateHandshake, stampOf(now))
+			c.setState(vocab.StateHandshake, stampOf(now))
 			c.dialCtx = ctx
 			p.pendingTLS[tlID] = c
 			p.tally(h, func(n *counters) { n.dialing++ })
@@ -394,7 +376,7 @@ func (p *Pool) httpsLocked(id uint64) bool {
 
 // openLocked marks c open and idle.
 func (p *Pool) openLocked(c *connState, h *counters, now stamp) {
-	c.setState(StateIdle, now)
+	c.setState(vocab.StateIdle, now)
 	c.openedAt = now
 	p.tally(h, func(n *counters) {
 		n.open++

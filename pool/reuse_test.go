@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connaudit/connaudit/internal/leaks"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -30,7 +32,7 @@ func TestReuseSequential(t *testing.T) {
 	require.EqualValues(t, 1, srv.accepted.Load())
 
 	c := onlyConn(t, p)
-	require.Equal(t, pool.StateIdle, c.State)
+	require.Equal(t, vocab.StateIdle, c.State)
 	require.Equal(t, 10, c.Requests)
 	require.Len(t, c.RequestIDs, 10)
 	require.Equal(t, "HTTP/1.1", c.Proto)
@@ -59,9 +61,9 @@ func TestEarlyBodyClose(t *testing.T) {
 
 	cs := p.Conns()
 	require.Len(t, cs, 1)
-	require.Equal(t, pool.StateClosed, cs[0].State)
-	require.Equal(t, pool.ClosedByClient, cs[0].ClosedBy)
-	require.Equal(t, pool.ReasonEarlyBodyClose, cs[0].CloseReason)
+	require.Equal(t, vocab.StateClosed, cs[0].State)
+	require.Equal(t, vocab.ClosedByClient, cs[0].ClosedBy)
+	require.Equal(t, vocab.ReasonEarlyBodyClose, cs[0].CloseReason)
 	require.Empty(t, cs[0].CloseDetail)
 
 	require.Len(t, get(t, p, srv.URL), len(big))
@@ -69,7 +71,7 @@ func TestEarlyBodyClose(t *testing.T) {
 	s := p.Stats()
 	require.EqualValues(t, 2, s.Dials)
 	require.EqualValues(t, 1, s.Closed)
-	require.EqualValues(t, 1, s.ClosedBy[pool.ReasonEarlyBodyClose])
+	require.EqualValues(t, 1, s.ClosedBy[vocab.ReasonEarlyBodyClose])
 	require.EqualValues(t, 1, s.ClosedByClient)
 	require.EqualValues(t, 0, s.ReusedRequests)
 }
@@ -95,7 +97,7 @@ func TestBodyReadToEOFNotClosed(t *testing.T) {
 	require.Equal(t, c.ID, bodies[0].Conn)
 	require.Equal(t, http.MethodGet, bodies[0].Method)
 	require.Equal(t, 1, p.Stats().OpenBodies)
-	require.Equal(t, pool.StateIdle, c.State)
+	require.Equal(t, vocab.StateIdle, c.State)
 
 	require.NoError(t, first.Body.Close())
 	require.Empty(t, p.OpenBodies())
@@ -117,7 +119,7 @@ func TestUnclosedBodyPinsConnection(t *testing.T) {
 	require.Error(t, err)
 	msg := err.Error()
 	c := onlyConn(t, p)
-	require.Equal(t, pool.StateActive, c.State)
+	require.Equal(t, vocab.StateActive, c.State)
 	require.Len(t, c.Active, 1)
 	require.Contains(t, msg, "open body: GET "+srv.URL)
 	require.Contains(t, msg, "TestUnclosedBodyPinsConnection", "the stack names the test")
@@ -159,7 +161,7 @@ func TestUnclosedBodyPinsConnection(t *testing.T) {
 	require.Equal(t, 1, s.Active)
 	// Process-wide, so other tests' goroutines still exiting may be named
 	// too: no counts.
-	named := strings.Join(pool.NetGoroutines(), "; ")
+	named := strings.Join(leaks.Goroutines(), "; ")
 	require.Contains(t, named, "a request waiting for a connection (the pool is at its cap) (net/http.(*Transport).getConn)")
 	require.Contains(t, named, "connection held by an unclosed response body or an idle connection (net/http.(*persistConn).readLoop)")
 
@@ -173,6 +175,6 @@ func TestUnclosedBodyPinsConnection(t *testing.T) {
 	s = p.Stats()
 	require.EqualValues(t, 2, s.Dials)
 	require.EqualValues(t, 2, s.WaitCount, "neither request found an idle connection")
-	require.EqualValues(t, 1, s.ClosedBy[pool.ReasonEarlyBodyClose])
+	require.EqualValues(t, 1, s.ClosedBy[vocab.ReasonEarlyBodyClose])
 	require.NoError(t, p.Check(bounded(t)))
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // counters are the live numbers of a host or of the whole pool; guarded
@@ -29,7 +31,7 @@ func (c *counters) count(by Closer, reason CloseReason) {
 	}
 	c.closed++
 	c.closedBy[reason]++
-	if by == ClosedByServer {
+	if by == vocab.ClosedByServer {
 		c.byServer++
 	} else {
 		c.byClient++
@@ -42,7 +44,7 @@ func (c *counters) uncount(by Closer, reason CloseReason) {
 	if c.closedBy[reason] == 0 {
 		delete(c.closedBy, reason)
 	}
-	if by == ClosedByServer {
+	if by == vocab.ClosedByServer {
 		c.byServer--
 	} else {
 		c.byClient--
@@ -193,7 +195,7 @@ func (c *connState) snapshot() Conn {
 	s.RequestIDs = append([]uint64(nil), c.RequestIDs...)
 	s.Active = nil
 	for id := range c.active.all() {
-		if c.State == StateActive {
+		if c.State == vocab.StateActive {
 			s.Active = append(s.Active, id)
 		}
 	}

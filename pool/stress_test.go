@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -28,7 +29,7 @@ func TestStatsInvariantsConcurrent(t *testing.T) {
 	srv := newServer(t, plainHTTP, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, body)
 	}))
-	p := newPool(t, pool.MaxConnsPerHost(maxConns))
+	p := newPool(t, pool.MaxConnsPerHost(maxConns), pool.MaxIdleConnsPerHost(maxConns))
 
 	// The sampler checks the invariants after every change of the pool's
 	// state until the workers are done (bounded by the changes the
@@ -108,8 +109,8 @@ func TestStatsInvariantsConcurrent(t *testing.T) {
 	// Every early close closed its connection. Under load the Transport
 	// may also give up a healthy connection (client-close, see
 	// requestCloseReason); nothing else closes one here.
-	require.Equal(t, earlyCloses.Load(), s.ClosedBy[pool.ReasonEarlyBodyClose], "closed by: %v", s.ClosedBy)
-	require.Equal(t, s.Closed, s.ClosedBy[pool.ReasonEarlyBodyClose]+s.ClosedBy[pool.ReasonClient], "closed by: %v", s.ClosedBy)
+	require.Equal(t, earlyCloses.Load(), s.ClosedBy[vocab.ReasonEarlyBodyClose], "closed by: %v", s.ClosedBy)
+	require.Equal(t, s.Closed, s.ClosedBy[vocab.ReasonEarlyBodyClose]+s.ClosedBy[vocab.ReasonClient], "closed by: %v", s.ClosedBy)
 	require.Equal(t, s.Dials, s.Closed+int64(s.Open))
 	require.Positive(t, s.Closed)
 	require.NoError(t, p.Check(bounded(t)))
@@ -129,7 +130,7 @@ func TestStatsInvariantsConcurrent(t *testing.T) {
 
 func TestStatsCheck(t *testing.T) {
 	ok := pool.Stats{Dials: 5, Open: 2, Active: 1, Idle: 1, Closed: 1, DialErrors: 1, Dialing: 1,
-		ClosedBy: map[pool.CloseReason]int64{pool.ReasonCloseIdle: 1}, ClosedByClient: 1}
+		ClosedBy: map[pool.CloseReason]int64{vocab.ReasonCloseIdle: 1}, ClosedByClient: 1}
 	require.NoError(t, ok.Check())
 	for name, edit := range map[string]func(*pool.Stats){
 		"dials":     func(s *pool.Stats) { s.Dials++ },
@@ -139,7 +140,7 @@ func TestStatsCheck(t *testing.T) {
 		"by side":   func(s *pool.Stats) { s.ClosedByServer++ },
 	} {
 		s := ok
-		s.ClosedBy = map[pool.CloseReason]int64{pool.ReasonCloseIdle: 1}
+		s.ClosedBy = map[pool.CloseReason]int64{vocab.ReasonCloseIdle: 1}
 		edit(&s)
 		require.Error(t, s.Check(), name)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/internal/testserver"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -93,7 +94,7 @@ func TestCloseIdleOverTLSWhenServerAnswersAtOnce(t *testing.T) {
 	closing.Store(true)
 	p.CloseIdleConnections()
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
-	requireClosed(t, p, pool.ClosedByClient, pool.ReasonCloseIdle)
+	requireClosed(t, p, vocab.ClosedByClient, vocab.ReasonCloseIdle)
 }
 
 // TestH2SurplusDialsClosedByClient: several requests at once on a pool
@@ -140,12 +141,12 @@ func TestH2SurplusDialsClosedByClient(t *testing.T) {
 	waitStats(t, p, "surplus connections closed", func(s pool.Stats) bool { return s.Dials == n && s.Closed == n-1 })
 	unused := 0
 	for _, c := range p.Conns() {
-		if c.State != pool.StateClosed {
+		if c.State != vocab.StateClosed {
 			continue
 		}
 		require.Zero(t, c.Requests, "conn #%d", c.ID)
-		require.Equal(t, pool.ClosedByClient, c.ClosedBy, "conn #%d: %s", c.ID, c.CloseReason)
-		require.Equal(t, pool.ReasonClient, c.CloseReason, "conn #%d", c.ID)
+		require.Equal(t, vocab.ClosedByClient, c.ClosedBy, "conn #%d: %s", c.ID, c.CloseReason)
+		require.Equal(t, vocab.ReasonClient, c.CloseReason, "conn #%d", c.ID)
 		unused++
 	}
 	require.Equal(t, n-1, unused)

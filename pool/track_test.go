@@ -3,6 +3,7 @@ package pool_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"reflect"
@@ -149,15 +150,27 @@ func TestTrackLeavesBaseUnchanged(t *testing.T) {
 	})
 }
 
+// TestNewDefaults: New's transport has http.DefaultTransport's settings
+// (a service's), is a fresh one, and leaves http.DefaultTransport as it
+// was.
 func TestNewDefaults(t *testing.T) {
-	p := newPool(t)
+	def := http.DefaultTransport.(*http.Transport)
+	before := fmt.Sprintf("%p %v %v", def.TLSClientConfig, def.TLSNextProto == nil, def.Protocols)
+	p, err := pool.New()
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
 	tr := p.Transport()
-	require.Equal(t, 1, tr.MaxConnsPerHost)
-	require.Equal(t, 1, tr.MaxIdleConnsPerHost)
-	require.Nil(t, tr.Proxy, "no proxy")
+	require.Zero(t, tr.MaxConnsPerHost, "no cap per host")
+	require.Equal(t, def.MaxIdleConns, tr.MaxIdleConns)
+	require.Equal(t, def.MaxIdleConnsPerHost, tr.MaxIdleConnsPerHost)
+	require.NotNil(t, tr.Proxy, "a proxy from the environment")
 	require.True(t, tr.ForceAttemptHTTP2)
-	require.Equal(t, 10*time.Second, tr.TLSHandshakeTimeout)
-	require.Equal(t, 90*time.Second, tr.IdleConnTimeout)
+	require.Equal(t, def.TLSHandshakeTimeout, tr.TLSHandshakeTimeout)
+	require.Equal(t, def.IdleConnTimeout, tr.IdleConnTimeout)
+	require.Equal(t, def.ExpectContinueTimeout, tr.ExpectContinueTimeout)
+	require.EqualValues(t, 1<<20, tr.MaxResponseHeaderBytes)
+	require.Equal(t, before, fmt.Sprintf("%p %v %v", def.TLSClientConfig, def.TLSNextProto == nil, def.Protocols),
+		"http.DefaultTransport untouched")
 	require.NotSame(t, http.DefaultTransport, tr)
 	require.Same(t, p.RoundTripper(), p.Client().Transport)
 	require.Zero(t, p.Client().Timeout)
@@ -165,7 +178,7 @@ func TestNewDefaults(t *testing.T) {
 	for _, bad := range []pool.Option{
 		pool.MaxConnsPerHost(-1), pool.MaxIdleConnsPerHost(-1), pool.ConnectTimeout(-1),
 		pool.TLSHandshakeTimeout(-1), pool.ResponseHeaderTimeout(-1), pool.IdleConnTimeout(-1),
-		pool.BodyIdleTimeout(-1), pool.TLSConfig(nil), pool.WithObserver(nil), pool.UnclosedBodyReports(nil),
+		pool.BodyIdleTimeout(-1), pool.TLSConfig(nil), pool.WithObserver(nil), pool.UnclosedBodyWarning(-1), pool.Protocols(http.Protocols{}),
 		pool.KeepClosed(-1), nil,
 	} {
 		_, err := pool.New(bad)
@@ -192,7 +205,7 @@ func TestTrackHTTP2On(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tr, opts := base()
 			col := &httptrace.Collector{}
-			p, err := pool.Track(tr, append(opts, pool.HTTP2(true), pool.WithObserver(col))...)
+			p, err := pool.Track(tr, append(opts, pool.Protocols(protocols(true)), pool.WithObserver(col))...)
 			require.NoError(t, err)
 			t.Cleanup(p.Close)
 			require.Equal(t, "ok", get(t, p, srv.URL))

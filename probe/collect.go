@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // maxFailures bounds the distinct failures a report lists.
@@ -138,8 +139,8 @@ func newAggregator(ctx context.Context, keep bool) *aggregator {
 
 func isTimeout(c httptrace.Class) bool {
 	switch c {
-	case httptrace.ClassDeadline, httptrace.ClassConnectTimeout, httptrace.ClassTLSHandshakeTimeout,
-		httptrace.ClassResponseHeaderTimeout, httptrace.ClassTimeout:
+	case vocab.ClassDeadline, vocab.ClassConnectTimeout, vocab.ClassTLSHandshakeTimeout,
+		vocab.ClassResponseHeaderTimeout, vocab.ClassTimeout:
 		return true
 	}
 	return false
@@ -148,7 +149,7 @@ func isTimeout(c httptrace.Class) bool {
 // Observe folds one finished timeline in.
 func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	t := tl.Timings()
-	ok := tl.Outcome.Class == httptrace.ClassOK
+	ok := tl.Outcome.Class == vocab.ClassOK
 	var kept *httptrace.Timeline
 	if a.keep {
 		kept = tl.Clone()
@@ -213,7 +214,7 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if cut {
 		a.cut++
 	} else if isTimeout(tl.Outcome.Class) {
-		if st := tl.Outcome.Stage; setupStage(st) || (tl.Conn.Dialed && st != httptrace.StagePoolWait) {
+		if st := tl.Outcome.Stage; setupStage(st) || (tl.Conn.Dialed && st != vocab.StagePoolWait) {
 			a.ev.newConnTimeouts[st]++
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -16,9 +17,9 @@ func tlsConn(t0 time.Time, id uint64, dial, up, done time.Duration, resumed bool
 		ID: id, Proto: "h2", TLSVersion: "TLS 1.3", TLSResumed: resumed, Requests: 1,
 		DialedAt: t0.Add(dial),
 		History: []pool.StateChange{
-			{State: pool.StateDialing, At: t0.Add(dial)},
-			{State: pool.StateHandshake, At: t0.Add(up)},
-			{State: pool.StateIdle, At: t0.Add(done)},
+			{State: vocab.StateDialing, At: t0.Add(dial)},
+			{State: vocab.StateHandshake, At: t0.Add(up)},
+			{State: vocab.StateIdle, At: t0.Add(done)},
 		},
 	}
 }
@@ -87,8 +88,8 @@ func TestDialAbandoned(t *testing.T) {
 		{ID: 3, DialedFor: 12, DialError: cancelled, Abandoned: true},
 		{ID: 4, DialedFor: 13, DialError: "dial tcp 127.0.0.1:8080: connect: connection refused"},
 		{ID: 5, DialedFor: 14, DialError: cancelled}, // the user's own dialer cancelled it
-		{ID: 6, DialedFor: 15, State: pool.StateClosed, ClosedBy: pool.ClosedByClient,
-			CloseReason: pool.ReasonHandshakeAbandon, Abandoned: true},
+		{ID: 6, DialedFor: 15, State: vocab.StateClosed, ClosedBy: vocab.ClosedByClient,
+			CloseReason: vocab.ReasonHandshakeAbandon, Abandoned: true},
 	}
 	ev := newEvidence()
 	ev.conns[1] = &connTally{answered: 2}
@@ -106,7 +107,7 @@ func TestDialAbandoned(t *testing.T) {
 	require.False(t, rep.Connections[4].DialAbandoned)
 	require.Equal(t, cancelled, rep.Connections[4].DialError)
 	require.True(t, rep.Connections[5].DialAbandoned)
-	require.Equal(t, pool.ReasonHandshakeAbandon, rep.Connections[5].CloseReason)
+	require.Equal(t, vocab.ReasonHandshakeAbandon, rep.Connections[5].CloseReason)
 	require.Equal(t, PerConn{Min: 2, Max: 2, Mean: 2}, rep.PerConn)
 
 	t.Run("past the bound", func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -116,7 +117,7 @@ func (pr *prober) findMaxRequests() *MaxRequestsResult {
 			break
 		}
 		res.Requests++
-		if tl.Outcome.Class != httptrace.ClassOK {
+		if tl.Outcome.Class != vocab.ClassOK {
 			if pr.ctx.Err() != nil {
 				res.Error = pr.stopReason()
 			} else {
@@ -146,9 +147,9 @@ func (pr *prober) findMaxRequests() *MaxRequestsResult {
 		}
 		if tl.ConnClose {
 			res.Found, res.Limit = true, count
-			res.How = string(pool.ReasonConnectionClose)
+			res.How = string(vocab.ReasonConnectionClose)
 			if tl.Proto == "HTTP/1.0" {
-				res.How = string(pool.ReasonHTTP10)
+				res.How = string(vocab.ReasonHTTP10)
 			}
 			break
 		}
@@ -158,7 +159,7 @@ func (pr *prober) findMaxRequests() *MaxRequestsResult {
 	if switched {
 		c, ok := s.p.Conn(first)
 		switch {
-		case ok && c.ClosedBy == pool.ClosedByClient:
+		case ok && c.ClosedBy == vocab.ClosedByClient:
 			res.Error = fmt.Sprintf("the client closed the connection after %d requests (%s)", count, c.CloseReason)
 		case lastStatus >= 400:
 			res.Error = fmt.Sprintf("the server closed the connection without notice right after a %d response to request %d, which says nothing of its keep-alive limit", lastStatus, count)
@@ -209,10 +210,10 @@ func (pr *prober) findIdleTimeout() *IdleTimeoutResult {
 		}
 		res.Requests++
 		switch {
-		case a.Outcome.Class != httptrace.ClassOK && pr.ctx.Err() != nil:
+		case a.Outcome.Class != vocab.ClassOK && pr.ctx.Err() != nil:
 			res.Error = pr.stopReason()
 			return false, false
-		case a.Outcome.Class != httptrace.ClassOK:
+		case a.Outcome.Class != vocab.ClassOK:
 			res.Error = "request failed: " + failureText(a)
 			return false, false
 		case a.ConnClose && a.Status >= 400:
@@ -233,7 +234,7 @@ func (pr *prober) findIdleTimeout() *IdleTimeoutResult {
 			return false, false
 		}
 		res.Requests++
-		okB := b.Outcome.Class == httptrace.ClassOK
+		okB := b.Outcome.Class == vocab.ClassOK
 		if !okB && pr.ctx.Err() != nil {
 			res.Error = pr.stopReason()
 			return false, false

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/internal/testserver"
-	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
 )
@@ -198,7 +198,7 @@ func TestNginxKeepaliveRequests(t *testing.T) {
 	require.Equal(t, 20, rep.Outcomes["ok"], "%+v", rep.Failures)
 	require.EqualValues(t, 4, rep.Dials, "ceil(20/5)")
 	require.Equal(t, 1, rep.PerfectDials)
-	requireConns(t, rep, 5, pool.ClosedByServer, pool.ReasonConnectionClose)
+	requireConns(t, rep, 5, vocab.ClosedByServer, vocab.ReasonConnectionClose)
 	m := rep.Discovery.MaxRequests
 	require.True(t, m.Found, "%+v", m)
 	require.Equal(t, 5, m.Limit)
@@ -226,7 +226,7 @@ func TestNginxNoKeepAlive(t *testing.T) {
 	rep := probeNginx(t, n, probe.Requests(4))
 	require.Equal(t, 4, rep.Outcomes["ok"], "%+v", rep.Failures)
 	require.EqualValues(t, 4, rep.Dials)
-	requireConns(t, rep, 1, pool.ClosedByServer, pool.ReasonConnectionClose)
+	requireConns(t, rep, 1, vocab.ClosedByServer, vocab.ReasonConnectionClose)
 	requireFindings(t, rep, probe.FindingNoKeepAlive)
 	n.quit(t)
 	require.Len(t, n.connections(t), 4, "nginx connections = probe dials")

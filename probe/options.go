@@ -31,6 +31,9 @@ const (
 	DefaultMaxIdle = 30 * time.Second
 	// maxKeptConns bounds the connections a report lists one by one.
 	maxKeptConns = 4096
+	// maxResponseHeaderBytes bounds a response's headers, 1xx responses
+	// included (http.Transport.MaxResponseHeaderBytes), as pool.New does.
+	maxResponseHeaderBytes = 1 << 20
 )
 
 // Option configures a probe. Options are applied in order; a value that

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -110,7 +112,7 @@ func Run(ctx context.Context, target *http.Request, opts ...Option) (*Report, er
 		return nil, err
 	}
 	var unusable *UnusableError
-	if rep.Outcomes[httptrace.ClassOK] == 0 && ctx.Err() == nil {
+	if rep.Outcomes[vocab.ClassOK] == 0 && ctx.Err() == nil {
 		// Nothing answered, and not because the caller gave up.
 		unusable = pr.unusable(rep)
 	}
@@ -152,10 +154,10 @@ func checkTarget(target *http.Request, cfg *config) error {
 	}
 	u := target.URL
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("probe: URL %s: scheme must be http or https", httptrace.RedactURL(u))
+		return fmt.Errorf("probe: URL %s: scheme must be http or https", redact.URL(u))
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("probe: URL %s has no host", httptrace.RedactURL(u))
+		return fmt.Errorf("probe: URL %s has no host", redact.URL(u))
 	}
 	if cfg.requireHTTP2 && u.Scheme != "https" {
 		return errors.New("probe: HTTP/2 can only be required of an https URL")
@@ -214,14 +216,19 @@ func (pr *prober) newPool(obs httptrace.Observer, maxConns, maxIdle int, idle ti
 		pool.WithObserver(obs),
 	}
 	if pr.cfg.http1 {
-		opts = append(opts, pool.HTTP2(false))
+		var http1 http.Protocols
+		http1.SetHTTP1(true)
+		opts = append(opts, pool.Protocols(http1))
 	}
 	if len(pr.target.Header) > 0 {
 		// The report prints no header value; nor may an error that
 		// quotes one.
 		opts = append(opts, pool.SecretHeaders(slices.Collect(maps.Keys(pr.target.Header))...))
 	}
-	p, err := pool.New(opts...)
+	// A transport of the probe's own, with no proxy: the connections
+	// audited are the target's, never a proxy's.
+	base := &http.Transport{ForceAttemptHTTP2: true, MaxResponseHeaderBytes: maxResponseHeaderBytes}
+	p, err := pool.Track(base, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("probe: %w", err)
 	}
@@ -408,7 +415,7 @@ func (pr *prober) mainRun() (*Report, error) {
 
 	rep := &Report{
 		Schema:            SchemaVersion,
-		Target:            httptrace.RedactURL(pr.target.URL),
+		Target:            redact.URL(pr.target.URL),
 		Method:            methodOf(pr.target),
 		Requested:         cfg.requests,
 		Requests:          int(sent.Load()),
@@ -486,11 +493,11 @@ func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
 			DialError: oneLine(c.DialError)}
 		if t, ok := ev.conns[c.ID]; ok {
 			conn.Responses = t.answered
-			if c.ClosedBy == pool.ClosedByServer && announcedByResponse(c.CloseReason) {
+			if c.ClosedBy == vocab.ClosedByServer && announcedByResponse(c.CloseReason) {
 				conn.CloseStatus = t.closeStatus
 			}
 		}
-		if c.CloseReason == pool.ReasonServerClosedIdle {
+		if c.CloseReason == vocab.ReasonServerClosedIdle {
 			conn.IdleBeforeClose = idleBeforeClose(c)
 		}
 		if c.Abandoned && !ev.failedUnconnected(c.DialedFor) {
@@ -546,14 +553,14 @@ func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
 // announcedByResponse reports whether a close reason is one a response
 // announced (so that the response's status is known).
 func announcedByResponse(r pool.CloseReason) bool {
-	return r == pool.ReasonConnectionClose || r == pool.ReasonHTTP10
+	return r == vocab.ReasonConnectionClose || r == vocab.ReasonHTTP10
 }
 
 // handshakeStart returns when c's TLS handshake began: when its TCP
 // connection was up, or when it was dialed if the dial made the handshake.
 func handshakeStart(c pool.Conn) time.Time {
 	for _, h := range c.History {
-		if h.State == pool.StateHandshake {
+		if h.State == vocab.StateHandshake {
 			return h.At
 		}
 	}
@@ -573,7 +580,7 @@ func alpnOf(c pool.Conn) string {
 // openedAt returns when c first became usable (idle or active).
 func openedAt(c pool.Conn) (time.Time, bool) {
 	for _, h := range c.History {
-		if h.State == pool.StateIdle || h.State == pool.StateActive {
+		if h.State == vocab.StateIdle || h.State == vocab.StateActive {
 			return h.At, true
 		}
 	}
@@ -584,7 +591,7 @@ func openedAt(c pool.Conn) (time.Time, bool) {
 func idleBeforeClose(c pool.Conn) time.Duration {
 	var idleAt time.Time
 	for _, h := range c.History {
-		if h.State == pool.StateIdle {
+		if h.State == vocab.StateIdle {
 			idleAt = h.At
 		}
 	}
@@ -627,5 +634,5 @@ func errorText(tl *httptrace.Timeline) string {
 // oneLine makes s fit on one line.
 func oneLine(s string) string {
 	s = strings.ReplaceAll(s, "\r", " ")
-	return httptrace.Printable(strings.ReplaceAll(s, "\n", " "))
+	return redact.Printable(strings.ReplaceAll(s, "\n", " "))
 }

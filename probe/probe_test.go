@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/internal/testserver"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
@@ -39,7 +41,7 @@ func TestKeepAliveServer(t *testing.T) {
 	s := goServer(t, 0)
 	rep := mustProbe(t, s, probe.Requests(20))
 	require.Equal(t, 20, rep.Requests)
-	require.Equal(t, map[httptrace.Class]int{httptrace.ClassOK: 20}, rep.Outcomes)
+	require.Equal(t, map[httptrace.Class]int{vocab.ClassOK: 20}, rep.Outcomes)
 	require.Equal(t, map[int]int{200: 20}, rep.Statuses)
 	require.EqualValues(t, 1, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
@@ -47,7 +49,7 @@ func TestKeepAliveServer(t *testing.T) {
 	require.Equal(t, 1, rep.PerfectDials)
 	require.Equal(t, probe.PerConn{Min: 20, Max: 20, Mean: 20}, rep.PerConn)
 	// The one connection is closed by the probe at the end.
-	requireConns(t, rep, 20, pool.ClosedByClient, pool.ReasonCloseIdle)
+	requireConns(t, rep, 20, vocab.ClosedByClient, vocab.ReasonCloseIdle)
 	require.Equal(t, map[string]int{"HTTP/1.1": 1}, rep.Protocols)
 	require.Nil(t, rep.TLS)
 	require.Equal(t, 1, rep.Stages.New.Count)
@@ -62,7 +64,7 @@ func TestConcurrencyWithinCap(t *testing.T) {
 	s := goServer(t, 0)
 	rep := mustProbe(t, s, probe.Requests(40), probe.Concurrency(4), probe.MaxConns(4))
 	require.Equal(t, 40, rep.Requests)
-	require.Equal(t, 40, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 40, rep.Outcomes[vocab.ClassOK])
 	require.Equal(t, 4, rep.PerfectDials)
 	requireAcceptedDials(t, s, rep, 0)
 	require.LessOrEqual(t, rep.Dials, int64(4), "never more connections than the cap")
@@ -74,12 +76,12 @@ func TestServerClosesEveryN(t *testing.T) {
 	t.Parallel()
 	s := goServer(t, 5)
 	rep := mustProbe(t, s, probe.Requests(20))
-	require.Equal(t, 20, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 20, rep.Outcomes[vocab.ClassOK])
 	require.EqualValues(t, 4, rep.Dials, "ceil(20/5)")
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.Equal(t, 1, rep.PerfectDials)
-	requireConns(t, rep, 5, pool.ClosedByServer, pool.ReasonConnectionClose)
-	require.EqualValues(t, 4, rep.ClosedBy[pool.ReasonConnectionClose])
+	requireConns(t, rep, 5, vocab.ClosedByServer, vocab.ReasonConnectionClose)
+	require.EqualValues(t, 4, rep.ClosedBy[vocab.ReasonConnectionClose])
 	requireFindings(t, rep, probe.FindingServerClosesEveryN)
 	f, _ := rep.Has(probe.FindingServerClosesEveryN)
 	require.Equal(t, probe.SeverityWarn, f.Severity)
@@ -90,10 +92,10 @@ func TestNoKeepAliveConnectionClose(t *testing.T) {
 	t.Parallel()
 	s := goServer(t, 1)
 	rep := mustProbe(t, s, probe.Requests(6))
-	require.Equal(t, 6, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 6, rep.Outcomes[vocab.ClassOK])
 	require.EqualValues(t, 6, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
-	requireConns(t, rep, 1, pool.ClosedByServer, pool.ReasonConnectionClose)
+	requireConns(t, rep, 1, vocab.ClosedByServer, vocab.ReasonConnectionClose)
 	requireFindings(t, rep, probe.FindingNoKeepAlive)
 	f, _ := rep.Has(probe.FindingNoKeepAlive)
 	require.Contains(t, f.Message, "Connection: close")
@@ -103,11 +105,11 @@ func TestNoKeepAliveHTTP10(t *testing.T) {
 	t.Parallel()
 	s := rawServer(t, http10)
 	rep := mustProbe(t, s, probe.Requests(5))
-	require.Equal(t, 5, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 5, rep.Outcomes[vocab.ClassOK])
 	require.EqualValues(t, 5, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.Equal(t, map[string]int{"HTTP/1.0": 5}, rep.Protocols)
-	requireConns(t, rep, 1, pool.ClosedByServer, pool.ReasonHTTP10)
+	requireConns(t, rep, 1, vocab.ClosedByServer, vocab.ReasonHTTP10)
 	requireFindings(t, rep, probe.FindingNoKeepAlive)
 	f, _ := rep.Has(probe.FindingNoKeepAlive)
 	require.Contains(t, f.Message, "HTTP/1.0 without keep-alive")
@@ -119,15 +121,15 @@ func TestServerIdleTimeoutShorterThanGap(t *testing.T) {
 	// 250ms between requests, so each request finds its connection gone.
 	s := goServer(t, 0, withIdleTimeout(50*time.Millisecond))
 	rep := mustProbe(t, s, probe.Requests(3), probe.Gap(250*time.Millisecond))
-	require.Equal(t, 3, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 3, rep.Outcomes[vocab.ClassOK])
 	require.EqualValues(t, 3, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 3, s.requests.Load())
 	// The last connection is closed by the probe or, if the server was
 	// quicker, by the server while idle; the others by the server.
 	for _, c := range rep.Connections[:2] {
-		require.Equal(t, pool.ClosedByServer, c.ClosedBy, "%+v", c)
-		require.Equal(t, pool.ReasonServerClosedIdle, c.CloseReason, "%+v", c)
+		require.Equal(t, vocab.ClosedByServer, c.ClosedBy, "%+v", c)
+		require.Equal(t, vocab.ReasonServerClosedIdle, c.CloseReason, "%+v", c)
 	}
 	requireFindings(t, rep, probe.FindingServerIdleShorterThanClient)
 }
@@ -140,7 +142,7 @@ func TestServerIdleTimeoutLongerThanGap(t *testing.T) {
 	rep := mustProbe(t, s, probe.Requests(3), probe.Gap(100*time.Millisecond), probe.ClientIdleTimeout(20*time.Millisecond))
 	require.EqualValues(t, 3, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
-	require.EqualValues(t, 2, rep.ClosedBy[pool.ReasonIdleTimeout], "closed by the client's idle timeout")
+	require.EqualValues(t, 2, rep.ClosedBy[vocab.ReasonIdleTimeout], "closed by the client's idle timeout")
 	requireFindings(t, rep)
 }
 
@@ -148,7 +150,7 @@ func TestHTTP2(t *testing.T) {
 	t.Parallel()
 	s := goServer(t, 0, withH2)
 	rep := mustProbe(t, s, probe.Requests(10), probe.Concurrency(2))
-	require.Equal(t, 10, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 10, rep.Outcomes[vocab.ClassOK])
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.Equal(t, 1, rep.PerfectDials, "one connection in all over HTTP/2")
 	// Two requests that start together may each dial before either
@@ -167,7 +169,7 @@ func TestH2NotOffered(t *testing.T) {
 	// connections, which resume the first one's TLS session.
 	s := goServer(t, 2, withTLS)
 	rep := mustProbe(t, s, probe.Requests(6))
-	require.Equal(t, 6, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 6, rep.Outcomes[vocab.ClassOK])
 	require.EqualValues(t, 3, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.Equal(t, map[string]int{"HTTP/1.1": 3}, rep.Protocols)
@@ -207,7 +209,7 @@ func TestHiddenRetries(t *testing.T) {
 	s := rawServer(t, closeAfterReadingSecond)
 	rep := mustProbe(t, s, probe.Requests(4))
 	require.Equal(t, 4, rep.Requests)
-	require.Equal(t, 4, rep.Outcomes[httptrace.ClassOK], "the caller sees no failure")
+	require.Equal(t, 4, rep.Outcomes[vocab.ClassOK], "the caller sees no failure")
 	require.Equal(t, 3, rep.HiddenRetries)
 	require.Equal(t, 3, rep.ExtraAttempts)
 	require.EqualValues(t, 4, rep.Dials)
@@ -239,7 +241,7 @@ func TestHiddenRetriesPerConnection(t *testing.T) {
 	t.Parallel()
 	s := rawServer(t, answerThenDropNext(5))
 	rep := mustProbe(t, s, probe.Requests(20))
-	require.Equal(t, 20, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 20, rep.Outcomes[vocab.ClassOK])
 	require.Equal(t, 3, rep.HiddenRetries)
 	require.EqualValues(t, 4, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
@@ -251,7 +253,7 @@ func TestHiddenRetriesPerConnection(t *testing.T) {
 		answered += c.Responses
 		if i < 3 {
 			require.Equal(t, 6, c.Requests, "%+v", c)
-			require.Equal(t, pool.ClosedByServer, c.ClosedBy, "%+v", c)
+			require.Equal(t, vocab.ClosedByServer, c.ClosedBy, "%+v", c)
 		}
 	}
 	require.Equal(t, rep.Requests, answered, "each request counts on one connection")
@@ -268,7 +270,7 @@ func TestServerClosesEveryNSilently(t *testing.T) {
 	t.Parallel()
 	s := rawServer(t, keepAliveThenSilentClose(5))
 	rep := mustProbe(t, s, probe.Requests(20))
-	require.Equal(t, 20, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 20, rep.Outcomes[vocab.ClassOK])
 	require.EqualValues(t, 4, rep.Dials, "%+v", rep.Connections)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 20, s.requests.Load())
@@ -298,7 +300,7 @@ func TestErrorResponses(t *testing.T) {
 	require.EqualValues(t, 4, requests.Load())
 	for _, c := range rep.Connections {
 		require.Equal(t, 431, c.CloseStatus, "%+v", c)
-		require.Equal(t, pool.ReasonConnectionClose, c.CloseReason, "%+v", c)
+		require.Equal(t, vocab.ReasonConnectionClose, c.CloseReason, "%+v", c)
 	}
 	m := rep.Discovery.MaxRequests
 	require.False(t, m.Found, "%+v", m)
@@ -377,8 +379,8 @@ func TestSlowNewConnection(t *testing.T) {
 		}
 	})
 	rep := mustProbe(t, &server{URL: hs.URL}, probe.Requests(3), probe.Timeout(300*time.Millisecond))
-	require.Equal(t, 2, rep.Outcomes[httptrace.ClassOK])
-	require.Equal(t, 1, rep.Requests-rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 2, rep.Outcomes[vocab.ClassOK])
+	require.Equal(t, 1, rep.Requests-rep.Outcomes[vocab.ClassOK])
 	require.Equal(t, accepted.Load(), rep.Dials-rep.DialErrors, "connected dials = server accepts")
 	require.EqualValues(t, 1, accepted.Load())
 	// The server also closed its one connection after 2 requests.
@@ -412,10 +414,10 @@ func TestBodyOverMaxBody(t *testing.T) {
 	t.Parallel()
 	s := goServer(t, 0)
 	rep := mustProbe(t, s, probe.Requests(3), probe.MaxBody(1))
-	require.Equal(t, 3, rep.Outcomes[httptrace.ClassOK])
+	require.Equal(t, 3, rep.Outcomes[vocab.ClassOK])
 	require.EqualValues(t, 3, rep.Dials, "a body closed early closes its connection")
 	requireAccepted(t, s, rep.Dials)
-	requireConns(t, rep, 1, pool.ClosedByClient, pool.ReasonEarlyBodyClose)
+	requireConns(t, rep, 1, vocab.ClosedByClient, vocab.ReasonEarlyBodyClose)
 	requireFindings(t, rep)
 }
 
@@ -430,17 +432,17 @@ func TestUnusableTarget(t *testing.T) {
 		class httptrace.Class
 		also  []string
 	}{
-		{"refused", &server{URL: closed}, nil, httptrace.ClassConnectRefused, nil},
+		{"refused", &server{URL: closed}, nil, vocab.ClassConnectRefused, nil},
 		{"connect hangs", &server{URL: "http://" + fullBacklog(t)}, []probe.Option{probe.Timeout(200 * time.Millisecond)},
-			httptrace.ClassDeadline, []string{probe.FindingSlowNewConnection}},
-		{"garbage", rawServer(t, garbage), nil, httptrace.ClassProtocol, nil},
+			vocab.ClassDeadline, []string{probe.FindingSlowNewConnection}},
+		{"garbage", rawServer(t, garbage), nil, vocab.ClassProtocol, nil},
 		// Whether the banner arrives before or after the request is
 		// written decides the class: any failure will do.
 		{"banner", rawServer(t, banner), nil, "", nil},
-		{"untrusted certificate", goServer(t, 0, withTLS), nil, httptrace.ClassTLS, nil},
+		{"untrusted certificate", goServer(t, 0, withTLS), nil, vocab.ClassTLS, nil},
 		// A server that never answers: its slowness is not the new
 		// connection's, so no slow-new-connection.
-		{"never answers", neverAnswers(t), []probe.Option{probe.Timeout(100 * time.Millisecond)}, httptrace.ClassDeadline, nil},
+		{"never answers", neverAnswers(t), []probe.Option{probe.Timeout(100 * time.Millisecond)}, vocab.ClassDeadline, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -452,10 +454,10 @@ func TestUnusableTarget(t *testing.T) {
 			require.NotNil(t, rep, "the report comes with the error")
 			switch tc.class {
 			case "":
-				require.NotEqual(t, httptrace.ClassOK, ue.Class)
-			case httptrace.ClassDeadline:
+				require.NotEqual(t, vocab.ClassOK, ue.Class)
+			case vocab.ClassDeadline:
 				// The request's timeout and the dial's (the same) race.
-				require.Contains(t, []httptrace.Class{httptrace.ClassDeadline, httptrace.ClassConnectTimeout}, ue.Class, "%v", err)
+				require.Contains(t, []httptrace.Class{vocab.ClassDeadline, vocab.ClassConnectTimeout}, ue.Class, "%v", err)
 			default:
 				require.Equal(t, tc.class, ue.Class, "%v", err)
 			}
@@ -486,8 +488,8 @@ func TestDeadline(t *testing.T) {
 	require.True(t, rep.DeadlineReached)
 	require.Equal(t, 3, rep.Requests, "requests not started by the deadline are not sent")
 	require.Equal(t, 1, rep.Cut)
-	require.Equal(t, 2, rep.Outcomes[httptrace.ClassOK])
-	require.Equal(t, 1, rep.Outcomes[httptrace.ClassDeadline])
+	require.Equal(t, 2, rep.Outcomes[vocab.ClassOK])
+	require.Equal(t, 1, rep.Outcomes[vocab.ClassDeadline])
 	require.Zero(t, rep.Discovery.Requests, "no discovery after the deadline")
 	require.EqualValues(t, 1, rep.Dials)
 	requireAccepted(t, s, rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
@@ -497,7 +499,7 @@ func TestDeadline(t *testing.T) {
 		rep, err := probe.Run(t.Context(), req, probe.Requests(2), probe.Deadline(200*time.Millisecond))
 		var ue *probe.UnusableError
 		require.ErrorAs(t, err, &ue)
-		require.Equal(t, httptrace.ClassDeadline, ue.Class)
+		require.Equal(t, vocab.ClassDeadline, ue.Class)
 		require.True(t, rep.DeadlineReached)
 	})
 }
@@ -519,7 +521,7 @@ func TestRedaction(t *testing.T) {
 		for _, secret := range []string{"hunter2", "alice", "s3cr3t"} {
 			require.NotContains(t, out, secret)
 		}
-		require.Contains(t, out, "token="+httptrace.Masked)
+		require.Contains(t, out, "token="+redact.Masked)
 	}
 
 	// Errors too.
@@ -654,7 +656,7 @@ func TestInterrupted(t *testing.T) {
 	require.False(t, rep.DeadlineReached)
 	require.Equal(t, 1, rep.Requests)
 	require.Equal(t, 1, rep.Cut)
-	require.Equal(t, map[httptrace.Class]int{httptrace.ClassCanceled: 1}, rep.Outcomes)
+	require.Equal(t, map[httptrace.Class]int{vocab.ClassCanceled: 1}, rep.Outcomes)
 	requireAccepted(t, s, rep.Dials)
 	requireFindings(t, rep)
 }
@@ -674,9 +676,9 @@ func TestTimeoutMidRun(t *testing.T) {
 		w.Write([]byte("ok"))
 	})))
 	rep := mustProbe(t, s, probe.Requests(4), probe.Timeout(200*time.Millisecond))
-	require.Equal(t, map[httptrace.Class]int{httptrace.ClassOK: 3, httptrace.ClassDeadline: 1}, rep.Outcomes)
+	require.Equal(t, map[httptrace.Class]int{vocab.ClassOK: 3, vocab.ClassDeadline: 1}, rep.Outcomes)
 	require.Len(t, rep.Failures, 1)
-	require.Equal(t, httptrace.StageAwaitHeaders, rep.Failures[0].Stage)
+	require.Equal(t, vocab.StageAwaitHeaders, rep.Failures[0].Stage)
 	require.Contains(t, rep.Failures[0].Error, "request timeout")
 	require.EqualValues(t, 2, rep.Dials, "the timed-out request's connection is closed")
 	requireAccepted(t, s, rep.Dials)
@@ -711,7 +713,7 @@ func TestSwitchingProtocolsNotRead(t *testing.T) {
 	rep := res.rep
 	require.Equal(t, 3, rep.Requests)
 	require.Equal(t, map[int]int{http.StatusSwitchingProtocols: 3}, rep.Statuses)
-	require.Equal(t, map[httptrace.Class]int{httptrace.ClassOK: 3}, rep.Outcomes)
+	require.Equal(t, map[httptrace.Class]int{vocab.ClassOK: 3}, rep.Outcomes)
 	require.EqualValues(t, 3, rep.Dials, "a switched connection serves no other request")
 	requireAccepted(t, s, rep.Dials)
 	ctx, cancel := context.WithTimeout(t.Context(), guard)

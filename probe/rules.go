@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -24,7 +25,7 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 	has := func(id string) bool {
 		return slices.ContainsFunc(fs, func(f Finding) bool { return f.ID == id })
 	}
-	ok := rep.Outcomes[httptrace.ClassOK]
+	ok := rep.Outcomes[vocab.ClassOK]
 	served := servedConns(rep)
 	// judged are the connections whose close may say something of the
 	// server's keep-alive limits: not those it closed after an error
@@ -135,7 +136,7 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 	}
 	var idleClosed []time.Duration
 	for _, c := range served {
-		if c.CloseReason == pool.ReasonServerClosedIdle && !closedAtN[c.ID] {
+		if c.CloseReason == vocab.ReasonServerClosedIdle && !closedAtN[c.ID] {
 			idleClosed = append(idleClosed, c.IdleBeforeClose)
 		}
 	}
@@ -226,7 +227,7 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 }
 
 func setupStage(st httptrace.Stage) bool {
-	return st == httptrace.StageDNS || st == httptrace.StageConnect || st == httptrace.StageTLS
+	return st == vocab.StageDNS || st == vocab.StageConnect || st == vocab.StageTLS
 }
 
 // servedConns returns the connections that answered at least one
@@ -252,7 +253,7 @@ func closedAfterError(c Connection) bool {
 func announcedCloses(cs []Connection) []Connection {
 	var out []Connection
 	for _, c := range cs {
-		if c.ClosedBy == pool.ClosedByServer && announced(string(c.CloseReason)) && c.Responses >= 2 {
+		if c.ClosedBy == vocab.ClosedByServer && announced(string(c.CloseReason)) && c.Responses >= 2 {
 			out = append(out, c)
 		}
 	}
@@ -267,11 +268,11 @@ func announcedCloses(cs []Connection) []Connection {
 func silentAtOneCount(cs []Connection) []Connection {
 	var out []Connection
 	for _, c := range cs {
-		if c.ClosedBy != pool.ClosedByServer {
+		if c.ClosedBy != vocab.ClosedByServer {
 			continue
 		}
 		switch c.CloseReason {
-		case pool.ReasonServerClosedIdle, pool.ReasonServerEOF, pool.ReasonServerReset:
+		case vocab.ReasonServerClosedIdle, vocab.ReasonServerEOF, vocab.ReasonServerReset:
 		default:
 			continue
 		}
@@ -311,7 +312,7 @@ func statusList(statuses map[int]int, codes []int) string {
 // announced reports whether a close reason is one the server announced.
 func announced(reason string) bool {
 	switch pool.CloseReason(reason) {
-	case pool.ReasonConnectionClose, pool.ReasonHTTP10, pool.ReasonServerGoAway:
+	case vocab.ReasonConnectionClose, vocab.ReasonHTTP10, vocab.ReasonServerGoAway:
 		return true
 	}
 	return false
@@ -321,11 +322,11 @@ func announced(reason string) bool {
 // request and was closed by the server after it, not for being idle.
 func allOneAndServerClosed(cs []Connection) bool {
 	for _, c := range cs {
-		if c.Responses != 1 || c.ClosedBy != pool.ClosedByServer {
+		if c.Responses != 1 || c.ClosedBy != vocab.ClosedByServer {
 			return false
 		}
 		switch c.CloseReason {
-		case pool.ReasonConnectionClose, pool.ReasonHTTP10, pool.ReasonServerGoAway, pool.ReasonServerEOF, pool.ReasonServerReset:
+		case vocab.ReasonConnectionClose, vocab.ReasonHTTP10, vocab.ReasonServerGoAway, vocab.ReasonServerEOF, vocab.ReasonServerReset:
 		default:
 			return false
 		}
@@ -338,7 +339,7 @@ func reasonList(cs []Connection) string {
 	counts := map[pool.CloseReason]int{}
 	var order []pool.CloseReason
 	for _, c := range cs {
-		if c.ClosedBy != pool.ClosedByServer {
+		if c.ClosedBy != vocab.ClosedByServer {
 			continue
 		}
 		if counts[c.CloseReason] == 0 {
@@ -357,17 +358,17 @@ func reasonList(cs []Connection) string {
 // howText says a close reason in words.
 func howText(reason string) string {
 	switch pool.CloseReason(reason) {
-	case pool.ReasonConnectionClose:
+	case vocab.ReasonConnectionClose:
 		return "Connection: close"
-	case pool.ReasonHTTP10:
+	case vocab.ReasonHTTP10:
 		return "HTTP/1.0 without keep-alive"
-	case pool.ReasonServerGoAway:
+	case vocab.ReasonServerGoAway:
 		return "HTTP/2 GOAWAY"
-	case pool.ReasonServerEOF:
+	case vocab.ReasonServerEOF:
 		return "closed during a request"
-	case pool.ReasonServerReset:
+	case vocab.ReasonServerReset:
 		return "reset"
-	case pool.ReasonServerClosedIdle:
+	case vocab.ReasonServerClosedIdle:
 		return "closed while idle"
 	}
 	return reason

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/benchpair"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // BenchmarkSendPaired measures the probe's main-run request path side by
@@ -87,7 +87,7 @@ func BenchmarkSendPaired(b *testing.B) {
 
 	rep := &Report{}
 	agg.fill(rep)
-	if ok := rep.Outcomes[httptrace.ClassOK]; ok != sent {
+	if ok := rep.Outcomes[vocab.ClassOK]; ok != sent {
 		b.Fatalf("%d of %d probe requests ok: %v", ok, sent, rep.Outcomes)
 	}
 	if d := p.Stats().Dials; d != 1 {

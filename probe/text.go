@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/httptrace"
-	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // TextOptions shape [WriteText]'s output.
@@ -54,7 +54,7 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	}
 	if o.Verbose {
 		for _, tl := range r.Timelines {
-			if err := httptrace.WriteWaterfall(&b, tl); err != nil {
+			if err := tl.WriteText(&b, true); err != nil {
 				return err
 			}
 			b.WriteByte('\n')
@@ -174,9 +174,9 @@ func outcomeText(r *Report) string {
 	// ok first, then failures by name.
 	slices.SortStableFunc(classes, func(a, b httptrace.Class) int {
 		switch {
-		case a == httptrace.ClassOK:
+		case a == vocab.ClassOK:
 			return -1
-		case b == httptrace.ClassOK:
+		case b == vocab.ClassOK:
 			return 1
 		}
 		return 0
@@ -184,7 +184,7 @@ func outcomeText(r *Report) string {
 	parts := make([]string, 0, len(classes))
 	for _, c := range classes {
 		s := fmt.Sprintf("%s %d", c, r.Outcomes[c])
-		if c == httptrace.ClassOK && len(r.Statuses) > 0 {
+		if c == vocab.ClassOK && len(r.Statuses) > 0 {
 			codes := slices.Sorted(maps.Keys(r.Statuses))
 			var cs []string
 			for _, code := range codes {
@@ -246,7 +246,7 @@ func fateOf(c Connection) string {
 	switch {
 	case c.ClosedBy == "":
 		b.WriteString("still open")
-	case c.ClosedBy == pool.ClosedByClient && c.CloseReason == pool.ReasonCloseIdle:
+	case c.ClosedBy == vocab.ClosedByClient && c.CloseReason == vocab.ReasonCloseIdle:
 		b.WriteString("closed by the probe at the end")
 	default:
 		fmt.Fprintf(&b, "closed by %s: %s", c.ClosedBy, c.CloseReason)

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/httptrace"
-	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
 )
@@ -110,10 +110,10 @@ func textSection(t *testing.T, rep *probe.Report, heading string) (string, []str
 // connection.
 func TestWriteTextLongIDLists(t *testing.T) {
 	t.Parallel()
-	rep := &probe.Report{Requested: 41, Requests: 41, Concurrency: 1, Outcomes: map[httptrace.Class]int{httptrace.ClassOK: 41}}
+	rep := &probe.Report{Requested: 41, Requests: 41, Concurrency: 1, Outcomes: map[httptrace.Class]int{vocab.ClassOK: 41}}
 	for id := uint64(100001); id <= 100079; id += 2 { // 40 connections, no two consecutive
 		rep.Connections = append(rep.Connections, probe.Connection{ID: id, Proto: "HTTP/1.1", Requests: 1, Responses: 1,
-			ClosedBy: pool.ClosedByServer, CloseReason: pool.ReasonConnectionClose})
+			ClosedBy: vocab.ClosedByServer, CloseReason: vocab.ReasonConnectionClose})
 	}
 	rep.Connections = append(rep.Connections, probe.Connection{ID: 100080, Proto: "HTTP/1.1", Requests: 1, Responses: 1})
 	section, lines := textSection(t, rep, "\nconnections\n")
@@ -145,7 +145,7 @@ func TestWriteTextLongStageTimes(t *testing.T) {
 	small := probe.Percentiles{P50: 120 * time.Microsecond, P90: 300 * time.Microsecond, P99: 900 * time.Microsecond, Max: time.Millisecond}
 	long := probe.Percentiles{P50: 900 * time.Millisecond, P90: 1500 * time.Millisecond, P99: 12500 * time.Millisecond, Max: 2*time.Minute + 5*time.Second}
 	set := probe.StageSet{Count: 3, DNS: small, Connect: small, TLS: small, PoolWait: small, Write: small, Server: long, Transfer: small, Total: long}
-	rep := &probe.Report{Requested: 6, Requests: 6, Concurrency: 1, Outcomes: map[httptrace.Class]int{httptrace.ClassOK: 6},
+	rep := &probe.Report{Requested: 6, Requests: 6, Concurrency: 1, Outcomes: map[httptrace.Class]int{vocab.ClassOK: 6},
 		Stages: probe.Stages{New: set, Reused: set}}
 	section, lines := textSection(t, rep, "stages of successful requests\n")
 	require.Len(t, lines, 10, section) // groups, headings, eight stages
@@ -183,12 +183,12 @@ func TestWriteTextTimes(t *testing.T) {
 	rep := &probe.Report{
 		Requested: 3, Requests: 3, Concurrency: 1, MaxConns: 1,
 		Elapsed: 7250 * time.Millisecond, MainElapsed: 2 * time.Millisecond,
-		Outcomes: map[httptrace.Class]int{httptrace.ClassOK: 3}, Statuses: map[int]int{200: 3},
+		Outcomes: map[httptrace.Class]int{vocab.ClassOK: 3}, Statuses: map[int]int{200: 3},
 		Dials: 3, DialsAbandoned: 1, PerfectDials: 1,
 		Connections: []probe.Connection{
-			{ID: 1, Proto: "HTTP/1.1", Requests: 2, Responses: 2, ClosedBy: pool.ClosedByServer, CloseReason: pool.ReasonConnectionClose},
+			{ID: 1, Proto: "HTTP/1.1", Requests: 2, Responses: 2, ClosedBy: vocab.ClosedByServer, CloseReason: vocab.ReasonConnectionClose},
 			{ID: 2, DialAbandoned: true},
-			{ID: 3, Proto: "HTTP/1.1", Requests: 1, Responses: 1, ClosedBy: pool.ClosedByServer, CloseReason: pool.ReasonConnectionClose},
+			{ID: 3, Proto: "HTTP/1.1", Requests: 1, Responses: 1, ClosedBy: vocab.ClosedByServer, CloseReason: vocab.ReasonConnectionClose},
 		},
 		Discovery: &probe.Discovery{Requests: 4, Dials: 2, MaxRequests: &probe.MaxRequestsResult{Requests: 4, Bound: 4}},
 	}

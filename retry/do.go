@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/hook"
 )
 
 // Do sends req with c under the policy and returns the outcome of the last
@@ -174,7 +174,7 @@ func (p Policy) attemptContext(budget context.Context, n int) (context.Context, 
 	} else {
 		ctx, cancel = context.WithCancel(budget)
 	}
-	return httptrace.WithAttempt(ctx, n), cancel
+	return hook.WithAttempt(ctx, n), cancel
 }
 
 // sleep waits for d or until ctx ends, and reports whether ctx is still

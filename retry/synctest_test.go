@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/retry"
 )
 
@@ -250,7 +250,7 @@ func TestAttemptsNumbered(t *testing.T) {
 		var seen []int
 		client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			mu.Lock()
-			seen = append(seen, httptrace.AttemptFromContext(r.Context()))
+			seen = append(seen, hook.Attempt(r.Context()))
 			mu.Unlock()
 			return pn.tr.RoundTrip(r)
 		})}

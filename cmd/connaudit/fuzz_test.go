@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http/httpguts"
@@ -70,7 +70,7 @@ func fuzzURLPublic(raw string) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, " %s %s %s %s %s %q", u.Scheme, u.Host, u.EscapedPath(), u.Path, httptrace.RedactURL(u), u.Scheme)
+	fmt.Fprintf(&b, " %s %s %s %s %s %q", u.Scheme, u.Host, u.EscapedPath(), u.Path, redact.URL(u), u.Scheme)
 	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
 		k, _, _ := strings.Cut(pair, "=")
 		b.WriteString(" " + k)

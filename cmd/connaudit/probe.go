@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/probe"
 )
 
@@ -165,9 +165,9 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // hint suggests a flag for a failure a flag can get past.
 func hint(e *probe.UnusableError) string {
 	switch e.Class {
-	case httptrace.ClassTLS:
+	case vocab.ClassTLS:
 		return " (-cacert FILE trusts another CA; -k skips verification)"
-	case httptrace.ClassDeadline, httptrace.ClassConnectTimeout, httptrace.ClassTLSHandshakeTimeout:
+	case vocab.ClassDeadline, vocab.ClassConnectTimeout, vocab.ClassTLSHandshakeTimeout:
 		return " (see -timeout and -deadline)"
 	}
 	return ""

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/pool"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/idna"
@@ -88,12 +88,12 @@ func parseTarget(raw string) (*url.URL, error) {
 	switch u.Scheme {
 	case "http", "https":
 	case "":
-		return nil, fmt.Errorf("URL %s has no scheme: want http:// or https://", httptrace.RedactURL(u))
+		return nil, fmt.Errorf("URL %s has no scheme: want http:// or https://", redact.URL(u))
 	default:
 		return nil, fmt.Errorf("URL scheme %q is not http or https", u.Scheme)
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return nil, fmt.Errorf("URL %s has no host", httptrace.RedactURL(u))
+		return nil, fmt.Errorf("URL %s has no host", redact.URL(u))
 	}
 	if h := u.Hostname(); !isASCII(h) {
 		// net/http converts a host name that is not ASCII to its
@@ -245,7 +245,7 @@ func (rf *requestFlags) request(ctx context.Context, rawURL string) (*http.Reque
 		if errors.As(err, &ue) {
 			return nil, fmt.Errorf("building the request: %w", malformedURL(ue))
 		}
-		return nil, fmt.Errorf("building the request: %s", httptrace.RedactError(err, u))
+		return nil, fmt.Errorf("building the request: %s", redact.Error(err, u))
 	}
 	if body != nil {
 		req.Body = io.NopCloser(bytes.NewReader(body))
@@ -278,7 +278,7 @@ func (rf *requestFlags) secretHeaders() []string {
 // redact returns err's text for req with every secret masked: the URL's,
 // the credentials in req's header and the values of the -H headers.
 func (rf *requestFlags) redact(err error, req *http.Request) string {
-	return httptrace.RedactRequestError(err, req, rf.secretHeaders()...)
+	return redact.RequestError(err, req, rf.secretHeaders()...)
 }
 
 // poolOptions returns the pool options the flags ask for.
@@ -288,7 +288,9 @@ func (rf *requestFlags) poolOptions() []pool.Option {
 		opts = append(opts, pool.SecretHeaders(names...))
 	}
 	if rf.http1 {
-		opts = append(opts, pool.HTTP2(false))
+		var http1 http.Protocols
+		http1.SetHTTP1(true)
+		opts = append(opts, pool.Protocols(http1))
 	}
 	if rf.insecure {
 		opts = append(opts, pool.TLSConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // asked for with -k, warned about

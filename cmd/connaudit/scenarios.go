@@ -60,15 +60,15 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "connaudit scenarios: stopped after %d of %d scenarios: %v\n", rep.Passed+rep.Failed, len(scenarios), context.Cause(ctx))
 	}
 	if *asJSON {
-		err = audit.WriteJSON(stdout, rep)
+		err = rep.WriteJSON(stdout)
 	} else {
-		err = audit.WriteText(stdout, rep, *verbose)
+		err = rep.WriteText(stdout, *verbose)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "connaudit scenarios: %v\n", err)
 	}
 	if junitFile != nil {
-		if jerr := junitFile.write(func(w io.Writer) error { return audit.WriteJUnit(w, rep) }); jerr != nil {
+		if jerr := junitFile.write(func(w io.Writer) error { return rep.WriteJUnit(w) }); jerr != nil {
 			fmt.Fprintf(stderr, "connaudit scenarios: writing %s: %v\n", *junit, jerr)
 			return exitFail
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -42,8 +43,11 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "connaudit trace: warning: -k: TLS certificates are not verified")
 	}
 	col := &httptrace.Collector{}
-	opts := append(rf.poolOptions(), pool.WithObserver(col))
-	p, err := pool.New(opts...)
+	opts := append(rf.poolOptions(), pool.WithObserver(col), pool.ConnectTimeout(30*time.Second))
+	// A transport of its own, with no proxy: the connection traced is
+	// the target's, never a proxy's.
+	tr := &http.Transport{ForceAttemptHTTP2: true, TLSHandshakeTimeout: 10 * time.Second, MaxResponseHeaderBytes: 1 << 20}
+	p, err := pool.Track(tr, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "connaudit trace: %v\n", err)
 		return exitUsage
@@ -90,7 +94,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "connaudit trace: %v\n", err)
 			return exitFail
 		}
-	} else if err := httptrace.WriteWaterfall(stdout, tl); err != nil {
+	} else if err := tl.WriteText(stdout, true); err != nil {
 		fmt.Fprintf(stderr, "connaudit trace: %v\n", err)
 		return exitFail
 	}
@@ -110,7 +114,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "connaudit trace: -http2: h2-not-offered: %s\n", notH2)
 		return exitFail
 	}
-	if tl.Outcome.Class != httptrace.ClassOK {
+	if tl.Outcome.Class != vocab.ClassOK {
 		return exitFail
 	}
 	return exitOK

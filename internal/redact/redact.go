@@ -1,4 +1,8 @@
-package httptrace
+// Package redact masks the secrets of a request — URL user information and
+// query values, Authorization, Proxy-Authorization, Cookie and the headers a
+// caller names secret — in every text connaudit writes, and escapes what a
+// terminal would obey.
+package redact
 
 import (
 	"encoding/base64"
@@ -14,9 +18,9 @@ import (
 // Masked replaces a secret value in every output.
 const Masked = "REDACTED"
 
-// RedactURL returns u as a string without user information or fragment and
+// URL returns u as a string without user information or fragment and
 // with every query value replaced by [Masked]; query keys stay.
-func RedactURL(u *url.URL) string {
+func URL(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
@@ -48,19 +52,19 @@ func RedactURL(u *url.URL) string {
 	return c.String()
 }
 
-// RedactURLString parses s and redacts it with [RedactURL]. A string that
+// URLString parses s and redacts it with [URL]. A string that
 // does not parse is replaced whole by [Masked].
-func RedactURLString(s string) string {
+func URLString(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return Masked
 	}
-	return RedactURL(u)
+	return URL(u)
 }
 
-// SensitiveHeader reports whether the values of the header name are always
+// Sensitive reports whether the values of the header name are always
 // masked: Authorization, Proxy-Authorization, Cookie and Set-Cookie.
-func SensitiveHeader(name string) bool {
+func Sensitive(name string) bool {
 	switch textproto.CanonicalMIMEHeaderKey(name) {
 	case "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie":
 		return true
@@ -68,14 +72,16 @@ func SensitiveHeader(name string) bool {
 	return false
 }
 
-func redactHeader(name string, values []string) string {
-	if SensitiveHeader(name) {
+// Header returns the values of the header name joined as one, or [Masked]
+// for a [Sensitive] header.
+func Header(name string, values []string) string {
+	if Sensitive(name) {
 		return Masked
 	}
 	return strings.Join(values, ", ")
 }
 
-// RedactError returns err's text with every occurrence of the raw URL u
+// Error returns err's text with every occurrence of the raw URL u
 // replaced by the redacted form, for errors such as *url.Error that quote
 // the URL they were given, and u's password and query values (of 3 bytes
 // or more), as decoded and as written in u, and the Basic credentials
@@ -86,14 +92,14 @@ func redactHeader(name string, values []string) string {
 // ("\x1b", "\r"), as are bytes that are not UTF-8: an error may quote what
 // a hostile server sent (a certificate's names, say), which must neither
 // drive the terminal that shows it nor forge a line of output.
-func RedactError(err error, u *url.URL) string {
-	return redact(err, u, nil)
+func Error(err error, u *url.URL) string {
+	return ErrorWith(err, u, nil)
 }
 
-// redact is [RedactError] with the secrets more masked too (an empty err
+// redact is [Error] with the secrets more masked too (an empty err
 // text stays empty): control characters are escaped last, once every
 // secret is masked. more may be sorted.
-func redact(err error, u *url.URL, more []string) string {
+func ErrorWith(err error, u *url.URL, more []string) string {
 	msg := redactError(err, u)
 	if len(more) > 0 {
 		msg = maskAll(msg, more)
@@ -110,7 +116,7 @@ func redactError(err error, u *url.URL) string {
 	if u == nil {
 		return msg
 	}
-	redacted := RedactURL(u)
+	redacted := URL(u)
 	msg = strings.ReplaceAll(msg, u.String(), redacted)
 	// The secrets are then masked wherever they appear, not only inside
 	// u: an error may quote the request line ("malformed HTTP status code
@@ -172,16 +178,16 @@ func redactError(err error, u *url.URL) string {
 	return msg
 }
 
-// RedactRequestError returns err's text redacted as [RedactError] does for
+// RequestError returns err's text redacted as [Error] does for
 // req's URL, with the values of req's Authorization, Proxy-Authorization
 // and Cookie headers, and of the headers named, masked too: a server may
 // quote what it was sent in a malformed reply, which net/http's error then
 // quotes.
-func RedactRequestError(err error, req *http.Request, names ...string) string {
+func RequestError(err error, req *http.Request, names ...string) string {
 	if err == nil || req == nil {
-		return redact(err, nil, nil)
+		return ErrorWith(err, nil, nil)
 	}
-	return redact(err, req.URL, requestSecrets(req, names))
+	return ErrorWith(err, req.URL, RequestSecrets(req, names))
 }
 
 // Printable returns s with control characters (but tab) and bytes that
@@ -226,13 +232,13 @@ func Printable(s string) string {
 	return b.String()
 }
 
-// requestSecrets returns the secrets in req's header: each value of
+// RequestSecrets returns the secrets in req's header: each value of
 // Authorization, Proxy-Authorization and Cookie and of the headers named
 // (as canonical keys), and the parts of each that a server may quote
 // alone: an authorization's credentials, and a Basic one decoded, its
 // password apart; each cookie's value. Parts shorter than 3 bytes are
 // left out, as for query values.
-func requestSecrets(req *http.Request, names []string) []string {
+func RequestSecrets(req *http.Request, names []string) []string {
 	var out []string
 	add := func(s string) {
 		if len(s) >= 3 {

@@ -1,0 +1,82 @@
+// Package hook joins the module's packages where they meet below their
+// public API: the tracer and the pool's dialer, the tracer and the retry
+// policy's attempt numbers, the tracer and observers that want some kinds
+// of events only.
+package hook
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/connaudit/connaudit/internal/vocab"
+)
+
+// Filter is implemented by an event observer that wants events of some
+// kinds only: the tracer calls it for those kinds alone.
+type Filter interface {
+	EventKinds() vocab.KindSet
+}
+
+// Dial is what the context of a traced request offers the dial wrapper of
+// a pool: the request's timeline id, and DNS and connect hooks that record
+// into that timeline.
+type Dial interface {
+	TimelineID() uint64
+	DialTrace(ctx context.Context) context.Context
+}
+
+type dialKey struct{}
+
+// DialKey is the context key under which the tracer stores a [Dial].
+var DialKey any = dialKey{}
+
+// DialFrom returns the [Dial] of the request on whose behalf net/http
+// dials with ctx, or nil.
+func DialFrom(ctx context.Context) Dial {
+	d, _ := ctx.Value(DialKey).(Dial)
+	return d
+}
+
+// EnableDialerHooks, set by package httptrace, declares that the base
+// transport of rt (an *httptrace.Transport, not yet in use) dials through a
+// wrapper that calls [Dial.DialTrace], so the request's own trace carries no
+// DNS or connect hooks.
+var EnableDialerHooks func(rt http.RoundTripper)
+
+// Stack, set by package httptrace, returns the program counters of where
+// the request of tl (an *httptrace.Timeline) was made, with CaptureStacks:
+// the pool keeps them for a body left open and formats them only when it
+// is shown.
+var Stack func(tl any) []uintptr
+
+// FormatStack, set by package httptrace, formats pcs as Timeline.Stack
+// does.
+var FormatStack func(pcs []uintptr) string
+
+type attemptKey struct{}
+
+// attempted is set once [WithAttempt] was called in this process. Until
+// then no context carries an attempt number, and [Attempt], which the
+// tracer calls for every request, need not walk the request context's
+// chain of parents (often many layers deep in a service) to find none.
+var attempted atomic.Bool
+
+// WithAttempt returns a copy of ctx that numbers the attempt of a request
+// made with it (1, 2, …), so that each attempt's timeline carries its
+// number.
+func WithAttempt(ctx context.Context, n int) context.Context {
+	if !attempted.Load() {
+		attempted.Store(true)
+	}
+	return context.WithValue(ctx, attemptKey{}, n)
+}
+
+// Attempt returns the attempt number set by [WithAttempt], or 0.
+func Attempt(ctx context.Context) int {
+	if !attempted.Load() {
+		return 0
+	}
+	n, _ := ctx.Value(attemptKey{}).(int)
+	return n
+}
