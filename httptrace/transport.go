@@ -35,7 +35,7 @@ type Transport struct {
 	heldAfter time.Duration
 	// stacks: record where each request was made, and report bodies
 	// garbage collected unclosed (CaptureStacks).
-	stacks bool
+	stacks    bool
 	max1xx    int64 // bound on the bytes of a request's 1xx responses
 	recorders sync.Pool
 }
