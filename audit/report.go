@@ -83,7 +83,7 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	return err
 }
 
-// printableLines is [httptrace.Printable] for a text of several lines
+// printableLines is redact.Printable for a text of several lines
 // (a mismatch or note may quote a server or a user's transport), each line
 // after the first indented by indent.
 func printableLines(s, indent string) string {

@@ -21,7 +21,7 @@ func newSignals(kinds ...httptrace.Kind) *signals {
 	return s
 }
 
-// EventKinds implements [httptrace.EventFilter]: the kinds it watches.
+// EventKinds implements hook.Filter: the kinds it watches.
 func (s *signals) EventKinds() vocab.KindSet { return s.kinds }
 
 // Observe does nothing: signals only watch events.

@@ -9,7 +9,18 @@
 // the caller already put in the context, so the caller's hooks fire exactly
 // once), wraps the response body to see reads, EOF and Close, and hands the
 // finished timeline to an [Observer]: a [log/slog] logger ([NewSlogObserver]),
-// a JSON Lines writer ([NewJSONLines]) or an in-memory [Collector].
+// a JSON Lines writer ([NewJSONLines]) or an in-memory [Collector]. [Trace]
+// traces one request in a line.
+//
+// A response body left open is the leak net/http makes easiest: it pins its
+// connection and two goroutines until the request's context ends. A body
+// still open a minute after its response ([UnclosedBodyWarning]) is reported
+// to the observers, and logged as a warning; with [CaptureStacks], so is a
+// body garbage collected without Close, each named with where the request
+// was made.
+//
+// The vocabulary — event [Kind]s, outcome [Class]es and [Stage]s — is
+// made of strings whose values each type's documentation lists.
 //
 // # Concurrency
 //
@@ -27,9 +38,9 @@
 // idle pool — allocates a handful of small objects per request: the
 // recorder, its ClientTrace and hook closures are built once and recycled
 // when no hook of the finished request can fire any more. Every event
-// handed to an [EventObserver] is a call on the request's path; one that
-// needs a few kinds of events says so with [EventFilter] and is called for
-// those alone.
+// handed to an [EventObserver] is a call on the request's path: it must
+// return quickly. The unclosed-body warning costs a timer reset per request;
+// CaptureStacks a stack walk and a cleanup registration.
 //
 // # Redaction
 //

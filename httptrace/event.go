@@ -48,7 +48,7 @@ type Event struct {
 	// At is the offset from the timeline's start, from the monotonic clock.
 	At time.Duration
 	// Conn is the id of the connection the event concerns, when known (see
-	// [ConnIdentifier]); 0 otherwise.
+	// a pool); 0 otherwise.
 	Conn uint64
 	// N is a number whose meaning depends on Kind (status code, bytes,
 	// address count).

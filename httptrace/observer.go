@@ -51,8 +51,7 @@ func eventKinds(o EventObserver) vocab.KindSet {
 }
 
 // Multi returns an observer that calls each of observers in order. Those
-// that are [EventObserver]s also receive events, of the kinds they want
-// ([EventFilter]).
+// that are [EventObserver]s also receive events.
 func Multi(observers ...Observer) Observer {
 	m := multi{}
 	for _, o := range observers {

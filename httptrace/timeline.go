@@ -18,7 +18,7 @@ import (
 type Timeline struct {
 	// ID is unique among the timelines of this process.
 	ID uint64
-	// Attempt is the attempt number set with [WithAttempt], 0 if none.
+	// Attempt is the attempt number of a retry policy of this module, 0 if none.
 	Attempt int
 	// Method is the request method.
 	Method string
@@ -85,9 +85,9 @@ type Timeline struct {
 }
 
 // RedactError returns the text of err, an error of tl (its outcome's or an
-// event's), redacted with the package's [RedactError] for tl's URL and with
-// the request's credentials masked as [RedactRequestError] masks them (a
-// server may quote what it was sent, and net/http's error quote that).
+// event's), redacted: tl's URL secrets and the request's credentials and
+// secret headers masked (a server may quote what it was sent, and
+// net/http's error quote that), control characters escaped.
 func (tl *Timeline) RedactError(err error) string {
 	return redact.ErrorWith(err, tl.url, slices.Clone(tl.secrets))
 }
@@ -102,7 +102,7 @@ func (tl *Timeline) URL() string {
 }
 
 // RawURL returns a copy of the request URL as the caller gave it, secrets
-// included. Redact it with [RedactURL] before it reaches any output.
+// included. Redact it (as [Timeline.URL] is) before it reaches any output.
 func (tl *Timeline) RawURL() url.URL {
 	if tl.url == nil {
 		return url.URL{}
@@ -112,7 +112,7 @@ func (tl *Timeline) RawURL() url.URL {
 
 // ConnInfo describes the connection that served a request.
 type ConnInfo struct {
-	// ID is the connection's id when it has one ([ConnIdentifier]), else 0.
+	// ID is the connection's id when a pool dialed it, else 0.
 	ID uint64
 	// Reused is GotConnInfo.Reused. It over-reports: a connection dialed
 	// for this request that went idle before use counts as reused. Use

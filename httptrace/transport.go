@@ -74,10 +74,11 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// requestContext is the context of a request traced by a Transport built
-// [WithDialerHooks] whose caller set no ClientTrace: a single value that
-// net/http reads as carrying the recorder's ClientTrace and [DialTrace]
-// reads as carrying the recorder, where stdtrace.WithClientTrace and
+// requestContext is the context of a request traced by a Transport whose
+// base dials through a pool's wrapper (internal/hook) and whose caller set no
+// ClientTrace: a single value that net/http reads as carrying the
+// recorder's ClientTrace and the dial wrapper reads as carrying the
+// recorder, where stdtrace.WithClientTrace and
 // context.WithValue would allocate one layer each. It is immutable and
 // allocated per request (a recycled one could be read by net/http after
 // the request ended, for instance when its readLoop cancels the request's

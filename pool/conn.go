@@ -89,7 +89,7 @@ type Conn struct {
 	// Abandoned is set on a connection whose dial or TLS handshake the
 	// Transport cancelled because no request needed it any more
 	// (CloseIdleConnections cancels such dials; a request's own end does
-	// not): its dial failed, or it closed with [ReasonHandshakeAbandon],
+	// not): its dial failed, or it closed with reason "handshake-abandoned",
 	// and nothing went wrong.
 	Abandoned bool `json:"abandoned,omitempty"`
 }

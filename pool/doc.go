@@ -3,9 +3,14 @@
 // statistics in the spirit of [database/sql.DBStats], a registry of response
 // bodies not yet closed, and leak checks.
 //
-// [New] builds a fresh transport with MaxConnsPerHost=1 and named stage
-// bounds; [Track] clones a caller's own transport (never changing it) so the
-// configuration a team ships can be audited as it is. Either way the
+// [New] builds a service's pool: a fresh transport with
+// http.DefaultTransport's settings. [Track] clones a caller's own transport
+// (never changing it), so that the configuration a team ships is what is
+// tracked and audited. The options set what a transport holds
+// (MaxConnsPerHost, ResponseHeaderTimeout…, named as http.Transport names
+// them) and what it cannot: the body idle bound, the unclosed-body warning,
+// where each request was made. The audit's reference pool is New with
+// MaxConnsPerHost(1) and MaxIdleConnsPerHost(1). Either way the
 // [Pool.Client] sends requests through an [httptrace.Transport], and the
 // pool learns each connection's state from the same timeline events the
 // tracer records: GotConn makes a connection active, PutIdleConn makes it
@@ -19,6 +24,10 @@
 // [Pool.Check] waits for the pool to settle and returns one error naming
 // every problem: bodies still open and where they were opened, connections
 // still active and the request holding each, more connections than the cap.
-// [VerifyNone] runs it together with goleak in a test and names leaked
-// net/http goroutines by their cause.
+// In a test, package pooltest's VerifyNone runs it together with goleak and
+// names leaked net/http goroutines by their cause; it lives apart so that a
+// service importing pool links neither package testing nor goleak.
+//
+// [Pool.Handler] serves the pool's [Snapshot] on a debug route;
+// [Pool.Publish] publishes it through expvar.
 package pool

@@ -285,7 +285,7 @@ func (p *Pool) Transport() *http.Transport { return p.tr }
 func (p *Pool) MaxConnsPerHost() int { return p.maxConn }
 
 // CloseIdleConnections closes the idle connections; they are recorded as
-// closed by the client with reason [ReasonCloseIdle].
+// closed by the client with reason "close-idle-connections".
 func (p *Pool) CloseIdleConnections() {
 	p.mu.Lock()
 	p.closingIdle++

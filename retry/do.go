@@ -21,7 +21,7 @@ import (
 // even on errors. req itself is not modified.
 //
 // Each attempt runs on a context derived from ctx, bounded by the total and
-// attempt timeouts and numbered with [httptrace.WithAttempt] (ctx replaces
+// attempt timeouts and numbered for the tracer ([httptrace.Timeline].Attempt) (ctx replaces
 // req's own context, as with [http.Request.WithContext]); the returned
 // response's body keeps that context alive until it is closed or read to
 // EOF, so [Policy.AttemptTimeout] bounds reading it too.

@@ -5,7 +5,7 @@
 //
 //   - Every attempt gets a fresh context bounded by [Policy.AttemptTimeout]
 //     and numbered (1, 2, …) with
-//     [github.com/connaudit/connaudit/httptrace.WithAttempt], so that an
+//     the tracer's attempt number, so that an
 //     audit can compare the attempts a caller made with the requests a
 //     server saw.
 //   - [Policy.TotalTimeout] bounds all attempts and the delays between them.

@@ -1,0 +1,119 @@
+package pool_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+)
+
+// ExampleNew builds a service's pool: http.DefaultTransport's settings on
+// a fresh transport, each request's stages logged through log/slog, and
+// the pool's statistics at hand.
+func ExampleNew() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil)) // your service's logger
+	p, err := pool.New(pool.WithObserver(httptrace.NewSlogObserver(logger, slog.LevelDebug, slog.LevelWarn)))
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+	client := p.Client()
+
+	for range 3 {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			panic(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	s := p.Stats()
+	fmt.Printf("requests %d, dials %d, reused %d, open %d\n", s.Requests, s.Dials, s.ReusedRequests, s.Open)
+	// Output:
+	// requests 3, dials 1, reused 2, open 1
+}
+
+// ExampleTrack tracks a transport of your own as it is configured: its
+// caps and timeouts stay yours, and the transport itself is not changed.
+func ExampleTrack() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+
+	yours := &http.Transport{MaxConnsPerHost: 8, ResponseHeaderTimeout: 5 * time.Second}
+	p, err := pool.Track(yours)
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+
+	resp, err := p.Client().Get(srv.URL)
+	if err != nil {
+		panic(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	// The Transport closes the connection in the background.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.WaitFor(ctx, func(s pool.Stats) bool { return s.Closed == 1 }); err != nil {
+		panic(err)
+	}
+	for _, c := range p.Conns() {
+		fmt.Printf("#%d %s, closed by %s: %s\n", c.ID, c.State, c.ClosedBy, c.CloseReason)
+	}
+	fmt.Println(p.Transport().MaxConnsPerHost, p.Transport().ResponseHeaderTimeout)
+	// Output:
+	// #1 closed, closed by server: connection-close
+	// 8 5s
+}
+
+// ExamplePool_Handler serves the pool's state on a debug route: JSON, or
+// text tables with ?format=text. A body left open shows there, with when
+// it was opened (and, with CaptureStacks, where).
+func ExamplePool_Handler() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	p, err := pool.New()
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+
+	mux := http.NewServeMux()
+	mux.Handle("/debug/connpool", p.Handler())
+
+	resp, err := p.Client().Get(srv.URL + "/left-open")
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close() // closed only at the end: open while the page is read
+
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/connpool?format=text", nil))
+	for line := range strings.Lines(rec.Body.String()) {
+		if strings.HasPrefix(line, "OPEN BODY") {
+			fmt.Print(strings.Join(strings.Fields(line), " "), "\n")
+		}
+	}
+	fmt.Println(p.Stats().OpenBodies, "open body")
+	// Output:
+	// OPEN BODY METHOD URL CONN OPENED AT AGE SITE
+	// 1 open body
+}
