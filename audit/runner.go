@@ -39,7 +39,7 @@ type optionFunc func(*Runner) error
 func (f optionFunc) apply(r *Runner) error { return f(r) }
 
 // WithTransport audits the transport that newTransport returns (called once
-// per scenario) instead of the default pool: the configuration a team
+// per scenario) instead of the reference pool: the configuration a team
 // ships, with its own timeouts or their absence. The runner tracks a clone
 // of it ([pool.Track]) capped at one connection per host and trusting the
 // fault server's certificate; the scenarios' own bounds are not applied, so
@@ -81,7 +81,7 @@ func OnResult(f func(Result)) Option {
 
 // NewRunner returns a runner.
 func NewRunner(opts ...Option) (*Runner, error) {
-	r := &Runner{recovery: 3 * time.Second, transportName: "connaudit default pool (MaxConnsPerHost=1)"}
+	r := &Runner{recovery: 3 * time.Second, transportName: "connaudit reference pool (MaxConnsPerHost=1)"}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("audit: nil option")
@@ -229,7 +229,8 @@ func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Obse
 	if cfg := srv.ClientTLSConfig(); cfg != nil {
 		opts = append(opts, pool.TLSConfig(cfg))
 	}
-	opts = append(opts, pool.Protocols(protocols(s.Proto == HTTP2)))
+	// The reference pool: one connection per host, one kept idle.
+	opts = append(opts, pool.MaxIdleConnsPerHost(1), pool.Protocols(protocols(s.Proto == HTTP2)))
 	opts = append(opts, s.Bounds...)
 	return pool.New(opts...)
 }

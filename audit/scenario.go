@@ -107,7 +107,7 @@ type Scenario struct {
 	// Expect is what must be observed.
 	Expect Expect
 	// Bounds are the pool options that bound the faulted stage on the
-	// default pool. A caller-supplied transport keeps its own.
+	// reference pool. A caller-supplied transport keeps its own.
 	Bounds []pool.Option
 	// Retry is set on the retry-policy contracts.
 	Retry bool
