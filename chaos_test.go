@@ -80,7 +80,7 @@ var chaosFaults = []chaosFault{
 	{"/hang", faultserver.Hang{}, 2, hangDeadline},
 	{"/cancel", faultserver.StallMidBody{Length: 1000, Send: 100}, 4, cancelMidBody},
 	{"/connclose", faultserver.ConnectionClose{}, 6, -1},
-	{"/close-after-3", faultserver.CloseAfterN{N: 3}, 6, -1},
+	{"/close-after-3", faultserver.CloseBeforeResponse{After: 2}, 6, -1},
 }
 
 // chaosReq is one request of the plan.

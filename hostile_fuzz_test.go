@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/hostile"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
@@ -28,23 +28,23 @@ const (
 // server writes (bits 0-1: after the request head, on accept, after the
 // first bytes), what it does then (bits 2-3: FIN, RST, stall) and whether
 // the client speaks TLS (bit 4); the rest is the reply, written as is.
-func fuzzHostileReply(data []byte) faultserver.HostileReply {
+func fuzzHostileReply(data []byte) hostile.Reply {
 	var ctl byte
 	if len(data) > 0 {
 		ctl, data = data[0], data[1:]
 	}
-	r := faultserver.HostileReply{Name: "fuzz", Raw: data, HTTPS: ctl&16 != 0}
-	r.Wait = []faultserver.HostileWait{faultserver.AfterRequest, faultserver.OnAccept, faultserver.AfterFirstRead,
-		faultserver.AfterRequest}[ctl&3]
-	r.End = []faultserver.HostileEnd{faultserver.EndClose, faultserver.EndReset, faultserver.EndStall,
-		faultserver.EndClose}[(ctl>>2)&3]
+	r := hostile.Reply{Name: "fuzz", Raw: data, HTTPS: ctl&16 != 0}
+	r.Wait = []hostile.Wait{hostile.AfterRequest, hostile.OnAccept, hostile.AfterFirstRead,
+		hostile.AfterRequest}[ctl&3]
+	r.End = []hostile.End{hostile.EndClose, hostile.EndReset, hostile.EndStall,
+		hostile.EndClose}[(ctl>>2)&3]
 	return r
 }
 
 // mayStall reports whether a request to r may end only by the client's
 // deadline.
-func mayStall(r faultserver.HostileReply) bool {
-	return r.End == faultserver.EndStall || (r.HTTPS && r.Wait == faultserver.AfterRequest)
+func mayStall(r hostile.Reply) bool {
+	return r.End == hostile.EndStall || (r.HTTPS && r.Wait == hostile.AfterRequest)
 }
 
 // FuzzHostileReply answers a request, made through a pool and the tracer,
@@ -58,21 +58,21 @@ func mayStall(r faultserver.HostileReply) bool {
 // active, no body open, one dial per connection the server accepted, and
 // every connection that was not a failed dial is closed once the pool is.
 func FuzzHostileReply(f *testing.F) {
-	for _, r := range faultserver.HostileCorpus() {
+	for _, r := range hostile.Corpus() {
 		if len(r.Raw) > 64<<10 {
 			continue // the huge ones are in TestHostileServers
 		}
 		ctl := byte(0)
 		switch r.Wait {
-		case faultserver.OnAccept:
+		case hostile.OnAccept:
 			ctl |= 1
-		case faultserver.AfterFirstRead:
+		case hostile.AfterFirstRead:
 			ctl |= 2
 		}
 		switch r.End {
-		case faultserver.EndReset:
+		case hostile.EndReset:
 			ctl |= 1 << 2
-		case faultserver.EndStall:
+		case hostile.EndStall:
 			ctl |= 2 << 2
 		}
 		if r.HTTPS {
@@ -100,7 +100,7 @@ func FuzzHostileReply(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	srv, err := faultserver.NewHostile(faultserver.HostileReply{Name: "fuzz"})
+	srv, err := hostile.New(hostile.Reply{Name: "fuzz"})
 	if err != nil {
 		f.Fatal(err)
 	}

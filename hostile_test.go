@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/hostile"
 	"github.com/connaudit/connaudit/internal/leaks"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
@@ -26,7 +26,7 @@ const (
 	hostileGuard = 5 * time.Second
 )
 
-func hostileTimeout(r faultserver.HostileReply) time.Duration {
+func hostileTimeout(r hostile.Reply) time.Duration {
 	if hostileExpect[r.Name] == vocab.ClassDeadline {
 		return hostileBound
 	}
@@ -58,7 +58,7 @@ var hostileExpect = map[string]httptrace.Class{
 // every outcome is classified, nothing hangs, and every connection the
 // server accepted is accounted for and closed.
 func TestHostileServers(t *testing.T) {
-	for _, reply := range faultserver.HostileCorpus() {
+	for _, reply := range hostile.Corpus() {
 		t.Run(reply.Name, func(t *testing.T) {
 			t.Run("pool", func(t *testing.T) { hostilePool(t, reply) })
 			t.Run("probe", func(t *testing.T) { hostileProbe(t, reply) })
@@ -66,9 +66,9 @@ func TestHostileServers(t *testing.T) {
 	}
 }
 
-func hostilePool(t *testing.T, reply faultserver.HostileReply) {
+func hostilePool(t *testing.T, reply hostile.Reply) {
 	base := goleak.IgnoreCurrent()
-	srv, err := faultserver.NewHostile(reply)
+	srv, err := hostile.New(reply)
 	require.NoError(t, err)
 	defer srv.Close() // on failure; Close twice is a no-op
 	col := &httptrace.Collector{}
@@ -125,9 +125,9 @@ func hostilePool(t *testing.T, reply faultserver.HostileReply) {
 	require.NoError(t, leaks.Name(goleak.Find(base)))
 }
 
-func hostileProbe(t *testing.T, reply faultserver.HostileReply) {
+func hostileProbe(t *testing.T, reply hostile.Reply) {
 	base := goleak.IgnoreCurrent()
-	srv, err := faultserver.NewHostile(reply)
+	srv, err := hostile.New(reply)
 	require.NoError(t, err)
 	defer srv.Close()
 	req, err := http.NewRequest(http.MethodGet, srv.URL()+"/x", nil)

@@ -116,7 +116,7 @@ func http1Scenarios() []Scenario {
 		{Name: "close-before-response", Proto: HTTP1, Fault: "reads the request, closes", Bound: "-",
 			Expect: closeBefore, setup: handle(faultserver.CloseBeforeResponse{}), drive: single},
 		{Name: "hidden-retry", Proto: HTTP1, Fault: "closes a kept-alive connection after reading its 2nd request", Bound: "GET on a reused connection",
-			Expect: hidden, setup: handle(faultserver.CloseAfterN{N: 2}), drive: warmThen(single)},
+			Expect: hidden, setup: handle(faultserver.CloseBeforeResponse{After: 1}), drive: warmThen(single)},
 		{Name: "reset", Proto: HTTP1, Fault: "RST (linger 0) after reading the request", Bound: "-",
 			Expect: reset, setup: handle(faultserver.Reset{}), drive: single},
 		{Name: "close-mid-body", Proto: HTTP1, Fault: "Content-Length 10000, sends 1000, closes", Bound: "-",
@@ -284,7 +284,7 @@ func retryScenarios() []Scenario {
 		{Name: "retry/post-idempotency-key", Proto: HTTP1, Fault: "commits the write, answers 503, then 200", Bound: "POST with Idempotency-Key retried", Retry: true,
 			Wait: fast.Delay, Expect: postExp(2, 2, 1, 200), setup: seq(write503, write200), drive: retried(keyed, http.MethodPost, "key-1")},
 		{Name: "retry/hidden-retry", Proto: HTTP1, Fault: "closes a kept-alive connection after reading its 2nd request", Bound: "GET on a reused connection", Retry: true,
-			Expect: hidden, setup: handle(faultserver.CloseAfterN{N: 2}), drive: warmThen(retried(fast, http.MethodGet, ""))},
+			Expect: hidden, setup: handle(faultserver.CloseBeforeResponse{After: 1}), drive: warmThen(retried(fast, http.MethodGet, ""))},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/internal/leaks"
+	"github.com/connaudit/connaudit/internal/loopback"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
@@ -239,7 +240,7 @@ func tlsStall(e *Env) error {
 }
 
 func closedPort(e *Env) error {
-	addr, err := faultserver.ClosedPort()
+	addr, err := loopback.ClosedPort()
 	if err != nil {
 		return err
 	}

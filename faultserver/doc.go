@@ -1,11 +1,27 @@
-// Package faultserver is a real, fault-injecting HTTP server on the loopback
-// interface, for auditing HTTP client connection pools.
+// Package faultserver is a real HTTP server on the loopback interface whose
+// endpoints misbehave on purpose. It is for testing how an HTTP client and
+// its connection pool cope with faults, as net/http/httptest is for testing
+// a client against a server that behaves.
 //
-// It works like net/http/httptest: [NewUnstarted] returns a configured but
-// unstarted [Server], [Server.Handle] maps exact paths to typed [Fault]
-// values, [Server.Start] serves, and [Server.Close] stops everything, waits
-// for every goroutine the server started and reports, as a [*CloseError],
-// what it had to cut. [New] is NewUnstarted followed by Start.
+// # Faults
+//
+// A fault is what an endpoint does with every request it reads. Faults are
+// plain values of this package's types, all implementing the sealed [Fault]
+// interface: answer normally ([OK], [Status], [LargeBody]); close the
+// connection after the response ([ConnectionClose]); never answer ([Hang]);
+// close or reset the connection instead of answering
+// ([CloseBeforeResponse], [Reset]); cut, stall or trickle the body
+// ([CloseMidBody], [StallMidBody], [Trickle]); commit a side effect once per
+// idempotency key ([Write]); or take the next of a list of faults with each
+// request ([Sequence]). [Server.Handle] maps a path, matched exactly, to a
+// fault, before or while the server runs; other paths answer 404.
+//
+// # Starting a server
+//
+// The lifecycle is httptest's: [NewUnstarted] returns a server that listens
+// but does not serve yet, [Server.Start] serves, and [New] does both.
+// [Server.Close] stops everything, waits for every goroutine the server
+// started, and returns a [*CloseError] naming what it had to cut.
 //
 //	s, err := faultserver.New()
 //	if err != nil { ... }
@@ -15,30 +31,43 @@
 //	s.Handle("/flaky", faultserver.Sequence{Faults: []faultserver.Fault{
 //		faultserver.Status{Code: 503}, faultserver.OK{},
 //	}})
+//	resp, err := client.Get(s.URL() + "/flaky")
 //
-// The server listens on loopback addresses only (127.0.0.0/8, ::1 and
-// "localhost"); any other address is refused. [WithTLS] serves HTTPS with a
-// self-signed certificate that [Server.ClientTLSConfig] trusts, offering h2
-// and http/1.1, so the standard library's HTTP/2 server runs the faults too.
-// [WithRawHTTP2] replaces the standard server with a small HTTP/2 server
-// written on golang.org/x/net/http2's Framer, which can also send the frames
-// the standard server cannot produce on demand: [GoAway] and [RSTStream].
+// Without options the server speaks plain HTTP/1.1 on 127.0.0.1 with a
+// system-chosen port; [WithAddr] picks another loopback address, and any
+// address that is not loopback is refused. The other options choose the
+// protocol:
 //
-// Every request is counted per endpoint ([Server.Counters], [Server.Totals]),
-// and a test can wait for events instead of sleeping: [Server.Entered]
-// delivers one value per handler entry and [Server.CancelObserved] one value
-// per client cancellation a handler observed.
+//   - [WithTLS]: HTTPS with a fresh self-signed certificate, which the
+//     configuration from [Server.ClientTLSConfig] trusts. The server offers
+//     h2 and http/1.1, so a client that attempts HTTP/2 (an http.Transport
+//     with ForceAttemptHTTP2) gets the faults from the standard library's
+//     HTTP/2 server.
+//   - [WithHTTP2Only]: the same, but the server speaks HTTP/2 only.
+//   - [WithRawHTTP2]: HTTP/2 from this package's own server, written frame
+//     by frame on golang.org/x/net/http2's Framer. It is the only mode that
+//     can send [GoAway] and [RSTStream] on demand; the faults it supports
+//     say so in their doc.
 //
-// Below HTTP, [NewTLSStall] accepts TCP connections and never answers the
-// TLS handshake, [NewConnectHang] makes TCP connects hang by filling a
-// listener's accept queue, and [ClosedPort] names a loopback address on
-// which nothing listens. [NewHostile] answers every connection with a
-// broken reply of the caller's choosing (arbitrary bytes, when, and how the
-// connection ends); [HostileCorpus] is a named set of them: garbage,
-// truncated status lines, oversized headers, bad chunking, lying or
-// conflicting Content-Lengths, HTTP/0.9, 1xx floods, a TLS alert and a reply
-// before the request.
+// # Counters and signals
 //
-// Nothing in this package prints or exits; the standard server's error log is
-// discarded.
+// The server counts what it observes, per path: [Server.Counters] returns a
+// [Counters] snapshot of the connections that delivered a request, the
+// requests read, the handlers entered, the client cancellations observed
+// and the writes committed. [Server.Totals] adds them up over all paths and
+// counts every TCP connection accepted. Comparing the requests the server
+// read with the attempts the client made shows the net/http Transport's
+// hidden retries. A test waits for events instead of sleeping:
+// [Server.Entered] delivers one value per handler entry, and
+// [Server.CancelObserved] one per client cancellation a handler observed.
+//
+// # Below HTTP
+//
+// [NewTLSStall] accepts TCP connections and never answers the TLS
+// handshake; [NewConnectHang] makes TCP connects hang by keeping a
+// listener's accept queue full. Both count on the client's own timeouts to
+// end the attempt.
+//
+// Nothing in this package prints or exits; the standard server's error log
+// is discarded.
 package faultserver

@@ -1,9 +1,14 @@
 package faultserver_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/connaudit/connaudit/faultserver"
 )
@@ -19,7 +24,7 @@ func Example() {
 		return
 	}
 	defer s.Close()
-	s.Handle("/x", faultserver.CloseAfterN{N: 2})
+	s.Handle("/x", faultserver.CloseBeforeResponse{After: 1})
 
 	tr := &http.Transport{MaxConnsPerHost: 1}
 	defer tr.CloseIdleConnections()
@@ -70,4 +75,151 @@ func ExampleSequence() {
 	// 503
 	// 503
 	// 200
+}
+
+// HTTP/2 over TLS from the standard library's server: the client trusts the
+// server's certificate and attempts HTTP/2.
+func ExampleWithTLS() {
+	s, err := faultserver.New(faultserver.WithTLS())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	s.Handle("/big", faultserver.LargeBody{Size: 1 << 20})
+
+	tr := &http.Transport{TLSClientConfig: s.ClientTLSConfig(), ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(s.URL() + "/big")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.Proto, resp.Status, n, "bytes")
+	// Output:
+	// HTTP/2.0 200 OK 1048576 bytes
+}
+
+// Raw HTTP/2 frames: a GOAWAY that leaves the request unprocessed, which the
+// client retries on a new connection.
+func ExampleWithRawHTTP2() {
+	s, err := faultserver.New(faultserver.WithRawHTTP2())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	s.Handle("/x", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.GoAway{}, faultserver.OK{}}})
+
+	tr := &http.Transport{TLSClientConfig: s.ClientTLSConfig(), ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(s.URL() + "/x")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	c := s.Counters("/x")
+	fmt.Println(resp.Proto, resp.Status, string(body))
+	fmt.Printf("server read %d requests on %d connections\n", c.RequestsRead, c.ConnsAccepted)
+	// Output:
+	// HTTP/2.0 200 OK ok
+	// server read 2 requests on 2 connections
+}
+
+// Waiting on the server's signals instead of sleeping: the client cancels
+// once its request has reached the handler, and the server observes it.
+func ExampleServer_Entered() {
+	s, err := faultserver.New()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	s.Handle("/hang", faultserver.Hang{})
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-s.Entered("/hang")
+		cancel()
+	}()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/hang", nil)
+	_, err = (&http.Client{Transport: tr}).Do(req)
+	fmt.Println(errors.Is(err, context.Canceled))
+	<-s.CancelObserved("/hang")
+	fmt.Printf("%+v\n", s.Counters("/hang"))
+	fmt.Println(s.Close())
+	// Output:
+	// true
+	// {ConnsAccepted:1 RequestsRead:1 HandlersEntered:1 CancelsObserved:1 WritesCommitted:0}
+	// <nil>
+}
+
+// Close cuts a handler that is still running and says so.
+func ExampleServer_Close() {
+	s, err := faultserver.New()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s.Handle("/hang", faultserver.Hang{})
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := (&http.Client{Transport: tr}).Get(s.URL() + "/hang")
+		errc <- err
+	}()
+	<-s.Entered("/hang")
+	fmt.Println(s.Close())
+	fmt.Println(errors.Is(<-errc, io.EOF))
+	// Output:
+	// faultserver: Close cut 1 active connection, 1 handler still running
+	// true
+}
+
+// A TLS handshake that never completes, ended by the client's
+// TLSHandshakeTimeout.
+func ExampleNewTLSStall() {
+	st, err := faultserver.NewTLSStall()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer st.Close()
+
+	tr := &http.Transport{TLSHandshakeTimeout: 100 * time.Millisecond}
+	defer tr.CloseIdleConnections()
+	_, err = (&http.Client{Transport: tr}).Get(st.URL() + "/")
+	fmt.Println(strings.HasSuffix(err.Error(), "net/http: TLS handshake timeout"))
+	<-st.Accepted()
+	fmt.Println(st.ConnsAccepted(), "connection accepted")
+	// Output:
+	// true
+	// 1 connection accepted
+}
+
+// A TCP connect that hangs, ended by the dialer's timeout.
+func ExampleNewConnectHang() {
+	h, err := faultserver.NewConnectHang()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer h.Close()
+
+	d := &net.Dialer{Timeout: 100 * time.Millisecond}
+	tr := &http.Transport{DialContext: d.DialContext}
+	defer tr.CloseIdleConnections()
+	_, err = (&http.Client{Transport: tr}).Get(h.URL() + "/")
+	var ne net.Error
+	fmt.Println(errors.As(err, &ne) && ne.Timeout())
+	// Output:
+	// true
 }

@@ -47,8 +47,17 @@ type Hang struct{}
 // writing anything. Over HTTP/1 the connection is hijacked and closed; over
 // HTTP/2 the server half-closes the whole TCP connection (FIN, then reads
 // until the client closes), which the client sees as "unexpected EOF".
-// Supported by [WithRawHTTP2].
-type CloseBeforeResponse struct{}
+//
+// With After > 0 the first After requests for its path on each connection
+// are answered 200 "ok", and the connection is closed right after reading
+// the next one. On a kept-alive HTTP/1 connection, After: 1 triggers the
+// net/http Transport's hidden retry: the caller sees one successful
+// request, the server reads two. Supported by [WithRawHTTP2].
+type CloseBeforeResponse struct {
+	// After is how many requests for the path on each connection are
+	// answered before the close; 0 closes on the first. After >= 0.
+	After int
+}
 
 // Reset reads the request and aborts it abruptly. Over HTTP/1 the connection
 // is hijacked, its linger set to 0 and closed, so the client gets a TCP RST
@@ -96,16 +105,6 @@ type LargeBody struct {
 // closed when idle), as the standard HTTP/2 server does.
 // Supported by [WithRawHTTP2].
 type ConnectionClose struct{}
-
-// CloseAfterN answers 200 "ok" to the first N-1 requests for its path on each
-// connection and closes the connection without responding right after
-// reading the Nth (N >= 1), as [CloseBeforeResponse] does. On a kept-alive
-// HTTP/1 connection this triggers the net/http Transport's hidden retry: the
-// caller sees one successful request, the server reads two.
-// Supported by [WithRawHTTP2].
-type CloseAfterN struct {
-	N int
-}
 
 // Sequence gives the i-th request to the endpoint (counted from the
 // [Server.Handle] call) Faults[i]; once they are used up the last one
@@ -158,9 +157,16 @@ func (f Status) validate(bool) error {
 	return nil
 }
 
-func (Hang) validate(bool) error                { return nil }
-func (CloseBeforeResponse) validate(bool) error { return nil }
-func (Reset) validate(bool) error               { return nil }
+func (Hang) validate(bool) error { return nil }
+
+func (f CloseBeforeResponse) validate(bool) error {
+	if f.After < 0 {
+		return fmt.Errorf("CloseBeforeResponse.After %d is negative", f.After)
+	}
+	return nil
+}
+
+func (Reset) validate(bool) error { return nil }
 
 func (f CloseMidBody) validate(bool) error {
 	if f.Send < 0 || f.Send >= f.Length {
@@ -194,13 +200,6 @@ func (f LargeBody) validate(bool) error {
 }
 
 func (ConnectionClose) validate(bool) error { return nil }
-
-func (f CloseAfterN) validate(bool) error {
-	if f.N < 1 {
-		return fmt.Errorf("CloseAfterN.N %d is less than 1", f.N)
-	}
-	return nil
-}
 
 func (f Sequence) validate(raw bool) error {
 	if len(f.Faults) == 0 {

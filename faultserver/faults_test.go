@@ -216,12 +216,12 @@ func TestConnectionClose(t *testing.T) {
 	require.Equal(t, faultserver.Counters{ConnsAccepted: 2, RequestsRead: 2, HandlersEntered: 2}, s.Counters("/cc"))
 }
 
-// CloseAfterN{2} on a kept-alive connection: the Transport silently retries
-// the second GET on a new connection. The caller sees 2 successes, the
-// server reads 3 requests on 2 connections.
-func TestCloseAfterNHiddenRetry(t *testing.T) {
+// CloseBeforeResponse{After: 1} on a kept-alive connection: the Transport
+// silently retries the second GET on a new connection. The caller sees 2
+// successes, the server reads 3 requests on 2 connections.
+func TestCloseBeforeResponseHiddenRetry(t *testing.T) {
 	s := start(t)
-	s.Handle("/x", faultserver.CloseAfterN{N: 2})
+	s.Handle("/x", faultserver.CloseBeforeResponse{After: 1})
 	c := newClient(t, s)
 
 	for range 2 {
@@ -295,7 +295,7 @@ func TestHandleRejects(t *testing.T) {
 		"bad status":      func() { s.Handle("/x", faultserver.Status{}) },
 		"send >= length":  func() { s.Handle("/x", faultserver.CloseMidBody{Length: 10, Send: 10}) },
 		"stall send":      func() { s.Handle("/x", faultserver.StallMidBody{Length: 1, Send: -1}) },
-		"n < 1":           func() { s.Handle("/x", faultserver.CloseAfterN{}) },
+		"after < 0":       func() { s.Handle("/x", faultserver.CloseBeforeResponse{After: -1}) },
 		"empty sequence":  func() { s.Handle("/x", faultserver.Sequence{}) },
 		"nested sequence": func() { s.Handle("/x", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.Sequence{}}}) },
 		"goaway needs raw": func() {

@@ -233,7 +233,11 @@ func (c *h2conn) runFault(st *h2stream, fault Fault, header http.Header, n int) 
 	case Hang:
 		c.streams[st.id] = st
 	case CloseBeforeResponse:
-		c.cut()
+		if n > f.After {
+			c.cut()
+			return nil
+		}
+		return c.respondText(st, "")
 	case Reset:
 		return c.rst(st.id, http2.ErrCodeInternal)
 	case RSTStream:
@@ -258,12 +262,6 @@ func (c *h2conn) runFault(st *h2stream, fault Fault, header http.Header, n int) 
 		}
 		c.goneAway, c.lastStream = true, st.id
 		return c.fr.WriteGoAway(st.id, http2.ErrCodeNo, nil)
-	case CloseAfterN:
-		if n >= f.N {
-			c.cut()
-			return nil
-		}
-		return c.respondText(st, "")
 	}
 	return nil
 }

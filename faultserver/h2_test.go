@@ -193,9 +193,9 @@ func TestRawH2StallMidBody(t *testing.T) {
 	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1, HandlersEntered: 1, CancelsObserved: 1}, s.Counters("/stall"))
 }
 
-func TestRawH2CloseAfterNAndWrite(t *testing.T) {
+func TestRawH2CloseBeforeResponseAfterAndWrite(t *testing.T) {
 	s := start(t, faultserver.WithRawHTTP2())
-	s.Handle("/x", faultserver.CloseAfterN{N: 2})
+	s.Handle("/x", faultserver.CloseBeforeResponse{After: 1})
 	s.Handle("/pay", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.Write{Status: 503}, faultserver.Write{}}})
 	c := newClient(t, s, h2)
 

@@ -89,7 +89,12 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 		drain(r)
 		return s.wait(r, h)
 	case CloseBeforeResponse:
-		s.cut(w, r, h)
+		if n > f.After {
+			s.cut(w, r, h)
+		} else {
+			h.finish()
+			writeText(w, "")
+		}
 	case Reset:
 		h.finish()
 		if h2 {
@@ -125,13 +130,6 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 		h.finish()
 		w.Header().Set("Connection", "close")
 		writeText(w, "")
-	case CloseAfterN:
-		if n >= f.N {
-			s.cut(w, r, h)
-		} else {
-			h.finish()
-			writeText(w, "")
-		}
 	case Write:
 		drain(r)
 		ep.commitWrite(r.Header)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/loopback"
 	"github.com/connaudit/connaudit/internal/notify"
 )
 
@@ -54,7 +55,7 @@ func NewUnstarted(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := listenLoopback(cfg.addr)
+	ln, err := listen(cfg.addr)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +77,15 @@ func NewUnstarted(opts ...Option) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// listen listens on the loopback address addr (see [WithAddr]).
+func listen(addr string) (net.Listener, error) {
+	ln, err := loopback.Listen(addr)
+	if err != nil {
+		return nil, fmt.Errorf("faultserver: %w", err)
+	}
+	return ln, nil
 }
 
 // New returns a started [Server]: [NewUnstarted] followed by [Server.Start].

@@ -53,7 +53,7 @@ func TestTLSHTTP1Faults(t *testing.T) {
 	s.Handle("/reset", faultserver.Reset{})
 	s.Handle("/close", faultserver.CloseBeforeResponse{})
 	s.Handle("/short", faultserver.CloseMidBody{Length: 10, Send: 5})
-	s.Handle("/x", faultserver.CloseAfterN{N: 2})
+	s.Handle("/x", faultserver.CloseBeforeResponse{After: 1})
 	c := newClient(t, s)
 
 	_, _, err := c.get(t, s.URL()+"/reset")

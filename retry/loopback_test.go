@@ -214,7 +214,7 @@ func TestWriteSafety(t *testing.T) {
 // itself. The policy made one attempt; the server saw two requests.
 func TestHiddenTransportRetry(t *testing.T) {
 	lb := newLoopback(t)
-	lb.srv.Handle("/close", faultserver.CloseAfterN{N: 2})
+	lb.srv.Handle("/close", faultserver.CloseBeforeResponse{After: 1})
 	warm, err := lb.client.Do(lb.request(t, http.MethodGet, "/close", ""))
 	require.NoError(t, err)
 	require.Equal(t, "ok", readAll(t, warm)) // read to EOF: the connection goes idle

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/loopback"
 )
 
 // Raw accepts TCP connections on 127.0.0.1 and serves each on its own
@@ -53,10 +53,10 @@ func Raw(t testing.TB, serve func(net.Conn)) net.Listener {
 }
 
 // ClosedPort returns a loopback address on which nothing listens
-// ([faultserver.ClosedPort]): a connect to it is refused.
+// ([loopback.ClosedPort]): a connect to it is refused.
 func ClosedPort(t testing.TB) string {
 	t.Helper()
-	addr, err := faultserver.ClosedPort()
+	addr, err := loopback.ClosedPort()
 	if err != nil {
 		t.Fatalf("testserver: %v", err)
 	}

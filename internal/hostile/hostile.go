@@ -1,4 +1,11 @@
-package faultserver
+// Package hostile is a raw TCP server on loopback that answers every
+// connection with bytes that are not (quite) HTTP, to check that a client
+// classifies each reply, never hangs and leaks nothing: [New] starts a
+// [Server] with one [Reply] (arbitrary bytes, when they are written, and how
+// the connection ends), [Server.SetReply] changes it between the inputs of a
+// fuzz test, and [Corpus] is a named set of broken replies. It is not API:
+// the module's tests and fuzzers use it.
+package hostile
 
 import (
 	"bytes"
@@ -8,20 +15,18 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/connaudit/connaudit/internal/loopback"
 )
 
-// This file holds the hostile server: raw TCP on loopback that answers every
-// connection with bytes that are not (quite) HTTP, to check that a client
-// classifies each reply, never hangs and leaks nothing.
-
-// HostileWait says when a [Hostile] server writes its reply.
-type HostileWait int
+// Wait says when a [Server] writes its reply.
+type Wait int
 
 const (
 	// AfterRequest writes the reply once the request head has been read
 	// (up to the blank line, at most 64 KiB, or until the client stops
 	// sending). It is the zero value.
-	AfterRequest HostileWait = iota
+	AfterRequest Wait = iota
 	// OnAccept writes the reply as soon as the connection is accepted,
 	// before reading anything: a reply before the request.
 	OnAccept
@@ -30,14 +35,14 @@ const (
 	AfterFirstRead
 )
 
-// HostileEnd says what a [Hostile] server does after writing its reply.
-type HostileEnd int
+// End says what a [Server] does after writing its reply.
+type End int
 
 const (
 	// EndClose half-closes the connection (FIN) and reads and discards
 	// until the client closes it, so that the client reads the whole reply
 	// and then EOF, never a reset. It is the zero value.
-	EndClose HostileEnd = iota
+	EndClose End = iota
 	// EndStall keeps the connection open and silent, reading and
 	// discarding, until the client closes it or the server closes: only a
 	// client bound ends the request.
@@ -46,33 +51,33 @@ const (
 	EndReset
 )
 
-// HostileReply is one broken reply: Raw, written as is, when Wait says,
+// Reply is one broken reply: Raw, written as is, when Wait says,
 // followed by End. Any bytes will do, so a fuzz test can pass its input as
 // Raw.
-type HostileReply struct {
+type Reply struct {
 	// Name identifies the reply in test names and reports.
 	Name string
 	// Raw is written to each connection, once.
 	Raw []byte
 	// Wait says when Raw is written.
-	Wait HostileWait
+	Wait Wait
 	// End says what happens after Raw.
-	End HostileEnd
+	End End
 	// HTTPS marks a reply meant for a client that speaks TLS:
-	// [Hostile.URL] then starts with "https://". The server itself never
+	// [Server.URL] then starts with "https://". The server itself never
 	// speaks TLS.
 	HTTPS bool
 }
 
-// maxRequestHead bounds how much of a request head a Hostile server reads
+// maxRequestHead bounds how much of a request head a server reads
 // before replying.
 const maxRequestHead = 64 << 10
 
-// maxDrain bounds how much a Hostile server reads and discards after its
+// maxDrain bounds how much a server reads and discards after its
 // reply before it closes the connection.
 const maxDrain = 16 << 20
 
-// HostileCorpus returns the broken replies, each new on every call:
+// Corpus returns the broken replies, each new on every call:
 //
 //	garbage                      bytes that are not HTTP at all
 //	empty                        nothing: the connection is closed after the request
@@ -87,8 +92,8 @@ const maxDrain = 16 << 20
 //	1xx-flood-huge               over 1 MiB of "103 Early Hints", then silence
 //	tls-alert                    a fatal TLS handshake_failure alert to the ClientHello (HTTPS)
 //	reply-before-request         a valid 200, written on accept
-func HostileCorpus() []HostileReply {
-	return []HostileReply{
+func Corpus() []Reply {
+	return []Reply{
 		{Name: "garbage", Raw: []byte("\x00\xff\xfeSSH-2.0-OpenSSH_9.6 not http\r\n\x01\x02\x03\r\n\r\n")},
 		{Name: "empty"},
 		{Name: "truncated-status-line", Raw: []byte("HTTP/1.1 2")},
@@ -127,14 +132,14 @@ func hugeHeaders(size int) []byte {
 	return b.Bytes()
 }
 
-// A Hostile is a raw TCP server on a loopback address that answers each
-// connection with one [HostileReply]. It counts the connections it accepts;
-// its goroutines end at [Hostile.Close]. All methods are safe for
+// A Server is a raw TCP server on a loopback address that answers each
+// connection with one [Reply]. It counts the connections it accepts;
+// its goroutines end at [Server.Close]. All methods are safe for
 // concurrent use.
-type Hostile struct {
+type Server struct {
 	ln       net.Listener
 	accepted atomic.Int64
-	reply    atomic.Pointer[HostileReply]
+	reply    atomic.Pointer[Reply]
 	done     chan struct{} // closed when the accept loop returned
 	wg       sync.WaitGroup
 
@@ -143,34 +148,33 @@ type Hostile struct {
 	closed bool
 }
 
-// NewHostile starts a [Hostile] server on 127.0.0.1 with a system-chosen
-// port that answers every connection with reply. The caller must call
-// [Hostile.Close].
-func NewHostile(reply HostileReply) (*Hostile, error) {
+// New starts a [Server] on 127.0.0.1 with a system-chosen port that
+// answers every connection with reply. The caller must call [Server.Close].
+func New(reply Reply) (*Server, error) {
 	if err := reply.validate(); err != nil {
 		return nil, err
 	}
-	ln, err := listenLoopback("127.0.0.1:0")
+	ln, err := loopback.Listen("127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hostile: %w", err)
 	}
-	h := &Hostile{ln: ln, done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+	h := &Server{ln: ln, done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 	h.reply.Store(cloneReply(reply))
 	go h.accept()
 	return h, nil
 }
 
-func (r HostileReply) validate() error {
+func (r Reply) validate() error {
 	if r.Wait < AfterRequest || r.Wait > AfterFirstRead {
-		return fmt.Errorf("faultserver: HostileReply %q: unknown Wait %d", r.Name, r.Wait)
+		return fmt.Errorf("hostile: Reply %q: unknown Wait %d", r.Name, r.Wait)
 	}
 	if r.End < EndClose || r.End > EndReset {
-		return fmt.Errorf("faultserver: HostileReply %q: unknown End %d", r.Name, r.End)
+		return fmt.Errorf("hostile: Reply %q: unknown End %d", r.Name, r.End)
 	}
 	return nil
 }
 
-func cloneReply(r HostileReply) *HostileReply {
+func cloneReply(r Reply) *Reply {
 	r.Raw = bytes.Clone(r.Raw)
 	return &r
 }
@@ -179,7 +183,7 @@ func cloneReply(r HostileReply) *HostileReply {
 // (those already accepted keep theirs), so that one server can serve many
 // inputs of a fuzz test. It fails, changing nothing, on an unknown Wait or
 // End.
-func (h *Hostile) SetReply(reply HostileReply) error {
+func (h *Server) SetReply(reply Reply) error {
 	if err := reply.validate(); err != nil {
 		return err
 	}
@@ -188,14 +192,14 @@ func (h *Hostile) SetReply(reply HostileReply) error {
 }
 
 // Reply returns the reply given to new connections.
-func (h *Hostile) Reply() HostileReply { return *cloneReply(*h.reply.Load()) }
+func (h *Server) Reply() Reply { return *cloneReply(*h.reply.Load()) }
 
 // Addr returns the listening address, "host:port".
-func (h *Hostile) Addr() string { return h.ln.Addr().String() }
+func (h *Server) Addr() string { return h.ln.Addr().String() }
 
 // URL returns "http://host:port", or "https://host:port" when the current
 // reply is marked HTTPS.
-func (h *Hostile) URL() string {
+func (h *Server) URL() string {
 	if h.reply.Load().HTTPS {
 		return "https://" + h.Addr()
 	}
@@ -205,9 +209,9 @@ func (h *Hostile) URL() string {
 // ConnsAccepted returns how many TCP connections the server accepted. A
 // connection is counted before anything is read from or written to it, so
 // a client that saw any reply finds its connection counted.
-func (h *Hostile) ConnsAccepted() int64 { return h.accepted.Load() }
+func (h *Server) ConnsAccepted() int64 { return h.accepted.Load() }
 
-func (h *Hostile) accept() {
+func (h *Server) accept() {
 	defer close(h.done)
 	for {
 		c, err := h.ln.Accept()
@@ -229,7 +233,7 @@ func (h *Hostile) accept() {
 }
 
 // serve answers one connection with r.
-func (h *Hostile) serve(c net.Conn, r *HostileReply) {
+func (h *Server) serve(c net.Conn, r *Reply) {
 	defer h.wg.Done()
 	defer func() {
 		h.mu.Lock()
@@ -299,7 +303,7 @@ func readHead(c net.Conn) bool {
 
 // Close stops accepting, closes every connection and waits for the
 // server's goroutines to end. It returns nil, also on a second call.
-func (h *Hostile) Close() error {
+func (h *Server) Close() error {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

@@ -1,4 +1,4 @@
-package faultserver_test
+package hostile_test
 
 import (
 	"bytes"
@@ -8,21 +8,26 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/hostile"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 const request = "GET /x HTTP/1.1\r\nHost: h\r\n\r\n"
 
-func hostile(t *testing.T, r faultserver.HostileReply) *faultserver.Hostile {
+func start(t *testing.T, r hostile.Reply) *hostile.Server {
 	t.Helper()
-	h, err := faultserver.NewHostile(r)
+	h, err := hostile.New(r)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, h.Close()) })
 	return h
 }
 
-func dial(t *testing.T, h *faultserver.Hostile) net.Conn {
+func dial(t *testing.T, h *hostile.Server) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", h.Addr())
 	require.NoError(t, err)
@@ -32,22 +37,22 @@ func dial(t *testing.T, h *faultserver.Hostile) net.Conn {
 
 // Each reply of the corpus arrives whole, then EOF (or, for a stalling
 // reply, the server's Close ends it).
-func TestHostileCorpusOnTheWire(t *testing.T) {
-	corpus := faultserver.HostileCorpus()
+func TestCorpusOnTheWire(t *testing.T) {
+	corpus := hostile.Corpus()
 	names := map[string]bool{}
 	for _, r := range corpus {
 		require.NotEmpty(t, r.Name)
 		require.False(t, names[r.Name], "duplicate name %q", r.Name)
 		names[r.Name] = true
 		t.Run(r.Name, func(t *testing.T) {
-			h, err := faultserver.NewHostile(r)
+			h, err := hostile.New(r)
 			require.NoError(t, err)
 			defer h.Close()
 			c := dial(t, h)
 			switch r.Wait {
-			case faultserver.AfterRequest:
+			case hostile.AfterRequest:
 				_, err = io.WriteString(c, request)
-			case faultserver.AfterFirstRead:
+			case hostile.AfterFirstRead:
 				_, err = c.Write([]byte{0x16, 0x03, 0x01}) // the start of a TLS record
 			}
 			require.NoError(t, err)
@@ -55,7 +60,7 @@ func TestHostileCorpusOnTheWire(t *testing.T) {
 			_, err = io.ReadFull(c, got)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(r.Raw, got), "the reply arrives as is")
-			if r.End == faultserver.EndStall {
+			if r.End == hostile.EndStall {
 				require.NoError(t, h.Close()) // ends the stall
 			}
 			rest, err := io.ReadAll(c)
@@ -68,11 +73,11 @@ func TestHostileCorpusOnTheWire(t *testing.T) {
 	require.True(t, names["garbage"] && names["tls-alert"] && names["1xx-flood"])
 }
 
-func TestHostileCorpusIsFresh(t *testing.T) {
-	a := faultserver.HostileCorpus()
+func TestCorpusIsFresh(t *testing.T) {
+	a := hostile.Corpus()
 	a[0].Raw[0] ^= 0xff
 	a[0].Name = "changed"
-	b := faultserver.HostileCorpus()
+	b := hostile.Corpus()
 	require.NotEqual(t, a[0].Raw[0], b[0].Raw[0])
 	require.NotEqual(t, "changed", b[0].Name)
 	for _, r := range b {
@@ -83,8 +88,8 @@ func TestHostileCorpusIsFresh(t *testing.T) {
 	}
 }
 
-func TestHostileReplyOnAccept(t *testing.T) {
-	h := hostile(t, faultserver.HostileReply{Name: "hello", Raw: []byte("hello"), Wait: faultserver.OnAccept})
+func TestReplyOnAccept(t *testing.T) {
+	h := start(t, hostile.Reply{Name: "hello", Raw: []byte("hello"), Wait: hostile.OnAccept})
 	c := dial(t, h)
 	b, err := io.ReadAll(c) // nothing written: the reply comes anyway
 	require.NoError(t, err)
@@ -92,8 +97,8 @@ func TestHostileReplyOnAccept(t *testing.T) {
 }
 
 // A request head split across writes is read whole before the reply.
-func TestHostileReplyAfterSplitRequest(t *testing.T) {
-	h := hostile(t, faultserver.HostileReply{Name: "x", Raw: []byte("x")})
+func TestReplyAfterSplitRequest(t *testing.T) {
+	h := start(t, hostile.Reply{Name: "x", Raw: []byte("x")})
 	c := dial(t, h)
 	for _, part := range []string{"GET / HTTP/1.1\r\nHost: h\r", "\n\r", "\n"} {
 		_, err := io.WriteString(c, part)
@@ -104,8 +109,8 @@ func TestHostileReplyAfterSplitRequest(t *testing.T) {
 	require.Equal(t, "x", string(b))
 }
 
-func TestHostileReset(t *testing.T) {
-	h := hostile(t, faultserver.HostileReply{Name: "rst", End: faultserver.EndReset})
+func TestReset(t *testing.T) {
+	h := start(t, hostile.Reply{Name: "rst", End: hostile.EndReset})
 	c := dial(t, h)
 	_, err := io.WriteString(c, request)
 	require.NoError(t, err)
@@ -115,8 +120,8 @@ func TestHostileReset(t *testing.T) {
 
 // A client that goes away ends its connection's goroutine at once; the
 // server's Close ends the others.
-func TestHostileStallEndsWithEitherSide(t *testing.T) {
-	h, err := faultserver.NewHostile(faultserver.HostileReply{Name: "stall", Raw: []byte("HTTP/1.1 200 OK\r\n"), End: faultserver.EndStall})
+func TestStallEndsWithEitherSide(t *testing.T) {
+	h, err := hostile.New(hostile.Reply{Name: "stall", Raw: []byte("HTTP/1.1 200 OK\r\n"), End: hostile.EndStall})
 	require.NoError(t, err)
 	gone := dial(t, h)
 	_, err = io.WriteString(gone, request)
@@ -138,8 +143,8 @@ func TestHostileStallEndsWithEitherSide(t *testing.T) {
 	require.Error(t, err, "closed")
 }
 
-func TestHostileSetReply(t *testing.T) {
-	h := hostile(t, faultserver.HostileReply{Name: "a", Raw: []byte("a")})
+func TestSetReply(t *testing.T) {
+	h := start(t, hostile.Reply{Name: "a", Raw: []byte("a")})
 	require.Equal(t, "http://"+h.Addr(), h.URL())
 	read := func() string {
 		c := dial(t, h)
@@ -151,22 +156,22 @@ func TestHostileSetReply(t *testing.T) {
 	}
 	require.Equal(t, "a", read())
 	raw := []byte("b")
-	require.NoError(t, h.SetReply(faultserver.HostileReply{Name: "b", Raw: raw, HTTPS: true}))
+	require.NoError(t, h.SetReply(hostile.Reply{Name: "b", Raw: raw, HTTPS: true}))
 	raw[0] = 'z' // the server keeps its own copy
 	require.Equal(t, "b", read())
 	require.Equal(t, "https://"+h.Addr(), h.URL())
 	require.Equal(t, "b", h.Reply().Name)
 
-	require.Error(t, h.SetReply(faultserver.HostileReply{Wait: 7}))
-	require.Error(t, h.SetReply(faultserver.HostileReply{End: -1}))
+	require.Error(t, h.SetReply(hostile.Reply{Wait: 7}))
+	require.Error(t, h.SetReply(hostile.Reply{End: -1}))
 	require.Equal(t, "b", h.Reply().Name, "a bad reply changes nothing")
-	_, err := faultserver.NewHostile(faultserver.HostileReply{End: 9})
+	_, err := hostile.New(hostile.Reply{End: 9})
 	require.Error(t, err)
 	require.EqualValues(t, 2, h.ConnsAccepted())
 }
 
-func TestHostileListensOnLoopback(t *testing.T) {
-	h := hostile(t, faultserver.HostileReply{})
+func TestListensOnLoopback(t *testing.T) {
+	h := start(t, hostile.Reply{})
 	host, _, err := net.SplitHostPort(h.Addr())
 	require.NoError(t, err)
 	require.True(t, net.ParseIP(host).IsLoopback())

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Below HTTP: the handshake, the connect and the refused port.
+// Below HTTP: the handshake that stalls and the connect that hangs.
 
 func rawClient(t *testing.T, edit func(*http.Transport)) *http.Client {
 	tr := &http.Transport{MaxConnsPerHost: 1}
@@ -53,16 +52,4 @@ func TestConnectHang(t *testing.T) {
 	_, err = c.Get(h.URL() + "/")
 	require.True(t, errors.As(err, &ne) && ne.Timeout(), "a dial timeout through net/http: %v", err)
 	require.ErrorContains(t, err, "i/o timeout")
-}
-
-func TestClosedPort(t *testing.T) {
-	addr, err := faultserver.ClosedPort()
-	require.NoError(t, err)
-	host, _, err := net.SplitHostPort(addr)
-	require.NoError(t, err)
-	require.Equal(t, "127.0.0.1", host)
-
-	c := rawClient(t, func(*http.Transport) {})
-	_, err = c.Get("http://" + addr + "/")
-	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 }

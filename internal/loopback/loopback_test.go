@@ -1,0 +1,69 @@
+package loopback_test
+
+import (
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/connaudit/connaudit/internal/loopback"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestAddrRefusesNonLoopback(t *testing.T) {
+	for _, addr := range []string{
+		"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0", "10.0.0.1:8080", "example.com:80", "127.0.0.1", "[fe80::1%lo]:0",
+		"[::ffff:10.0.0.1]:0", "[::1%lo]:0",
+	} {
+		_, err := loopback.Addr(addr)
+		require.Error(t, err, addr)
+		if !strings.Contains(err.Error(), "missing port") {
+			require.ErrorContains(t, err, "only loopback addresses", addr)
+		}
+		ln, err := loopback.Listen(addr)
+		require.Error(t, err, addr)
+		require.Nil(t, ln)
+	}
+}
+
+func TestAddrMapsLoopback(t *testing.T) {
+	for in, want := range map[string]string{
+		"localhost:0":          "127.0.0.1:0",
+		"127.0.0.1:80":         "127.0.0.1:80",
+		"127.1.2.3:0":          "127.1.2.3:0",
+		"[::1]:8080":           "[::1]:8080",
+		"[::ffff:127.0.0.1]:0": "127.0.0.1:0",
+	} {
+		got, err := loopback.Addr(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+}
+
+func TestListen(t *testing.T) {
+	ln, err := loopback.Listen("localhost:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	host, _, err := net.SplitHostPort(ln.Addr().String())
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", host)
+}
+
+func TestClosedPort(t *testing.T) {
+	addr, err := loopback.ClosedPort()
+	require.NoError(t, err)
+	host, _, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", host)
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	_, err = (&http.Client{Transport: tr}).Get("http://" + addr + "/")
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+}
