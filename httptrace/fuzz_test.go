@@ -305,10 +305,10 @@ func canceledCtx(cause error) context.Context {
 	return ctx
 }
 
-// redactSecrets returns the secrets of u: its password and its query
-// values, each as decoded and as written in the URL, at least 3 bytes
-// long. Query values are split on & and ; whether or not the query
-// parses.
+// redactSecrets returns the secrets of u: its password, its query values
+// and its query keys written without a value, each as decoded and as
+// written in the URL, at least 3 bytes long. Query values are split on &
+// and ; whether or not the query parses.
 func redactSecrets(u *url.URL) []string {
 	var out []string
 	add := func(s string) {
@@ -324,9 +324,9 @@ func redactSecrets(u *url.URL) []string {
 		}
 	}
 	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
-		_, v, ok := strings.Cut(pair, "=")
+		k, v, ok := strings.Cut(pair, "=")
 		if !ok {
-			continue
+			v = k // a key without a value may be the secret itself
 		}
 		add(v)
 		if d, err := url.QueryUnescape(v); err == nil {
@@ -353,8 +353,11 @@ func withoutSecrets(u *url.URL) *url.URL {
 			var parts []string
 			for _, sub := range strings.Split(pair, ";") {
 				k, _, ok := strings.Cut(sub, "=")
-				if ok {
+				switch {
+				case ok:
 					k += "=" + redact.Masked
+				case k != "":
+					k = redact.Masked // a key without a value is masked whole
 				}
 				parts = append(parts, k)
 			}
@@ -380,7 +383,10 @@ func redactTemplates(u *url.URL, noise string) []error {
 	p, _ := u.User.Password()
 	var values []string
 	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
-		_, v, _ := strings.Cut(pair, "=")
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			v = k
+		}
 		if d, err := url.QueryUnescape(v); err == nil {
 			v = d
 		}
@@ -419,6 +425,7 @@ func FuzzRedact(f *testing.F) {
 	f.Add("http:opaque?token=secret", "")
 	f.Add("//127.0.0.1/p?token=secret", "")
 	f.Add("http://user:REDACTED@127.0.0.1/?k=RED", "")
+	f.Add("http://127.0.0.1/p?SESSIONTOKEN&a=1&bb", "")
 	f.Add("ht tp://user:pw@x/", "")
 	f.Fuzz(func(t *testing.T, raw, noise string) {
 		out := redact.URLString(raw)

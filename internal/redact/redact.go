@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -19,7 +20,9 @@ import (
 const Masked = "REDACTED"
 
 // URL returns u as a string without user information or fragment and
-// with every query value replaced by [Masked]; query keys stay.
+// with every query value replaced by [Masked]; query keys stay, but a key
+// written without a value ("?TOKEN") may be the secret itself and is
+// replaced whole.
 func URL(u *url.URL) string {
 	if u == nil {
 		return ""
@@ -28,28 +31,56 @@ func URL(u *url.URL) string {
 	c.User = nil
 	c.Fragment, c.RawFragment = "", ""
 	if c.RawQuery != "" {
-		q, err := url.ParseQuery(c.RawQuery)
-		if err != nil {
-			c.RawQuery = Masked
-		} else {
-			keys := make([]string, 0, len(q))
-			for k := range q {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			var b strings.Builder
-			for i, k := range keys {
-				if i > 0 {
-					b.WriteByte('&')
-				}
-				b.WriteString(url.QueryEscape(k))
-				b.WriteByte('=')
-				b.WriteString(Masked)
-			}
-			c.RawQuery = b.String()
-		}
+		c.RawQuery = query(c.RawQuery)
 	}
 	return c.String()
+}
+
+// query returns the raw query q with every value masked and every key
+// written without a value masked whole, keys sorted and each listed once;
+// a query that does not parse is masked whole.
+func query(q string) string {
+	if strings.ContainsRune(q, ';') {
+		return Masked // net/url refuses ';' as a separator
+	}
+	keys := map[string]bool{}
+	bare := false
+	for _, pair := range strings.Split(q, "&") {
+		if pair == "" {
+			continue
+		}
+		k, _, hasValue := strings.Cut(pair, "=")
+		if _, err := url.QueryUnescape(pair); err != nil {
+			return Masked
+		}
+		if !hasValue {
+			bare = true
+			continue
+		}
+		k, _ = url.QueryUnescape(k)
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	var b strings.Builder
+	for i, k := range sorted {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(url.QueryEscape(k))
+		b.WriteByte('=')
+		b.WriteString(Masked)
+	}
+	if bare {
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(Masked)
+	}
+	return b.String()
 }
 
 // URLString parses s and redacts it with [URL]. A string that
@@ -142,15 +173,18 @@ func redactError(err error, u *url.URL) string {
 		secrets = append(secrets, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+p)))
 	}
 	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
-		if _, v, ok := strings.Cut(pair, "="); ok {
-			d, err := url.QueryUnescape(v)
-			if err != nil {
-				d = v
-			}
-			for _, s := range secretForms(d, v) {
-				if len(s) >= 3 {
-					secrets = append(secrets, s)
-				}
+		// A value is a secret; so is a key written without one.
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			v = k
+		}
+		d, err := url.QueryUnescape(v)
+		if err != nil {
+			d = v
+		}
+		for _, s := range secretForms(d, v) {
+			if len(s) >= 3 {
+				secrets = append(secrets, s)
 			}
 		}
 	}
@@ -162,6 +196,12 @@ func redactError(err error, u *url.URL) string {
 	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
 		if _, v, ok := strings.Cut(pair, "="); ok && v != "" && len(v) < 3 {
 			pairs = append(pairs, pair)
+		} else if !ok && pair != "" && len(pair) < 3 {
+			// A short key without a value: masked where it follows
+			// the query's '?' or a separator.
+			for _, sep := range [...]string{"?", "&", ";"} {
+				msg = strings.ReplaceAll(msg, sep+pair, sep+Masked)
+			}
 		}
 	}
 	sort.Slice(pairs, func(i, j int) bool { return len(pairs[i]) > len(pairs[j]) })
@@ -246,7 +286,7 @@ func RequestSecrets(req *http.Request, names []string) []string {
 		}
 	}
 	for _, name := range [...]string{"Authorization", "Proxy-Authorization"} {
-		for _, v := range req.Header[name] {
+		for _, v := range values(req.Header, name) {
 			add(v)
 			scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
 			if !ok {
@@ -264,7 +304,7 @@ func RequestSecrets(req *http.Request, names []string) []string {
 			}
 		}
 	}
-	for _, v := range req.Header["Cookie"] {
+	for _, v := range values(req.Header, "Cookie") {
 		add(v)
 		for _, pair := range strings.Split(v, ";") {
 			if _, val, ok := strings.Cut(pair, "="); ok {
@@ -272,10 +312,29 @@ func RequestSecrets(req *http.Request, names []string) []string {
 			}
 		}
 	}
-	for _, name := range names {
-		for _, v := range req.Header[name] {
+	// The named headers, whatever the letter case of the names given and
+	// of the keys in the header map (a key set directly, not through
+	// Header.Set, may not be canonical).
+	for key, values := range req.Header {
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, key) }) {
+			continue
+		}
+		for _, v := range values {
 			add(v)
 			add(strings.TrimSpace(v))
+		}
+	}
+	return out
+}
+
+// values returns the values of every key of h equal to name but for
+// letter case: a key set directly in the map, not through Header.Set, may
+// not be canonical.
+func values(h http.Header, name string) []string {
+	var out []string
+	for k, vs := range h {
+		if strings.EqualFold(k, name) {
+			out = append(out, vs...)
 		}
 	}
 	return out
