@@ -285,10 +285,10 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 		require.NotNil(t, prep)
 		b.Reset()
-		require.NoError(t, probe.WriteText(&b, prep, probe.TextOptions{Verbose: true}))
+		require.NoError(t, prep.WriteText(&b, true))
 		out.add("probe text", b.String())
 		b.Reset()
-		require.NoError(t, probe.WriteJSON(&b, prep))
+		require.NoError(t, prep.WriteJSON(&b))
 		out.add("probe json", b.String())
 	}
 

@@ -108,7 +108,7 @@ func TestDialAbandoned(t *testing.T) {
 	require.Equal(t, cancelled, rep.Connections[4].DialError)
 	require.True(t, rep.Connections[5].DialAbandoned)
 	require.Equal(t, vocab.ReasonHandshakeAbandon, rep.Connections[5].CloseReason)
-	require.Equal(t, PerConn{Min: 2, Max: 2, Mean: 2}, rep.PerConn)
+	require.Equal(t, []any{2, 2, 2.0}, []any{rep.PerConn.Min, rep.PerConn.Max, rep.PerConn.Mean})
 
 	t.Run("past the bound", func(t *testing.T) {
 		// Once too many requests failed to know them all, any of them

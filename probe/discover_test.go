@@ -46,8 +46,8 @@ func TestFindMaxRequests(t *testing.T) {
 		require.Equal(t, 3, rep.Discovery.Requests)
 		requireAccepted(t, s, rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
 		require.EqualValues(t, 4+3, s.requests.Load())
-		requireFindings(t, rep, probe.FindingServerClosesEveryN)
-		f, _ := rep.Has(probe.FindingServerClosesEveryN)
+		requireFindings(t, rep, "server-closes-every-n")
+		f, _ := rep.Has("server-closes-every-n")
 		require.Contains(t, f.Message, "after 3 requests (Connection: close)")
 	})
 	t.Run("none up to the bound", func(t *testing.T) {
@@ -73,8 +73,8 @@ func TestFindMaxRequests(t *testing.T) {
 		require.NotEqual(t, "connection-close", m.How)
 		require.Equal(t, 3, m.Requests, "the third request shows the connection gone")
 		requireAccepted(t, s, rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
-		requireFindings(t, rep, probe.FindingServerClosesEveryN)
-		f, _ := rep.Has(probe.FindingServerClosesEveryN)
+		requireFindings(t, rep, "server-closes-every-n")
+		f, _ := rep.Has("server-closes-every-n")
 		require.Contains(t, f.Message, "without notice")
 	})
 	t.Run("no keep-alive", func(t *testing.T) {
@@ -90,7 +90,23 @@ func TestFindMaxRequests(t *testing.T) {
 		require.Contains(t, idle.Error, "after each response")
 		require.Equal(t, 1, idle.Requests)
 		requireAccepted(t, s, rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
-		requireFindings(t, rep, probe.FindingNoKeepAlive)
+		requireFindings(t, rep, "no-keep-alive")
+	})
+	t.Run("one request without notice", func(t *testing.T) {
+		t.Parallel()
+		// The main run's one request leaves its connection idle, and the
+		// probe closes it: only discovery shows the server drops the
+		// second request of each connection.
+		s := rawServer(t, answerThenDropNext(1))
+		rep := mustProbe(t, s, probe.Requests(1), probe.FindMaxRequests(10))
+		require.EqualValues(t, "client", rep.Connections[0].ClosedBy)
+		m := rep.Discovery.MaxRequests
+		require.True(t, m.Found, "%+v", m)
+		require.Equal(t, 1, m.Limit)
+		require.True(t, m.HiddenRetry)
+		requireFindings(t, rep, "no-keep-alive")
+		f, _ := rep.Has("no-keep-alive")
+		require.Equal(t, "the server closed the connection after its first response (closed during a request)", f.Message)
 	})
 }
 
@@ -115,7 +131,7 @@ func TestFindIdleTimeout(t *testing.T) {
 		require.LessOrEqual(t, idle.Closed-idle.Survived, max(50*time.Millisecond, idle.Survived/10))
 		require.Equal(t, 2*idle.Trials, idle.Requests)
 		requireAccepted(t, s, rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
-		requireFindings(t, rep, probe.FindingServerIdleShorterThanClient)
+		requireFindings(t, rep, "server-idle-shorter-than-client")
 	})
 	t.Run("survives every gap", func(t *testing.T) {
 		t.Parallel()
@@ -144,6 +160,6 @@ func TestFindIdleTimeout(t *testing.T) {
 		require.True(t, rep.DeadlineReached)
 		require.False(t, rep.Interrupted)
 		requireAccepted(t, s, rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
-		requireFindings(t, rep, probe.FindingDeadlineReached)
+		requireFindings(t, rep, "deadline-reached")
 	})
 }

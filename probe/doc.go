@@ -4,15 +4,16 @@
 // connection and why, the protocol and TLS session resumption, and the
 // stage durations on new and reused connections. Optional discovery phases
 // measure the server's requests-per-connection limit and its keep-alive
-// idle timeout. [Run] returns a [Report] with [Finding]s; [WriteText] and
-// [WriteJSON] render it. Nothing here prints or exits.
+// idle timeout. [Run] returns a [Report] and its findings ([Finding]);
+// [Report.WriteText] and [Report.WriteJSON] render it. Nothing here prints
+// or exits.
 //
 // # Bounds
 //
 // A probe never sends more requests than asked: the main run sends at most
 // [Requests] (workers take numbered tickets), redirects are not followed,
 // and requests the Transport retried by itself are counted and reported
-// ([FindingHiddenRetries]), not repeated. Discovery requests run on pools
+// ("hidden-retries"), not repeated. Discovery requests run on pools
 // of their own, are counted apart ([Discovery.Requests]) and are bounded:
 // [FindMaxRequests] by its limit, [FindIdleTimeout] by its longest gap and
 // a fixed number of trials. Each request is bounded by [Timeout] (which
@@ -23,28 +24,17 @@
 //
 // Dials are counted at the dialer, never from GotConnInfo.Reused. With
 // perfect keep-alive a probe dials once per connection it may use at
-// once: min(MaxConns, Concurrency) (Concurrency when there is no cap), and
-// once in all over HTTP/2. A server that closes connections makes more.
+// once: min([MaxConnsPerHost], [Concurrency]) ([Concurrency] when there is
+// no cap), and once in all over HTTP/2. A server that closes connections
+// makes more.
 //
 // # Findings
 //
-// Each finding has a stable id and a severity (info, warn, error). A
-// connection counts the requests answered on it: a request the Transport
-// sent again on another connection counts where its response came. The
-// server's closes announced on error responses (status ≥ 400) are not
-// taken for keep-alive limits.
-//
-//	request-errors                   error  requests failed (the probe's own deadline aside)
-//	error-responses                  warn   every response was an error (status ≥ 400)
-//	no-keep-alive                    warn   every connection served one response, then the server closed it
-//	server-closes-every-n            warn   the server closes each connection after N ≥ 2 requests (info from N = 100)
-//	server-idle-shorter-than-client  warn   the server closes idle connections the client would still use
-//	h2-not-offered                   info   no HTTP/2 over TLS (error with RequireHTTP2)
-//	hidden-retries                   warn   the Transport sent requests again on another connection by itself
-//	                                        (a GetConn after a GotConn)
-//	slow-new-connection              warn   connection setup > half the timeout, or a new connection ran out of it
-//	tls-not-resumed                  info   no TLS connection resumed a session although some could
-//	deadline-reached                 warn   the deadline cut the probe short
+// Each finding has a stable id and a severity ("info", "warn", "error");
+// [Finding] lists them. A connection counts the requests answered on it:
+// a request the Transport sent again on another connection counts where
+// its response came. The server's closes announced on error responses
+// (status ≥ 400) are not taken for keep-alive limits.
 //
 // # Secrets
 //
@@ -54,8 +44,8 @@
 //
 // # Schema
 //
-// [WriteJSON] writes one object, schema "connaudit.probe/v1" (see
-// [SchemaVersion]). Fields are added, never renamed or given another
+// [Report.WriteJSON] writes one object, schema "connaudit.probe/v1"
+// ([Report].Schema). Fields are added, never renamed or given another
 // meaning within a version. Durations are integer nanoseconds in fields
 // ending in _ns.
 //

@@ -204,8 +204,8 @@ func TestNginxKeepaliveRequests(t *testing.T) {
 	require.Equal(t, 5, m.Limit)
 	require.Equal(t, "connection-close", m.How)
 	require.Equal(t, 5, m.Requests)
-	requireFindings(t, rep, probe.FindingServerClosesEveryN)
-	f, _ := rep.Has(probe.FindingServerClosesEveryN)
+	requireFindings(t, rep, "server-closes-every-n")
+	f, _ := rep.Has("server-closes-every-n")
 	require.Contains(t, f.Message, "after 5 requests")
 
 	// nginx's own count, from its access log once it stopped: one
@@ -227,7 +227,7 @@ func TestNginxNoKeepAlive(t *testing.T) {
 	require.Equal(t, 4, rep.Outcomes["ok"], "%+v", rep.Failures)
 	require.EqualValues(t, 4, rep.Dials)
 	requireConns(t, rep, 1, vocab.ClosedByServer, vocab.ReasonConnectionClose)
-	requireFindings(t, rep, probe.FindingNoKeepAlive)
+	requireFindings(t, rep, "no-keep-alive")
 	n.quit(t)
 	require.Len(t, n.connections(t), 4, "nginx connections = probe dials")
 }

@@ -4,31 +4,21 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
-// Limits on what a probe may be asked to do.
+// The probe's defaults and limits.
 const (
-	// MaxRequests is the largest number of requests one probe sends
+	// maxRequests is the largest number of requests one probe sends
 	// ([Requests]), and the largest discovery bound ([FindMaxRequests]).
-	MaxRequests = 1_000_000
-	// DefaultRequests is the number of requests sent without [Requests].
-	DefaultRequests = 20
-	// DefaultTimeout bounds one request without [Timeout].
-	DefaultTimeout = 30 * time.Second
-	// DefaultClientIdleTimeout is how long the probe's client keeps an
-	// idle connection without [ClientIdleTimeout]: net/http's default
-	// (http.DefaultTransport's IdleConnTimeout).
-	DefaultClientIdleTimeout = 90 * time.Second
-	// DefaultMaxBody is the number of body bytes read per response without
-	// [MaxBody].
-	DefaultMaxBody = 64 << 20
-	// DefaultFindMaxRequests is the discovery bound the CLI uses for
-	// [FindMaxRequests].
-	DefaultFindMaxRequests = 1000
-	// DefaultMaxIdle is the longest idle gap the CLI tries for
-	// [FindIdleTimeout].
-	DefaultMaxIdle = 30 * time.Second
+	maxRequests = 1_000_000
+	// The defaults of [Requests], [Timeout], [IdleConnTimeout] (net/http's,
+	// http.DefaultTransport's IdleConnTimeout) and [MaxBody].
+	defaultRequests    = 20
+	defaultTimeout     = 30 * time.Second
+	defaultIdleTimeout = 90 * time.Second
+	defaultMaxBody     = 64 << 20
 	// maxKeptConns bounds the connections a report lists one by one.
 	maxKeptConns = 4096
 	// maxResponseHeaderBytes bounds a response's headers, 1xx responses
@@ -56,8 +46,8 @@ type config struct {
 	maxBody       int64
 	clientIdle    time.Duration
 	tlsConfig     *tls.Config
-	http1         bool
-	requireHTTP2  bool
+	http1         bool // HTTP/1 only
+	requireHTTP2  bool // HTTP/2 required
 	findMaxReqs   int
 	findIdle      bool
 	maxIdle       time.Duration
@@ -67,21 +57,21 @@ type config struct {
 
 func defaults() config {
 	return config{
-		requests:    DefaultRequests,
+		requests:    defaultRequests,
 		concurrency: 1,
 		conns:       1,
-		timeout:     DefaultTimeout,
-		maxBody:     DefaultMaxBody,
-		clientIdle:  DefaultClientIdleTimeout,
+		timeout:     defaultTimeout,
+		maxBody:     defaultMaxBody,
+		clientIdle:  defaultIdleTimeout,
 	}
 }
 
 // Requests sets how many requests the probe sends (default 20): at least 1
-// and at most [MaxRequests]. Discovery requests are counted apart.
+// and at most 1,000,000. Discovery requests are counted apart.
 func Requests(n int) Option {
 	return optionFunc(func(c *config) error {
-		if n < 1 || n > MaxRequests {
-			return fmt.Errorf("probe: %d requests: want 1 to %d", n, MaxRequests)
+		if n < 1 || n > maxRequests {
+			return fmt.Errorf("probe: %d requests: want 1 to %d", n, maxRequests)
 		}
 		c.requests = n
 		return nil
@@ -100,9 +90,9 @@ func Concurrency(n int) Option {
 	})
 }
 
-// MaxConns caps the connections the probe's pool opens to the host
+// MaxConnsPerHost caps the connections the probe's pool opens to the host
 // (http.Transport.MaxConnsPerHost; default 1). Zero means no cap.
-func MaxConns(n int) Option {
+func MaxConnsPerHost(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {
 			return fmt.Errorf("probe: connection cap %d: want 0 (no cap) or more", n)
@@ -164,11 +154,11 @@ func MaxBody(n int64) Option {
 	})
 }
 
-// ClientIdleTimeout is how long the probe's client keeps an idle connection
+// IdleConnTimeout is how long the probe's client keeps an idle connection
 // (http.Transport.IdleConnTimeout; default 90s, net/http's default). A
 // server idle timeout shorter than it is reported
-// ([FindingServerIdleShorterThanClient]): set it to your own client's value.
-func ClientIdleTimeout(d time.Duration) Option {
+// ("server-idle-shorter-than-client"): set it to your own client's value.
+func IdleConnTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("probe: client idle timeout %v must be positive", d)
@@ -191,26 +181,29 @@ func TLSConfig(cfg *tls.Config) Option {
 	})
 }
 
-// HTTP1Only disables HTTP/2: the client offers only HTTP/1.1 over TLS, and
-// [FindingH2NotOffered] is not checked.
-func HTTP1Only() Option {
+// Protocols sets the protocols the probe's client may speak
+// (http.Protocols), one of three choices:
+//
+//   - HTTP/1 only: the client offers only HTTP/1.1, over TLS too, and
+//     "h2-not-offered" is not checked;
+//   - HTTP/2 without HTTP/1: HTTP/2 is required, and a server that does not
+//     select it over TLS is an error ("h2-not-offered" at "error"); the
+//     client still offers HTTP/1.1 beside it, so that such a server is
+//     reported rather than refused. The target must be https;
+//   - both (the default): a server without HTTP/2 is worth knowing
+//     ("h2-not-offered" at "info").
+//
+// Unencrypted HTTP/2, or no protocol at all, is an error.
+func Protocols(p http.Protocols) Option {
 	return optionFunc(func(c *config) error {
-		if c.requireHTTP2 {
-			return errors.New("probe: HTTP1Only and RequireHTTP2 exclude each other")
+		switch {
+		case p.UnencryptedHTTP2():
+			return fmt.Errorf("probe: Protocols %v: unencrypted HTTP/2 is not supported; want HTTP/1, HTTP/2 or both", p)
+		case !p.HTTP1() && !p.HTTP2():
+			return errors.New("probe: Protocols allows no protocol; want HTTP/1, HTTP/2 or both")
 		}
-		c.http1 = true
-		return nil
-	})
-}
-
-// RequireHTTP2 makes a server that does not negotiate HTTP/2 an error
-// ([FindingH2NotOffered] at [SeverityError]). The target must be https.
-func RequireHTTP2() Option {
-	return optionFunc(func(c *config) error {
-		if c.http1 {
-			return errors.New("probe: HTTP1Only and RequireHTTP2 exclude each other")
-		}
-		c.requireHTTP2 = true
+		c.http1 = !p.HTTP2()
+		c.requireHTTP2 = !p.HTTP1()
 		return nil
 	})
 }
@@ -218,11 +211,11 @@ func RequireHTTP2() Option {
 // FindMaxRequests enables the discovery of the server's requests-per-
 // connection limit: after the main run, sequential requests on one
 // connection until the server closes it, at most limit of them (2 to
-// [MaxRequests]; the CLI uses [DefaultFindMaxRequests]).
+// 1,000,000).
 func FindMaxRequests(limit int) Option {
 	return optionFunc(func(c *config) error {
-		if limit < 2 || limit > MaxRequests {
-			return fmt.Errorf("probe: max-requests discovery bound %d: want 2 to %d", limit, MaxRequests)
+		if limit < 2 || limit > maxRequests {
+			return fmt.Errorf("probe: max-requests discovery bound %d: want 2 to %d", limit, maxRequests)
 		}
 		c.findMaxReqs = limit
 		return nil

@@ -414,18 +414,18 @@ func (pr *prober) mainRun() (*Report, error) {
 	pr.progress(Progress{Phase: "requests", Done: int(sent.Load()), Total: cfg.requests, Dials: dials})
 
 	rep := &Report{
-		Schema:            SchemaVersion,
-		Target:            redact.URL(pr.target.URL),
-		Method:            methodOf(pr.target),
-		Requested:         cfg.requests,
-		Requests:          int(sent.Load()),
-		Concurrency:       cfg.concurrency,
-		MaxConns:          cfg.conns,
-		Gap:               cfg.gap,
-		Timeout:           cfg.timeout,
-		Deadline:          cfg.deadline,
-		ClientIdleTimeout: cfg.clientIdle,
-		MainElapsed:       mainElapsed,
+		Schema:          schemaVersion,
+		Target:          redact.URL(pr.target.URL),
+		Method:          methodOf(pr.target),
+		Requested:       cfg.requests,
+		Requests:        int(sent.Load()),
+		Concurrency:     cfg.concurrency,
+		MaxConnsPerHost: cfg.conns,
+		Gap:             cfg.gap,
+		Timeout:         cfg.timeout,
+		Deadline:        cfg.deadline,
+		IdleConnTimeout: cfg.clientIdle,
+		MainElapsed:     mainElapsed,
 	}
 	if rep.Requests < rep.Requested {
 		pr.stopped.Store(true)

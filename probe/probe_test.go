@@ -47,7 +47,7 @@ func TestKeepAliveServer(t *testing.T) {
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 20, s.requests.Load())
 	require.Equal(t, 1, rep.PerfectDials)
-	require.Equal(t, probe.PerConn{Min: 20, Max: 20, Mean: 20}, rep.PerConn)
+	requireEveryConnAnswered(t, rep, 20)
 	// The one connection is closed by the probe at the end.
 	requireConns(t, rep, 20, vocab.ClosedByClient, vocab.ReasonCloseIdle)
 	require.Equal(t, map[string]int{"HTTP/1.1": 1}, rep.Protocols)
@@ -62,7 +62,7 @@ func TestKeepAliveServer(t *testing.T) {
 func TestConcurrencyWithinCap(t *testing.T) {
 	t.Parallel()
 	s := goServer(t, 0)
-	rep := mustProbe(t, s, probe.Requests(40), probe.Concurrency(4), probe.MaxConns(4))
+	rep := mustProbe(t, s, probe.Requests(40), probe.Concurrency(4), probe.MaxConnsPerHost(4))
 	require.Equal(t, 40, rep.Requests)
 	require.Equal(t, 40, rep.Outcomes[vocab.ClassOK])
 	require.Equal(t, 4, rep.PerfectDials)
@@ -82,9 +82,9 @@ func TestServerClosesEveryN(t *testing.T) {
 	require.Equal(t, 1, rep.PerfectDials)
 	requireConns(t, rep, 5, vocab.ClosedByServer, vocab.ReasonConnectionClose)
 	require.EqualValues(t, 4, rep.ClosedBy[vocab.ReasonConnectionClose])
-	requireFindings(t, rep, probe.FindingServerClosesEveryN)
-	f, _ := rep.Has(probe.FindingServerClosesEveryN)
-	require.Equal(t, probe.SeverityWarn, f.Severity)
+	requireFindings(t, rep, "server-closes-every-n")
+	f, _ := rep.Has("server-closes-every-n")
+	require.EqualValues(t, "warn", f.Severity)
 	require.Contains(t, f.Message, "after 5 requests")
 }
 
@@ -96,8 +96,8 @@ func TestNoKeepAliveConnectionClose(t *testing.T) {
 	require.EqualValues(t, 6, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	requireConns(t, rep, 1, vocab.ClosedByServer, vocab.ReasonConnectionClose)
-	requireFindings(t, rep, probe.FindingNoKeepAlive)
-	f, _ := rep.Has(probe.FindingNoKeepAlive)
+	requireFindings(t, rep, "no-keep-alive")
+	f, _ := rep.Has("no-keep-alive")
 	require.Contains(t, f.Message, "Connection: close")
 }
 
@@ -110,8 +110,8 @@ func TestNoKeepAliveHTTP10(t *testing.T) {
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.Equal(t, map[string]int{"HTTP/1.0": 5}, rep.Protocols)
 	requireConns(t, rep, 1, vocab.ClosedByServer, vocab.ReasonHTTP10)
-	requireFindings(t, rep, probe.FindingNoKeepAlive)
-	f, _ := rep.Has(probe.FindingNoKeepAlive)
+	requireFindings(t, rep, "no-keep-alive")
+	f, _ := rep.Has("no-keep-alive")
 	require.Contains(t, f.Message, "HTTP/1.0 without keep-alive")
 }
 
@@ -131,7 +131,7 @@ func TestServerIdleTimeoutShorterThanGap(t *testing.T) {
 		require.Equal(t, vocab.ClosedByServer, c.ClosedBy, "%+v", c)
 		require.Equal(t, vocab.ReasonServerClosedIdle, c.CloseReason, "%+v", c)
 	}
-	requireFindings(t, rep, probe.FindingServerIdleShorterThanClient)
+	requireFindings(t, rep, "server-idle-shorter-than-client")
 }
 
 func TestServerIdleTimeoutLongerThanGap(t *testing.T) {
@@ -139,7 +139,7 @@ func TestServerIdleTimeoutLongerThanGap(t *testing.T) {
 	// The same server idle timeout, but the client's is shorter than the
 	// gap: the client closes first, so nothing is wrong with the server.
 	s := goServer(t, 0, withIdleTimeout(10*time.Second))
-	rep := mustProbe(t, s, probe.Requests(3), probe.Gap(100*time.Millisecond), probe.ClientIdleTimeout(20*time.Millisecond))
+	rep := mustProbe(t, s, probe.Requests(3), probe.Gap(100*time.Millisecond), probe.IdleConnTimeout(20*time.Millisecond))
 	require.EqualValues(t, 3, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 2, rep.ClosedBy[vocab.ReasonIdleTimeout], "closed by the client's idle timeout")
@@ -178,19 +178,19 @@ func TestH2NotOffered(t *testing.T) {
 	require.Equal(t, 3, rep.TLS.Connections)
 	require.Equal(t, 2, rep.TLS.Resumable)
 	require.Equal(t, 2, rep.TLS.Resumed, "a Go server resumes TLS 1.3 sessions")
-	requireFindings(t, rep, probe.FindingH2NotOffered, probe.FindingServerClosesEveryN)
-	f, _ := rep.Has(probe.FindingH2NotOffered)
-	require.Equal(t, probe.SeverityInfo, f.Severity)
+	requireFindings(t, rep, "h2-not-offered", "server-closes-every-n")
+	f, _ := rep.Has("h2-not-offered")
+	require.EqualValues(t, "info", f.Severity)
 
 	t.Run("required", func(t *testing.T) {
-		rep := mustProbe(t, s, probe.Requests(1), probe.RequireHTTP2())
-		f, ok := rep.Has(probe.FindingH2NotOffered)
+		rep := mustProbe(t, s, probe.Requests(1), probe.Protocols(protocols(false, true)))
+		f, ok := rep.Has("h2-not-offered")
 		require.True(t, ok)
-		require.Equal(t, probe.SeverityError, f.Severity)
-		require.True(t, rep.Fails(probe.SeverityError))
+		require.EqualValues(t, "error", f.Severity)
+		require.True(t, rep.Fails("error"))
 	})
-	t.Run("HTTP1Only", func(t *testing.T) {
-		rep := mustProbe(t, s, probe.Requests(1), probe.HTTP1Only())
+	t.Run("HTTP/1 only", func(t *testing.T) {
+		rep := mustProbe(t, s, probe.Requests(1), probe.Protocols(protocols(true, false)))
 		requireFindings(t, rep)
 	})
 	t.Run("no session cache", func(t *testing.T) {
@@ -198,7 +198,7 @@ func TestH2NotOffered(t *testing.T) {
 		s := goServer(t, 1, func(hs *httptest.Server) { hs.TLS = &tls.Config{SessionTicketsDisabled: true} })
 		rep := mustProbe(t, s, probe.Requests(3))
 		require.Zero(t, rep.TLS.Resumed)
-		requireFindings(t, rep, probe.FindingH2NotOffered, probe.FindingNoKeepAlive, probe.FindingTLSNotResumed)
+		requireFindings(t, rep, "h2-not-offered", "no-keep-alive", "tls-not-resumed")
 	})
 }
 
@@ -215,15 +215,15 @@ func TestHiddenRetries(t *testing.T) {
 	require.EqualValues(t, 4, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 7, s.requests.Load(), "the server saw the retried requests twice")
-	requireFindings(t, rep, probe.FindingHiddenRetries)
+	requireFindings(t, rep, "hidden-retries")
 	// The finding says what is known: the requests were sent again after
 	// their first connection failed, not that the server processed them.
-	f, _ := rep.Has(probe.FindingHiddenRetries)
+	f, _ := rep.Has("hidden-retries")
 	require.Contains(t, f.Message, "sent 3 request(s) again on another connection")
 	require.Contains(t, f.Message, "may or may not have processed the first attempt")
 	require.NotContains(t, f.Message, "the server saw")
 	// Each request counts on the connection that answered it.
-	require.Equal(t, probe.PerConn{Min: 1, Max: 1, Mean: 1}, rep.PerConn)
+	requireEveryConnAnswered(t, rep, 1)
 	for i, c := range rep.Connections {
 		require.Equal(t, 1, c.Responses, "%+v", c)
 		if i < 3 {
@@ -246,7 +246,7 @@ func TestHiddenRetriesPerConnection(t *testing.T) {
 	require.EqualValues(t, 4, rep.Dials)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 23, s.requests.Load(), "the server read the dropped requests too")
-	require.Equal(t, probe.PerConn{Min: 5, Max: 5, Mean: 5}, rep.PerConn)
+	requireEveryConnAnswered(t, rep, 5)
 	answered := 0
 	for i, c := range rep.Connections {
 		require.Equal(t, 5, c.Responses, "%+v", c)
@@ -257,8 +257,8 @@ func TestHiddenRetriesPerConnection(t *testing.T) {
 		}
 	}
 	require.Equal(t, rep.Requests, answered, "each request counts on one connection")
-	requireFindings(t, rep, probe.FindingServerClosesEveryN, probe.FindingHiddenRetries)
-	f, _ := rep.Has(probe.FindingServerClosesEveryN)
+	requireFindings(t, rep, "server-closes-every-n", "hidden-retries")
+	f, _ := rep.Has("server-closes-every-n")
 	require.Contains(t, f.Message, "closed 3 connection(s) after 5 requests each")
 	require.Contains(t, f.Message, "without notice")
 }
@@ -274,13 +274,13 @@ func TestServerClosesEveryNSilently(t *testing.T) {
 	require.EqualValues(t, 4, rep.Dials, "%+v", rep.Connections)
 	requireAccepted(t, s, rep.Dials, "probe dials = server accepts")
 	require.EqualValues(t, 20, s.requests.Load())
-	require.Equal(t, probe.PerConn{Min: 5, Max: 5, Mean: 5}, rep.PerConn)
+	requireEveryConnAnswered(t, rep, 5)
 	// Whether the Transport notices a close before it sends the next
 	// request on the connection is a race: it may send it and retry it.
 	for _, f := range rep.Findings {
-		require.Contains(t, []string{probe.FindingServerClosesEveryN, probe.FindingHiddenRetries}, f.ID, "%+v", rep.Findings)
+		require.Contains(t, []string{"server-closes-every-n", "hidden-retries"}, f.ID, "%+v", rep.Findings)
 	}
-	f, ok := rep.Has(probe.FindingServerClosesEveryN)
+	f, ok := rep.Has("server-closes-every-n")
 	require.True(t, ok, "%+v", rep.Findings)
 	require.Contains(t, f.Message, "after 5 requests each")
 	require.Contains(t, f.Message, "without notice")
@@ -307,12 +307,12 @@ func TestErrorResponses(t *testing.T) {
 	require.Equal(t, 1, m.Requests)
 	require.Equal(t, 1, m.ErrorResponses)
 	require.Contains(t, m.Error, "431")
-	requireFindings(t, rep, probe.FindingErrorResponses)
-	f, _ := rep.Has(probe.FindingErrorResponses)
-	require.Equal(t, probe.SeverityWarn, f.Severity)
+	requireFindings(t, rep, "error-responses")
+	f, _ := rep.Has("error-responses")
+	require.EqualValues(t, "warn", f.Severity)
 	require.Contains(t, f.Message, "every response was an error (431 ×3)")
 	var text strings.Builder
-	require.NoError(t, probe.WriteText(&text, rep, probe.TextOptions{}))
+	require.NoError(t, rep.WriteText(&text, false))
 	require.NotContains(t, text.String(), "1 (Connection: close)")
 	require.Contains(t, text.String(), "closed by server: connection-close on a 431 response")
 
@@ -384,10 +384,33 @@ func TestSlowNewConnection(t *testing.T) {
 	require.Equal(t, accepted.Load(), rep.Dials-rep.DialErrors, "connected dials = server accepts")
 	require.EqualValues(t, 1, accepted.Load())
 	// The server also closed its one connection after 2 requests.
-	requireFindings(t, rep, probe.FindingSlowNewConnection, probe.FindingRequestErrors, probe.FindingServerClosesEveryN)
-	f, _ := rep.Has(probe.FindingRequestErrors)
-	require.Equal(t, probe.SeverityError, f.Severity)
+	requireFindings(t, rep, "slow-new-connection", "request-errors", "server-closes-every-n")
+	f, _ := rep.Has("request-errors")
+	require.EqualValues(t, "error", f.Severity)
 	require.Contains(t, f.Message, "@connect")
+}
+
+// TestSlowConnectionSetup: a TLS handshake the server holds for more than
+// half the request timeout (but less than all of it) is a slow new
+// connection, though every request succeeds.
+func TestSlowConnectionSetup(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	s := goServer(t, 0, func(hs *httptest.Server) {
+		hs.EnableHTTP2 = true
+		hs.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			// A fault, not a wait for a state: the handshake takes this
+			// long, at least.
+			time.Sleep(timeout/2 + 50*time.Millisecond)
+			return nil, nil
+		}}
+	})
+	rep := mustProbe(t, s, probe.Requests(2), probe.Timeout(timeout))
+	require.Equal(t, 2, rep.Outcomes[vocab.ClassOK])
+	requireFindings(t, rep, "slow-new-connection")
+	f, _ := rep.Has("slow-new-connection")
+	require.Contains(t, f.Message, "1 connection setup(s) took more than half of it")
+	require.NotContains(t, f.Message, "ran out of")
 }
 
 func TestNeverMoreRequestsThanAsked(t *testing.T) {
@@ -397,7 +420,7 @@ func TestNeverMoreRequestsThanAsked(t *testing.T) {
 		seen.Add(1)
 		http.Redirect(w, r, "/elsewhere", http.StatusFound)
 	})))
-	rep := mustProbe(t, s, probe.Requests(7), probe.Concurrency(3), probe.MaxConns(0))
+	rep := mustProbe(t, s, probe.Requests(7), probe.Concurrency(3), probe.MaxConnsPerHost(0))
 	require.Equal(t, 7, rep.Requests)
 	// Without a cap the Transport may dial more than one connection per
 	// worker: a dial started for a request that then got an idle
@@ -434,7 +457,7 @@ func TestUnusableTarget(t *testing.T) {
 	}{
 		{"refused", &server{URL: closed}, nil, vocab.ClassConnectRefused, nil},
 		{"connect hangs", &server{URL: "http://" + fullBacklog(t)}, []probe.Option{probe.Timeout(200 * time.Millisecond)},
-			vocab.ClassDeadline, []string{probe.FindingSlowNewConnection}},
+			vocab.ClassDeadline, []string{"slow-new-connection"}},
 		{"garbage", rawServer(t, garbage), nil, vocab.ClassProtocol, nil},
 		// Whether the banner arrives before or after the request is
 		// written decides the class: any failure will do.
@@ -464,7 +487,7 @@ func TestUnusableTarget(t *testing.T) {
 			require.Equal(t, 2, ue.Sent)
 			require.NotContains(t, err.Error(), "\n")
 			requireAccepted(t, tc.srv, rep.Dials-rep.DialErrors, "connected dials = server accepts")
-			requireFindings(t, rep, append(tc.also, probe.FindingRequestErrors)...)
+			requireFindings(t, rep, append(tc.also, "request-errors")...)
 		})
 	}
 }
@@ -493,7 +516,7 @@ func TestDeadline(t *testing.T) {
 	require.Zero(t, rep.Discovery.Requests, "no discovery after the deadline")
 	require.EqualValues(t, 1, rep.Dials)
 	requireAccepted(t, s, rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
-	requireFindings(t, rep, probe.FindingDeadlineReached)
+	requireFindings(t, rep, "deadline-reached")
 
 	t.Run("nothing answered", func(t *testing.T) {
 		rep, err := probe.Run(t.Context(), req, probe.Requests(2), probe.Deadline(200*time.Millisecond))
@@ -515,8 +538,8 @@ func TestRedaction(t *testing.T) {
 	rep, err := probe.Run(t.Context(), req, probe.Requests(2), probe.KeepTimelines(), probe.Deadline(guard))
 	require.NoError(t, err)
 	var text, js strings.Builder
-	require.NoError(t, probe.WriteText(&text, rep, probe.TextOptions{Verbose: true}))
-	require.NoError(t, probe.WriteJSON(&js, rep))
+	require.NoError(t, rep.WriteText(&text, true))
+	require.NoError(t, rep.WriteJSON(&js))
 	for _, out := range []string{text.String(), js.String()} {
 		for _, secret := range []string{"hunter2", "alice", "s3cr3t"} {
 			require.NotContains(t, out, secret)
@@ -534,11 +557,34 @@ func TestRedaction(t *testing.T) {
 	rep, err = probe.Run(t.Context(), req, probe.Requests(1), probe.Deadline(guard))
 	require.Error(t, err)
 	text.Reset()
-	require.NoError(t, probe.WriteText(&text, rep, probe.TextOptions{}))
+	require.NoError(t, rep.WriteText(&text, false))
 	for _, out := range []string{err.Error(), text.String()} {
 		require.NotContains(t, out, "hunter2")
 		require.NotContains(t, out, "s3cr3t")
 	}
+}
+
+// protocols returns the protocols with HTTP/1 and HTTP/2 as given.
+func protocols(http1, http2 bool) http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(http1)
+	p.SetHTTP2(http2)
+	return p
+}
+
+// unencryptedH2 returns HTTP/1 and unencrypted HTTP/2.
+func unencryptedH2() http.Protocols {
+	p := protocols(true, false)
+	p.SetUnencryptedHTTP2(true)
+	return p
+}
+
+// requireEveryConnAnswered checks that every connection that answered a
+// request answered n of them.
+func requireEveryConnAnswered(t *testing.T, rep *probe.Report, n int) {
+	t.Helper()
+	pc := rep.PerConn
+	require.Equal(t, []any{n, n, float64(n)}, []any{pc.Min, pc.Max, pc.Mean}, "requests per connection: min, max, mean")
 }
 
 func TestOptionErrors(t *testing.T) {
@@ -546,24 +592,24 @@ func TestOptionErrors(t *testing.T) {
 	req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/", nil)
 	require.NoError(t, err)
 	bad := map[string][]probe.Option{
-		"no requests":         {probe.Requests(0)},
-		"too many requests":   {probe.Requests(probe.MaxRequests + 1)},
-		"no concurrency":      {probe.Concurrency(0)},
-		"concurrency > n":     {probe.Requests(2), probe.Concurrency(3)},
-		"negative cap":        {probe.MaxConns(-1)},
-		"negative gap":        {probe.Gap(-time.Second)},
-		"zero timeout":        {probe.Timeout(0)},
-		"zero deadline":       {probe.Deadline(0)},
-		"negative max body":   {probe.MaxBody(-1)},
-		"discovery bound 1":   {probe.FindMaxRequests(1)},
-		"zero max idle":       {probe.FindIdleTimeout(0)},
-		"h1 and h2":           {probe.HTTP1Only(), probe.RequireHTTP2()},
-		"h2 over http":        {probe.RequireHTTP2()},
-		"nil option":          {nil},
-		"nil TLS config":      {probe.TLSConfig(nil)},
-		"nil progress":        {probe.OnProgress(nil)},
-		"zero client idle":    {probe.ClientIdleTimeout(0)},
-		"h2 and h1 (reverse)": {probe.RequireHTTP2(), probe.HTTP1Only()},
+		"no requests":       {probe.Requests(0)},
+		"too many requests": {probe.Requests(1_000_001)},
+		"no concurrency":    {probe.Concurrency(0)},
+		"concurrency > n":   {probe.Requests(2), probe.Concurrency(3)},
+		"negative cap":      {probe.MaxConnsPerHost(-1)},
+		"negative gap":      {probe.Gap(-time.Second)},
+		"zero timeout":      {probe.Timeout(0)},
+		"zero deadline":     {probe.Deadline(0)},
+		"negative max body": {probe.MaxBody(-1)},
+		"discovery bound 1": {probe.FindMaxRequests(1)},
+		"zero max idle":     {probe.FindIdleTimeout(0)},
+		"no protocol":       {probe.Protocols(protocols(false, false))},
+		"h2 over http":      {probe.Protocols(protocols(false, true))},
+		"nil option":        {nil},
+		"nil TLS config":    {probe.TLSConfig(nil)},
+		"nil progress":      {probe.OnProgress(nil)},
+		"zero client idle":  {probe.IdleConnTimeout(0)},
+		"unencrypted h2":    {probe.Protocols(unencryptedH2())},
 	}
 	for name, opts := range bad {
 		rep, err := probe.Run(t.Context(), req, opts...)
@@ -571,6 +617,18 @@ func TestOptionErrors(t *testing.T) {
 		require.Nil(t, rep, name)
 		var ue *probe.UnusableError
 		require.False(t, errors.As(err, &ue), name)
+	}
+	// The protocol choices that make no sense say which choices do.
+	for _, c := range []struct {
+		opt  probe.Option
+		want string
+	}{
+		{probe.Protocols(protocols(false, false)), "probe: Protocols allows no protocol; want HTTP/1, HTTP/2 or both"},
+		{probe.Protocols(unencryptedH2()), "unencrypted HTTP/2 is not supported; want HTTP/1, HTTP/2 or both"},
+		{probe.Protocols(protocols(false, true)), "probe: HTTP/2 can only be required of an https URL"},
+	} {
+		_, err := probe.Run(t.Context(), req, c.opt)
+		require.ErrorContains(t, err, c.want)
 	}
 	_, err = probe.Run(t.Context(), nil)
 	require.Error(t, err)

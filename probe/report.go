@@ -7,30 +7,33 @@ import (
 	"github.com/connaudit/connaudit/pool"
 )
 
-// SchemaVersion names the JSON form of a [Report]; it changes only when a
-// field changes meaning or goes away (fields may be added).
-const SchemaVersion = "connaudit.probe/v1"
+// schemaVersion names the JSON form of a [Report].
+const schemaVersion = "connaudit.probe/v1"
 
 // Report is what a probe found. It marshals to the stable JSON form
 // described in the package documentation. Every URL and error in it is
 // redacted.
 type Report struct {
+	// Schema names the JSON form: "connaudit.probe/v1". It changes only
+	// when a field changes meaning or goes away (fields may be added).
 	Schema string `json:"schema"`
 	// Target is the redacted URL; Method the request method.
 	Target string `json:"target"`
 	Method string `json:"method"`
 	// Requested is the number of requests asked for; Requests those sent
 	// (fewer when the deadline or an interruption stopped the run).
-	Requested   int           `json:"requested"`
-	Requests    int           `json:"requests"`
-	Concurrency int           `json:"concurrency"`
-	MaxConns    int           `json:"max_conns"`
-	Gap         time.Duration `json:"gap_ns"`
-	Timeout     time.Duration `json:"timeout_ns"`
-	Deadline    time.Duration `json:"deadline_ns"`
-	// ClientIdleTimeout is how long the probe's client kept idle
-	// connections.
-	ClientIdleTimeout time.Duration `json:"client_idle_timeout_ns"`
+	Requested int `json:"requested"`
+	Requests  int `json:"requests"`
+	// Concurrency, MaxConnsPerHost, Gap, Timeout, Deadline and
+	// IdleConnTimeout are the settings of the options of those names
+	// (MaxConnsPerHost 0: no cap; Deadline 0: none). IdleConnTimeout is
+	// how long the probe's client kept idle connections.
+	Concurrency     int           `json:"concurrency"`
+	MaxConnsPerHost int           `json:"max_conns"`
+	Gap             time.Duration `json:"gap_ns"`
+	Timeout         time.Duration `json:"timeout_ns"`
+	Deadline        time.Duration `json:"deadline_ns"`
+	IdleConnTimeout time.Duration `json:"client_idle_timeout_ns"`
 	// Elapsed is how long the whole probe took, discovery included;
 	// MainElapsed how long the main run's requests took, from the start
 	// until the last of them ended.
@@ -68,8 +71,14 @@ type Report struct {
 	DialsAbandoned int64 `json:"dials_abandoned"`
 	PerfectDials   int   `json:"perfect_dials"`
 	// PerConn summarises the requests answered per connection
-	// ([Connection.Responses]).
-	PerConn PerConn `json:"requests_per_connection"`
+	// ([Connection].Responses), over the connections that answered at
+	// least one: a request the Transport sent again on another connection
+	// counts once, on the connection that answered it.
+	PerConn struct {
+		Min  int     `json:"min"`
+		Max  int     `json:"max"`
+		Mean float64 `json:"mean"`
+	} `json:"requests_per_connection"`
 	// Protocols counts the connections that carried a request by protocol
 	// ("HTTP/1.1", "h2", "HTTP/1.0"): an HTTP/2 connection the Transport
 	// dialed beside another and never used is not counted.
@@ -82,8 +91,15 @@ type Report struct {
 	Connections        []Connection               `json:"connections"`
 	ConnectionsOmitted int                        `json:"connections_omitted"`
 	ClosedBy           map[pool.CloseReason]int64 `json:"closed_by"`
-	// Stages are the stage durations of the successful requests.
-	Stages Stages `json:"stages"`
+	// Stages are stage-duration percentiles of the successful main-run
+	// requests, split by whether the request dialed a new connection.
+	// ReuseSaves is the median total of requests on new connections minus
+	// that of requests on reused ones, when there are both.
+	Stages struct {
+		New        StageSet       `json:"new"`
+		Reused     StageSet       `json:"reused"`
+		ReuseSaves *time.Duration `json:"reuse_saves_ns,omitempty"`
+	} `json:"stages"`
 
 	// Discovery holds the results of the discovery phases that ran.
 	Discovery *Discovery `json:"discovery,omitempty"`
@@ -100,16 +116,6 @@ type Failure struct {
 	// Error is the first such error's text, redacted.
 	Error string `json:"error"`
 	Count int    `json:"count"`
-}
-
-// PerConn summarises the requests answered per connection, over the
-// connections that answered at least one: a request the Transport sent
-// again on another connection counts once, on the connection that
-// answered it.
-type PerConn struct {
-	Min  int     `json:"min"`
-	Max  int     `json:"max"`
-	Mean float64 `json:"mean"`
 }
 
 // TLSSummary describes the TLS connections of the main run.
@@ -157,16 +163,6 @@ type Connection struct {
 	// needed it ([pool.Conn].Abandoned).
 	DialError     string `json:"dial_error,omitempty"`
 	DialAbandoned bool   `json:"dial_abandoned,omitempty"`
-}
-
-// Stages are stage-duration percentiles of the successful main-run
-// requests, split by whether the request dialed a new connection.
-type Stages struct {
-	New    StageSet `json:"new"`
-	Reused StageSet `json:"reused"`
-	// ReuseSaves is the median total of requests on new connections
-	// minus that of requests on reused ones, when there are both.
-	ReuseSaves *time.Duration `json:"reuse_saves_ns,omitempty"`
 }
 
 // StageSet are the percentiles of each stage over Count requests.

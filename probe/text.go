@@ -15,44 +15,22 @@ import (
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
-// TextOptions shape [WriteText]'s output.
-type TextOptions struct {
-	// Color marks severities with ANSI colours. Set it only for a
-	// terminal, and never when NO_COLOR is set.
-	Color bool
-	// Verbose writes each kept timeline's waterfall ([KeepTimelines])
-	// before the summary.
-	Verbose bool
-}
-
 // WriteJSON writes r in its stable JSON form (see the package
 // documentation), indented.
-func WriteJSON(w io.Writer, r *Report) error {
+func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
 }
 
-const (
-	ansiReset  = "\x1b[0m"
-	ansiRed    = "\x1b[31m"
-	ansiYellow = "\x1b[33m"
-	ansiCyan   = "\x1b[36m"
-	ansiBold   = "\x1b[1m"
-)
-
 // WriteText writes r for a reader: the requests and their outcomes, dials
 // against the ideal, the connections grouped by fate, the stage
-// percentiles, discovery and the findings.
-func WriteText(w io.Writer, r *Report, o TextOptions) error {
+// percentiles, discovery, and the findings, most severe first, one line
+// each, led by its severity in capitals ("WARN"). With verbose, each kept
+// timeline's waterfall ([KeepTimelines]) comes before the summary.
+func (r *Report) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
-	paint := func(code, s string) string {
-		if !o.Color {
-			return s
-		}
-		return code + s + ansiReset
-	}
-	if o.Verbose {
+	if verbose {
 		for _, tl := range r.Timelines {
 			if err := tl.WriteText(&b, true); err != nil {
 				return err
@@ -60,10 +38,10 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 			b.WriteByte('\n')
 		}
 	}
-	fmt.Fprintf(&b, "%s %s %s\n", paint(ansiBold, "probe"), r.Method, r.Target)
+	fmt.Fprintf(&b, "probe %s %s\n", r.Method, r.Target)
 	capText := "uncapped"
-	if r.MaxConns > 0 {
-		capText = fmt.Sprintf("capped at %d", r.MaxConns)
+	if r.MaxConnsPerHost > 0 {
+		capText = fmt.Sprintf("capped at %d", r.MaxConnsPerHost)
 	}
 	fmt.Fprintf(&b, "  %d requests, concurrency %d, connections %s", r.Requested, r.Concurrency, capText)
 	if r.Gap > 0 {
@@ -126,7 +104,7 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 
 	if r.Stages.New.Count+r.Stages.Reused.Count > 0 {
 		b.WriteString("\nstages of successful requests\n")
-		writeStages(&b, r.Stages)
+		writeStages(&b, r)
 	}
 
 	if d := r.Discovery; d != nil {
@@ -144,15 +122,8 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 		b.WriteString("  none\n")
 	}
 	for _, f := range r.Findings {
+		// The severity word in capitals, padded to five columns.
 		label := strings.ToUpper(string(f.Severity))
-		switch f.Severity {
-		case SeverityError:
-			label = paint(ansiRed, label)
-		case SeverityWarn:
-			label = paint(ansiYellow, label)
-		default:
-			label = paint(ansiCyan, label)
-		}
 		pad := strings.Repeat(" ", max(0, 5-len(f.Severity)))
 		fmt.Fprintf(&b, "  %s%s %s: %s\n", label, pad, f.ID, f.Message)
 	}
@@ -347,7 +318,8 @@ func idList(ids []uint64) string {
 	return fmt.Sprintf("#%d,…%s", ids[0], count)
 }
 
-func writeStages(b *strings.Builder, s Stages) {
+func writeStages(b *strings.Builder, r *Report) {
+	s := &r.Stages
 	rows := []struct {
 		name string
 		n, r Percentiles

@@ -18,7 +18,7 @@ func TestJSONSchema(t *testing.T) {
 	s := goServer(t, 2, withTLS)
 	rep := mustProbe(t, s, probe.Requests(4), probe.FindMaxRequests(4), probe.FindIdleTimeout(100e6))
 	var b strings.Builder
-	require.NoError(t, probe.WriteJSON(&b, rep))
+	require.NoError(t, rep.WriteJSON(&b))
 	var m map[string]any
 	require.NoError(t, json.Unmarshal([]byte(b.String()), &m))
 	for _, key := range []string{"schema", "target", "method", "requested", "requests", "concurrency", "max_conns",
@@ -30,7 +30,7 @@ func TestJSONSchema(t *testing.T) {
 		require.Contains(t, m, key)
 	}
 	require.Equal(t, []any{}, m["failures"])
-	require.Equal(t, probe.SchemaVersion, m["schema"])
+	require.Equal(t, "connaudit.probe/v1", m["schema"])
 	require.Positive(t, rep.MainElapsed)
 	require.Less(t, rep.MainElapsed, rep.Elapsed, "discovery ran after the main run")
 	require.EqualValues(t, 4, m["requests"])
@@ -73,12 +73,10 @@ func TestWriteText(t *testing.T) {
 	t.Parallel()
 	s := goServer(t, 3)
 	rep := mustProbe(t, s, probe.Requests(6), probe.FindMaxRequests(10))
-	var plain, color strings.Builder
-	require.NoError(t, probe.WriteText(&plain, rep, probe.TextOptions{}))
-	require.NoError(t, probe.WriteText(&color, rep, probe.TextOptions{Color: true}))
-	out := plain.String()
-	require.NotContains(t, out, "\x1b[")
-	require.Contains(t, color.String(), "\x1b[33mWARN\x1b[0m")
+	var b strings.Builder
+	require.NoError(t, rep.WriteText(&b, false))
+	out := b.String()
+	require.NotContains(t, out, "\x1b[", "colour is the CLI's")
 	for _, want := range []string{
 		"requests        6 in ",
 		"dials           2; would be 1 with perfect keep-alive",
@@ -97,7 +95,7 @@ func TestWriteText(t *testing.T) {
 func textSection(t *testing.T, rep *probe.Report, heading string) (string, []string) {
 	t.Helper()
 	var b strings.Builder
-	require.NoError(t, probe.WriteText(&b, rep, probe.TextOptions{}))
+	require.NoError(t, rep.WriteText(&b, false))
 	_, section, ok := strings.Cut(b.String(), heading)
 	require.True(t, ok, b.String())
 	section, _, _ = strings.Cut(section, "\n\n")
@@ -125,7 +123,7 @@ func TestWriteTextLongIDLists(t *testing.T) {
 	require.LessOrEqual(t, col(lines[0]), 2+24+1, "the ids column is bounded:\n%s", section)
 
 	var js strings.Builder
-	require.NoError(t, probe.WriteJSON(&js, rep))
+	require.NoError(t, rep.WriteJSON(&js))
 	var decoded struct {
 		Connections []struct {
 			ID uint64 `json:"id"`
@@ -145,8 +143,8 @@ func TestWriteTextLongStageTimes(t *testing.T) {
 	small := probe.Percentiles{P50: 120 * time.Microsecond, P90: 300 * time.Microsecond, P99: 900 * time.Microsecond, Max: time.Millisecond}
 	long := probe.Percentiles{P50: 900 * time.Millisecond, P90: 1500 * time.Millisecond, P99: 12500 * time.Millisecond, Max: 2*time.Minute + 5*time.Second}
 	set := probe.StageSet{Count: 3, DNS: small, Connect: small, TLS: small, PoolWait: small, Write: small, Server: long, Transfer: small, Total: long}
-	rep := &probe.Report{Requested: 6, Requests: 6, Concurrency: 1, Outcomes: map[httptrace.Class]int{vocab.ClassOK: 6},
-		Stages: probe.Stages{New: set, Reused: set}}
+	rep := &probe.Report{Requested: 6, Requests: 6, Concurrency: 1, Outcomes: map[httptrace.Class]int{vocab.ClassOK: 6}}
+	rep.Stages.New, rep.Stages.Reused = set, set
 	section, lines := textSection(t, rep, "stages of successful requests\n")
 	require.Len(t, lines, 10, section) // groups, headings, eight stages
 	// ends returns where each of the last n fields of l ends.
@@ -181,7 +179,7 @@ func TestWriteTextLongStageTimes(t *testing.T) {
 func TestWriteTextTimes(t *testing.T) {
 	t.Parallel()
 	rep := &probe.Report{
-		Requested: 3, Requests: 3, Concurrency: 1, MaxConns: 1,
+		Requested: 3, Requests: 3, Concurrency: 1, MaxConnsPerHost: 1,
 		Elapsed: 7250 * time.Millisecond, MainElapsed: 2 * time.Millisecond,
 		Outcomes: map[httptrace.Class]int{vocab.ClassOK: 3}, Statuses: map[int]int{200: 3},
 		Dials: 3, DialsAbandoned: 1, PerfectDials: 1,
@@ -193,7 +191,7 @@ func TestWriteTextTimes(t *testing.T) {
 		Discovery: &probe.Discovery{Requests: 4, Dials: 2, MaxRequests: &probe.MaxRequestsResult{Requests: 4, Bound: 4}},
 	}
 	var b strings.Builder
-	require.NoError(t, probe.WriteText(&b, rep, probe.TextOptions{}))
+	require.NoError(t, rep.WriteText(&b, false))
 	out := b.String()
 	for _, want := range []string{
 		"3 in 2ms: ok 3 (200 ×3)\n",

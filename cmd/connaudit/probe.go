@@ -8,12 +8,23 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/probe"
+)
+
+// The probe flags' defaults and bounds. -n's and -client-idle's defaults,
+// and the bound on -n and -max-requests, are the probe's own
+// (TestProbeFlagDefaults).
+const (
+	defaultProbeRequests = 20
+	defaultClientIdle    = 90 * time.Second
+	defaultMaxRequests   = 1000
+	defaultMaxIdle       = 30 * time.Second
+	maxProbeRequests     = 1_000_000
 )
 
 // probeFlags are probe's own flags, beside the shared request flags.
@@ -33,29 +44,29 @@ type probeFlags struct {
 }
 
 func (pf *probeFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&pf.n, "n", probe.DefaultRequests, "number of requests to send (1 to 1000000)")
+	fs.IntVar(&pf.n, "n", defaultProbeRequests, "number of requests to send (1 to 1000000)")
 	fs.IntVar(&pf.c, "c", 1, "requests in flight at once (at most -n)")
 	fs.IntVar(&pf.conns, "conns", 1, "cap on connections to the host (MaxConnsPerHost; 0: no cap)")
 	fs.DurationVar(&pf.gap, "gap", 0, "pause between one worker's requests")
 	fs.DurationVar(&pf.deadline, "deadline", 5*time.Minute, "bound on the whole probe, discovery included")
-	fs.DurationVar(&pf.clientIdle, "client-idle", probe.DefaultClientIdleTimeout, "how long your client keeps idle connections (IdleConnTimeout), to compare with the server's")
+	fs.DurationVar(&pf.clientIdle, "client-idle", defaultClientIdle, "how long your client keeps idle connections (IdleConnTimeout), to compare with the server's")
 	fs.BoolVar(&pf.asJSON, "json", false, "write the report as JSON (schema connaudit.probe/v1)")
 	fs.BoolVar(&pf.verbose, "v", false, "also write each request's waterfall (with -json: its timeline)")
 	fs.StringVar(&pf.out, "o", "", "write the report to this file instead of stdout")
 	fs.StringVar(&pf.failOn, "fail-on", "error", "exit 1 on a finding at or above this severity: info, warn, error or none")
 	fs.StringVar(&pf.cacert, "cacert", "", "PEM file of CA certificates to trust instead of the system's")
 	fs.BoolVar(&pf.findMaxRequests, "find-max-requests", false, "discover the server's requests-per-connection limit")
-	fs.IntVar(&pf.maxRequests, "max-requests", probe.DefaultFindMaxRequests, "most requests -find-max-requests sends")
+	fs.IntVar(&pf.maxRequests, "max-requests", defaultMaxRequests, "most requests -find-max-requests sends")
 	fs.BoolVar(&pf.findIdleTimeout, "find-idle-timeout", false, "discover the server's keep-alive idle timeout")
-	fs.DurationVar(&pf.maxIdle, "max-idle", probe.DefaultMaxIdle, "longest idle gap -find-idle-timeout tries")
+	fs.DurationVar(&pf.maxIdle, "max-idle", defaultMaxIdle, "longest idle gap -find-idle-timeout tries")
 }
 
 // validate checks the values the flag package cannot, with one message
 // naming the flag.
 func (pf *probeFlags) validate() error {
 	switch {
-	case pf.n < 1 || pf.n > probe.MaxRequests:
-		return fmt.Errorf("-n %d: want 1 to %d", pf.n, probe.MaxRequests)
+	case pf.n < 1 || pf.n > maxProbeRequests:
+		return fmt.Errorf("-n %d: want 1 to %d", pf.n, maxProbeRequests)
 	case pf.c < 1:
 		return fmt.Errorf("-c %d: want at least 1", pf.c)
 	case pf.c > pf.n:
@@ -68,20 +79,19 @@ func (pf *probeFlags) validate() error {
 		return fmt.Errorf("-deadline %v: must be positive", pf.deadline)
 	case pf.clientIdle <= 0:
 		return fmt.Errorf("-client-idle %v: must be positive", pf.clientIdle)
-	case pf.maxRequests < 2 || pf.maxRequests > probe.MaxRequests:
-		return fmt.Errorf("-max-requests %d: want 2 to %d", pf.maxRequests, probe.MaxRequests)
+	case pf.maxRequests < 2 || pf.maxRequests > maxProbeRequests:
+		return fmt.Errorf("-max-requests %d: want 2 to %d", pf.maxRequests, maxProbeRequests)
 	case pf.maxIdle <= 0:
 		return fmt.Errorf("-max-idle %v: must be positive", pf.maxIdle)
 	}
-	if pf.failOn == "none" {
+	switch pf.failOn {
+	case "none":
 		pf.failOnNeverFails = true
-		return nil
-	}
-	level, err := probe.ParseSeverity(pf.failOn)
-	if err != nil {
+	case "info", "warn", "error":
+		pf.failLevel = probe.Severity(pf.failOn)
+	default:
 		return fmt.Errorf("-fail-on %q: want info, warn, error or none", pf.failOn)
 	}
-	pf.failLevel = level
 	return nil
 }
 
@@ -176,9 +186,9 @@ func hint(e *probe.UnusableError) string {
 // options turns the flags into probe options.
 func (pf *probeFlags) options(rf *requestFlags) ([]probe.Option, error) {
 	opts := []probe.Option{
-		probe.Requests(pf.n), probe.Concurrency(pf.c), probe.MaxConns(pf.conns), probe.Gap(pf.gap),
+		probe.Requests(pf.n), probe.Concurrency(pf.c), probe.MaxConnsPerHost(pf.conns), probe.Gap(pf.gap),
 		probe.Timeout(rf.timeout), probe.Deadline(pf.deadline), probe.MaxBody(rf.maxBody),
-		probe.ClientIdleTimeout(pf.clientIdle),
+		probe.IdleConnTimeout(pf.clientIdle),
 	}
 	tc := &tls.Config{InsecureSkipVerify: rf.insecure} //nolint:gosec // asked for with -k, warned about
 	if pf.cacert != "" {
@@ -193,11 +203,13 @@ func (pf *probeFlags) options(rf *requestFlags) ([]probe.Option, error) {
 		tc.RootCAs = roots
 	}
 	opts = append(opts, probe.TLSConfig(tc))
-	if rf.http1 {
-		opts = append(opts, probe.HTTP1Only())
-	}
-	if rf.http2 {
-		opts = append(opts, probe.RequireHTTP2())
+	if rf.http1 || rf.http2 {
+		// -http1: HTTP/1 only; -http2: HTTP/2 required (the request flags
+		// reject both at once).
+		var p http.Protocols
+		p.SetHTTP1(rf.http1)
+		p.SetHTTP2(rf.http2)
+		opts = append(opts, probe.Protocols(p))
 	}
 	if pf.findMaxRequests {
 		opts = append(opts, probe.FindMaxRequests(pf.maxRequests))
@@ -211,30 +223,13 @@ func (pf *probeFlags) options(rf *requestFlags) ([]probe.Option, error) {
 	return opts, nil
 }
 
+// write writes the report as JSON or text, the text coloured for a
+// terminal.
 func (pf *probeFlags) write(w io.Writer, rep *probe.Report) error {
 	if pf.asJSON {
-		return probe.WriteJSON(w, rep)
+		return rep.WriteJSON(w)
 	}
-	return probe.WriteText(w, rep, probe.TextOptions{Color: useColor(w), Verbose: pf.verbose})
-}
-
-// isTerminal reports whether w is a terminal (a character device).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// useColor reports whether output to w may be coloured: a terminal, and
-// NO_COLOR not set (to anything, even empty).
-func useColor(w io.Writer) bool {
-	if _, set := os.LookupEnv("NO_COLOR"); set {
-		return false
-	}
-	return isTerminal(w)
+	return writeProbeText(w, rep, pf.verbose, useColor(w))
 }
 
 // progressLine rewrites one line on a terminal's stderr while a probe runs

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -247,7 +248,7 @@ func TestProbeJSON(t *testing.T) {
 	require.Empty(t, stderr)
 	var rep probeJSON
 	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), stdout)
-	require.Equal(t, probe.SchemaVersion, rep.Schema)
+	require.Equal(t, "connaudit.probe/v1", rep.Schema)
 	require.Equal(t, 6, rep.Requests)
 	require.Equal(t, map[string]int{"ok": 6}, rep.Outcomes)
 	require.EqualValues(t, 2, rep.Dials)
@@ -267,7 +268,7 @@ func TestProbeJSON(t *testing.T) {
 	require.Equal(t, 3, rep.Discovery.MaxRequests.Limit)
 	require.Equal(t, s.accepted.Load(), rep.Dials+rep.Discovery.Dials, "probe dials = server accepts")
 	require.Len(t, rep.Findings, 1)
-	require.Equal(t, probe.FindingServerClosesEveryN, rep.Findings[0].ID)
+	require.Equal(t, "server-closes-every-n", rep.Findings[0].ID)
 	require.Equal(t, "warn", rep.Findings[0].Severity)
 	require.Empty(t, rep.Timelines, "timelines only with -v")
 }
@@ -389,4 +390,29 @@ func TestProgressAndColour(t *testing.T) {
 
 	t.Setenv("NO_COLOR", "")
 	require.False(t, useColor(os.Stdout), "NO_COLOR set, even empty: no colour")
+}
+
+// TestProbeFlagDefaults: the defaults of -n and -client-idle, and the bound
+// on -n and -max-requests, are the probe's own.
+func TestProbeFlagDefaults(t *testing.T) {
+	t.Parallel()
+	s := newProbeServer(t, 0, false)
+	req, err := http.NewRequest(http.MethodGet, s.URL, nil)
+	require.NoError(t, err)
+	rep, err := probe.Run(t.Context(), req)
+	require.NoError(t, err)
+	require.Equal(t, defaultProbeRequests, rep.Requested)
+	require.Equal(t, defaultClientIdle, rep.IdleConnTimeout)
+
+	// Options are checked before the target: a nil target's error means
+	// the options were accepted.
+	const nilTarget = "probe: nil target request"
+	for _, opt := range []probe.Option{probe.Requests(maxProbeRequests), probe.FindMaxRequests(maxProbeRequests)} {
+		_, err := probe.Run(t.Context(), nil, opt)
+		require.EqualError(t, err, nilTarget)
+	}
+	for _, opt := range []probe.Option{probe.Requests(maxProbeRequests + 1), probe.FindMaxRequests(maxProbeRequests + 1)} {
+		_, err := probe.Run(t.Context(), nil, opt)
+		require.ErrorContains(t, err, fmt.Sprintf("to %d", maxProbeRequests))
+	}
 }
