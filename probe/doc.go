@@ -38,9 +38,9 @@
 //
 // # Secrets
 //
-// Every URL in a report is redacted with [httptrace.RedactURL] (no user
-// information, query values masked) and every error with
-// [httptrace.RedactError]. Request header values never appear.
+// Every URL in a report is redacted as [httptrace.Timeline.URL] is (no user
+// information, query values masked) and every error as
+// [httptrace.Timeline.RedactError] is. Request header values never appear.
 //
 // # Schema
 //
@@ -87,7 +87,7 @@
 //	                          idle_timeout: {requests, trials, dials, max_ns, found, survived_ns, closed_ns, complete, error}}
 //	                         absent unless a discovery ran; the idle timeout lies in (survived_ns, closed_ns]
 //	findings                 [{id, severity ("info" | "warn" | "error"), message}], most severe first
-//	timelines                per-request timelines (httptrace.TimelineJSON), only with KeepTimelines
+//	timelines                per-request timelines (httptrace.Timeline.MarshalJSON), only with KeepTimelines
 //
 // Close reasons are those of [pool.CloseReason]: "connection-close" (the
 // server's Connection: close), "http1.0-no-keep-alive", "server-closed-idle",
