@@ -395,7 +395,7 @@ func TestSlowNewConnection(t *testing.T) {
 // connection, though every request succeeds.
 func TestSlowConnectionSetup(t *testing.T) {
 	t.Parallel()
-	const timeout = time.Second
+	const timeout = 3 * time.Second // wide: the margin above the hold is a scheduling margin
 	s := goServer(t, 0, func(hs *httptest.Server) {
 		hs.EnableHTTP2 = true
 		hs.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
