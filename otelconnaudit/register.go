@@ -87,7 +87,7 @@ func (o *Observer) observePool(p *pool.Pool, obs metric.Observer) {
 		for _, r := range reasons {
 			reason := pool.CloseReason(r)
 			obs.ObserveInt64(o.closes, s.ClosedBy[reason], metric.WithAttributes(serverAttrs(host,
-				closeSideKey.String(string(side(reason))),
+				closeSideKey.String(string(vocab.SideOf(reason))),
 				closeReasonKey.String(r))...))
 		}
 	}
@@ -103,16 +103,4 @@ func serverAttrs(host string, extra ...attribute.KeyValue) []attribute.KeyValue 
 		kv = append(kv, semconv.ServerPortKey.Int(port))
 	}
 	return append(kv, extra...)
-}
-
-// side returns the side that closes a connection for reason: the pool's
-// reasons are each the client's or the server's.
-func side(reason pool.CloseReason) pool.Closer {
-	switch reason {
-	case vocab.ReasonConnectionClose, vocab.ReasonHTTP10, vocab.ReasonServerClosedIdle,
-		vocab.ReasonServerEOF, vocab.ReasonServerReset, vocab.ReasonServerGoAway,
-		vocab.ReasonServerProtocolErr:
-		return vocab.ClosedByServer
-	}
-	return vocab.ClosedByClient
 }
