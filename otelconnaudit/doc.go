@@ -59,6 +59,7 @@
 // The spans up to the response are exported when the response headers
 // arrive, so a body never closed still shows them; the body's when it is
 // closed. The wait's span less its children is Timings.PoolWait. The stage
-// in which a request failed has status Error and error.type its outcome
-// class. Attributes carry no URL and no header: a secret cannot reach them.
+// in which a request failed has status Error, error.type its outcome
+// class and, as description, its error redacted as every connaudit output
+// is. No span carries the URL or a header: host, port and addresses only.
 package otelconnaudit
