@@ -149,6 +149,7 @@ func (r *recorder) begin(req *http.Request) {
 		r.tl.Method = http.MethodGet
 	}
 	r.tl.url = req.URL
+	r.tl.ctx = r.ctx
 	r.tl.Host = req.Host
 	if r.tl.Host == "" && req.URL != nil {
 		r.tl.Host = req.URL.Host

@@ -1,6 +1,7 @@
 package httptrace
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
@@ -40,6 +41,7 @@ func (tl *Timeline) Stack() string { return formatStack(tl.stack) }
 func init() {
 	hook.Stack = func(tl any) []uintptr { return tl.(*Timeline).stack }
 	hook.FormatStack = formatStack
+	hook.Context = func(tl any) context.Context { return tl.(*Timeline).ctx }
 }
 
 // formatStack formats pcs as [Timeline.Stack] does.

@@ -1,6 +1,7 @@
 package httptrace
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"slices"
@@ -82,6 +83,9 @@ type Timeline struct {
 	// kept when it failed or an event carries an error, whose text a
 	// server may have filled with what it was sent.
 	secrets []string
+	// ctx is the request's context as the caller gave it, for observers
+	// of the module's own (see internal/hook); a clone has none.
+	ctx context.Context
 }
 
 // RedactError returns the text of err, an error of tl (its outcome's or an
@@ -174,6 +178,7 @@ func (tl *Timeline) Clone() *Timeline {
 		c.url = &u
 	}
 	c.stack = slices.Clone(tl.stack)
+	c.ctx = nil
 	return &c
 }
 

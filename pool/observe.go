@@ -441,14 +441,28 @@ func (p *Pool) connReadErr(c *connState, err error) {
 }
 
 // connClosed records the close of a tracked connection and decides who
-// closed it and why.
+// closed it and why, then hands a snapshot of it to the OnConnClose hook,
+// if any, with the pool's lock released.
 func (p *Pool) connClosed(c *connState) {
 	now := time.Now()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	defer p.changes.Signal()
+	closed := p.connClosedLocked(c, now)
+	var snap Conn
+	if closed && p.cfg.onConnClose != nil {
+		snap = c.snapshot()
+	}
+	p.changes.Signal()
+	p.mu.Unlock()
+	if closed && p.cfg.onConnClose != nil {
+		p.cfg.onConnClose(snap)
+	}
+}
+
+// connClosedLocked applies the close of c at now and reports whether c was
+// open or dialing until then; p.mu is held.
+func (p *Pool) connClosedLocked(c *connState, now time.Time) bool {
 	if c.State == vocab.StateClosed || c.State == vocab.StateFailed {
-		return
+		return false
 	}
 	h := c.hc
 	prev := c.State
@@ -485,6 +499,7 @@ func (p *Pool) connClosed(c *connState) {
 	c.ClosedBy, c.CloseReason = by, reason
 	p.tally(h, func(n *counters) { n.count(by, reason) })
 	p.rememberLocked(c)
+	return true
 }
 
 func (p *Pool) recloseLocked(c *connState, by Closer, reason CloseReason) {

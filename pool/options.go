@@ -38,6 +38,7 @@ type config struct {
 	secretHeaders       []string
 	heldAfter           *time.Duration
 	keepClosed          int
+	onConnClose         func(Conn)
 }
 
 func duration(name string, d time.Duration, dst **time.Duration) error {
@@ -219,6 +220,29 @@ func KeepClosed(n int) Option {
 			return fmt.Errorf("pool: KeepClosed %d is negative", n)
 		}
 		c.keepClosed = n
+		return nil
+	})
+}
+
+// OnConnClose calls f with a snapshot of each connection once the pool has
+// seen it close, with who closed it and why ([Conn.ClosedBy],
+// [Conn.CloseReason]); a dial that failed is no connection and is not
+// reported. It is how a connection's whole life reaches a metrics exporter
+// without loss, however many connections close between two reads of
+// [Pool.Conns], which remembers only the last [KeepClosed].
+//
+// f runs on the goroutine that closed the connection (often one of
+// net/http's), without the pool's lock held, possibly concurrently for
+// different connections; it must not block. The reason it sees is final
+// except for a connection closed while its request was still in flight
+// with reason "request-error", which the pool refines to the request's own
+// cause when the request ends ([Stats] counts the refined reason).
+func OnConnClose(f func(Conn)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("pool: nil OnConnClose function")
+		}
+		c.onConnClose = f
 		return nil
 	})
 }

@@ -50,6 +50,13 @@ var EnableDialerHooks func(rt http.RoundTripper)
 // is shown.
 var Stack func(tl any) []uintptr
 
+// Context, set by package httptrace, returns the context of the request
+// of tl (an *httptrace.Timeline) as the caller gave it, or nil for a
+// clone: an observer of the module's own (the OpenTelemetry exporter)
+// reads the caller's span there. It is valid while the observer is called
+// with tl.
+var Context func(tl any) context.Context
+
 // FormatStack, set by package httptrace, formats pcs as Timeline.Stack
 // does.
 var FormatStack func(pcs []uintptr) string

@@ -185,3 +185,14 @@ const (
 	ReasonServerGoAway      CloseReason = "goaway"                 // server: HTTP/2 GOAWAY (inferred)
 	ReasonServerProtocolErr CloseReason = "protocol-error"         // server: sent something that is not HTTP
 )
+
+// SideOf returns the side that closes a connection for reason r: each
+// reason is the client's or the server's, as listed above.
+func SideOf(r CloseReason) Closer {
+	switch r {
+	case ReasonConnectionClose, ReasonHTTP10, ReasonServerClosedIdle, ReasonServerEOF,
+		ReasonServerReset, ReasonServerGoAway, ReasonServerProtocolErr:
+		return ClosedByServer
+	}
+	return ClosedByClient
+}

@@ -38,3 +38,22 @@ func TestKinds(t *testing.T) {
 		t.Fatalf("Of: %b", s)
 	}
 }
+
+// TestSideOf: the reasons listed as the server's are the server's, the
+// others the client's.
+func TestSideOf(t *testing.T) {
+	server := []CloseReason{ReasonConnectionClose, ReasonHTTP10, ReasonServerClosedIdle, ReasonServerEOF,
+		ReasonServerReset, ReasonServerGoAway, ReasonServerProtocolErr}
+	client := []CloseReason{ReasonIdleTimeout, ReasonEarlyBodyClose, ReasonCloseIdle, ReasonIdlePoolFull,
+		ReasonRequestError, ReasonHandshakeFailed, ReasonHandshakeAbandon, ReasonKeepAlivesOff, ReasonClient}
+	for _, r := range server {
+		if SideOf(r) != ClosedByServer {
+			t.Errorf("%s: %s", r, SideOf(r))
+		}
+	}
+	for _, r := range client {
+		if SideOf(r) != ClosedByClient {
+			t.Errorf("%s: %s", r, SideOf(r))
+		}
+	}
+}

@@ -1,0 +1,28 @@
+// Package promconnaudit exports a connaudit pool's statistics to
+// Prometheus: a [prometheus.Collector] in the shape of client_golang's
+// collector for database/sql's DBStats (collectors.NewDBStatsCollector),
+// registered once per pool, each with its name in the "pool" label.
+//
+//	p, err := pool.New()
+//	c, err := promconnaudit.NewCollector(p, "payments")
+//	prometheus.MustRegister(c)
+//
+// It reads [pool.Pool.Stats] at each scrape, nothing on the request's
+// path, and needs no OpenTelemetry. The metrics, each labelled pool:
+//
+//	connaudit_pool_max_open_connections        gauge    the largest number of connections open at once (Stats.MaxOpen)
+//	connaudit_pool_open_connections            gauge    connections established, in use or idle
+//	connaudit_pool_in_use_connections          gauge    connections serving a request
+//	connaudit_pool_idle_connections            gauge    connections serving none
+//	connaudit_pool_dialing_connections         gauge    dials (connect and TLS handshake) in progress
+//	connaudit_pool_dials_total                 counter  dials started
+//	connaudit_pool_dial_errors_total           counter  dials that failed
+//	connaudit_pool_closed_total                counter  connections closed, by side (client, server) and reason (pool.CloseReason)
+//	connaudit_pool_wait_count_total            counter  requests that waited for a connection
+//	connaudit_pool_wait_duration_seconds_total counter  the time they waited
+//	connaudit_pool_waiting_requests            gauge    requests waiting for a connection now
+//	connaudit_pool_requests_total              counter  requests
+//	connaudit_pool_reused_requests_total       counter  requests served by a connection that had served one before
+//	connaudit_pool_in_flight_requests          gauge    requests not finished (body not closed)
+//	connaudit_pool_open_bodies                 gauge    response bodies handed out and not closed
+package promconnaudit
