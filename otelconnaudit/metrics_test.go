@@ -23,7 +23,7 @@ func newFaultServer(t *testing.T, opts ...faultserver.Option) *faultserver.Serve
 	s.Handle("/ok", faultserver.OK{})
 	s.Handle("/large", faultserver.LargeBody{Size: 1 << 20})
 	s.Handle("/close", faultserver.ConnectionClose{})
-	s.Handle("/retry", faultserver.CloseAfterN{N: 2})
+	s.Handle("/retry", faultserver.CloseBeforeResponse{After: 1})
 	return s
 }
 

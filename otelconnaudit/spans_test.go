@@ -1,10 +1,12 @@
 package otelconnaudit_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -290,27 +292,20 @@ func TestSpansSecrets(t *testing.T) {
 		bearer, cookie        = "B3arerValue", "C00kieValue"
 	)
 	secrets := []string{user, password, token, bearer, cookie, base64.StdEncoding.EncodeToString([]byte(user + ":" + password))}
-	hostile, err := faultserver.NewHostile(faultserver.HostileReply{
-		Name: "echo",
-		Raw:  []byte("Bearer " + bearer + " id=" + cookie + "\r\n\r\n"),
-		Wait: faultserver.AfterRequest,
-		End:  faultserver.EndClose,
-	})
-	require.NoError(t, err)
-	defer hostile.Close()
+	hostile := brokenReply(t, "Bearer "+bearer+" id="+cookie+"\r\n\r\n")
 	srv := newFaultServer(t)
 
 	s := newSDKs(t)
 	p, _, _ := s.instrumented(t)
 	ctx, caller := s.parent(t)
-	for _, base := range []string{srv.URL(), hostile.URL()} {
+	for _, base := range []string{srv.URL(), hostile} {
 		raw := strings.Replace(base, "://", "://"+user+":"+password+"@", 1) + "/ok?token=" + token
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+bearer)
 		req.Header.Set("Cookie", "id="+cookie)
 		resp, err := p.Client().Do(req)
-		if base == hostile.URL() {
+		if base == hostile {
 			require.Error(t, err)
 			require.Contains(t, err.Error(), bearer, "the server quoted the secret")
 			continue
@@ -360,3 +355,38 @@ type eventFunc func(tl *httptrace.Timeline, ev httptrace.Event)
 func (eventFunc) Observe(*httptrace.Timeline) {}
 
 func (f eventFunc) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) { f(tl, ev) }
+
+// brokenReply starts a loopback server that reads each request's head and
+// answers with raw, which is not HTTP, then closes the connection. It
+// returns the server's URL.
+func brokenReply(t *testing.T, raw string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound, not a synchronisation
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				io.WriteString(c, raw)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}

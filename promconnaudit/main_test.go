@@ -36,7 +36,7 @@ func faultRun(t *testing.T, hold bool) *pool.Pool {
 	srv.Handle("/ok", faultserver.OK{})
 	srv.Handle("/large", faultserver.LargeBody{Size: 1 << 20})
 	srv.Handle("/close", faultserver.ConnectionClose{})
-	srv.Handle("/retry", faultserver.CloseAfterN{N: 2})
+	srv.Handle("/retry", faultserver.CloseBeforeResponse{After: 1})
 	p, err := pool.New(pool.MaxConnsPerHost(1), pool.MaxIdleConnsPerHost(1))
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
