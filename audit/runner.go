@@ -63,7 +63,7 @@ func WithTransport(name string, newTransport func() *http.Transport, poolOpts ..
 
 // RetryFunc performs req with c, retrying as the retry layer under audit
 // does, and returns what the caller gets: the response, whose body the
-// runner reads and closes, or the error. (*retry.Policy).Do has this shape.
+// runner reads and closes, or the error. [retry.Policy.Do] has this shape.
 type RetryFunc func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error)
 
 // WithRetry audits the caller's retry layer instead of package retry in
