@@ -67,6 +67,7 @@ func http1Scenarios() []Scenario {
 	deadline.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
 	canceled := failed(vocab.ClassCanceled, vocab.StageAwaitHeaders, 1)
 	canceled.CancelObserved = true
+	canceled.HandlersEntered = n(1) // the cancel came once the handler was entered, and nothing resent it
 	canceled.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
 	waiting := failed(vocab.ClassCanceled, vocab.StagePoolWait, 0)
 	waiting.Fate = &Fate{None: true}
@@ -96,6 +97,7 @@ func http1Scenarios() []Scenario {
 	connClose.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonConnectionClose)
 	tlsStallExp := failed(vocab.ClassTLSHandshakeTimeout, vocab.StageTLS, 0)
 	tlsStallExp.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonHandshakeFailed)
+	tlsStallExp.ConnsAccepted = n(1) // the connect succeeded; the handshake stalled
 	connectTimeout := failed(vocab.ClassConnectTimeout, vocab.StageConnect, 0)
 	connectTimeout.Fate = &Fate{None: true}
 	refused := failed(vocab.ClassConnectRefused, vocab.StageConnect, 0)
@@ -162,6 +164,7 @@ func http2Scenarios() []Scenario {
 	deadline.CancelObserved = true
 	canceled := reused(failed(vocab.ClassCanceled, vocab.StageAwaitHeaders, 1))
 	canceled.CancelObserved = true
+	canceled.HandlersEntered = n(1)
 	streamReset := reused(failed(vocab.ClassStreamReset, vocab.StageAwaitHeaders, 1))
 	midBody := reused(failed(vocab.ClassStreamReset, vocab.StageBody, 1))
 	midBody.BodyBytes = n(midBodySend)
@@ -217,10 +220,38 @@ func http2Scenarios() []Scenario {
 	}
 }
 
+// The retry contracts. Each holds one contract of the retry layer under
+// audit (package retry's by default, or the caller's: WithRetry), at the
+// reference numbers where time costs nothing and scaled down where the
+// catalogue would wait (retry's TestSeed holds every one at the reference
+// numbers, in virtual time). The contracts' policy: only 503 is retried,
+// at most 2 retries, a fixed delay; the attempt limit bounds one attempt
+// through reading the body and restarts with each retry; the total budget
+// bounds all attempts and delays.
+const (
+	// A8, scaled by 0.3 from 1 s, 1.5 s, 1 s: two immediate 503s, and
+	// the budget ends 150 ms into the second delay.
+	budgetAttempt = 300 * time.Millisecond
+	budgetTotal   = 450 * time.Millisecond
+	budgetDelay   = 300 * time.Millisecond
+	// A9, scaled from 400, 500, 200 ms: each attempt answers after
+	// slowAnswer, well within the attempt limit, but two of them and the
+	// delay exceed it.
+	slowAnswer  = 150 * time.Millisecond
+	slowAttempt = 300 * time.Millisecond
+	slowDelay   = 100 * time.Millisecond
+)
+
 func retryScenarios() []Scenario {
-	fast := retry.Policy{AttemptTimeout: time.Second, TotalTimeout: 3 * time.Second, MaxRetries: 2, Delay: 10 * time.Millisecond}
+	base := retry.Policy{AttemptTimeout: 3 * time.Second, TotalTimeout: 8 * time.Second, MaxRetries: 2, Delay: 10 * time.Millisecond}
+	with := func(edit func(*retry.Policy)) retry.Policy {
+		p := base
+		edit(&p)
+		return p
+	}
 	seq := func(f ...faultserver.Fault) func(*Env) error { return handle(faultserver.Sequence{Faults: f}) }
 	s503 := faultserver.Status{Code: 503}
+	get := retried(call{method: http.MethodGet})
 	// Every attempt of a retried request goes over the one kept-alive
 	// connection, which serves /ok afterwards.
 	exp := func(class httptrace.Class, status, attempts int, server int64) Expect {
@@ -234,22 +265,10 @@ func retryScenarios() []Scenario {
 		e.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
 		return e
 	}
-	attemptLimited := fast
-	attemptLimited.AttemptTimeout = boundShort
-	// The server asks for a retry in 2s, after the 600ms budget: the policy
-	// sees that the retry cannot start in time before it waits, and stops
-	// at the first 503, however fast or slow the attempt was. (A budget
-	// that fits a number of attempts would decide by how late a loaded
-	// machine's timers fire; the retry package's tests check that
-	// arithmetic on a fake clock.)
-	budget := retry.Policy{AttemptTimeout: 300 * time.Millisecond, TotalTimeout: 600 * time.Millisecond, MaxRetries: 5,
-		Delay: 10 * time.Millisecond, HonorRetryAfter: true}
-	s503Later := faultserver.Status{Code: 503, Header: http.Header{"Retry-After": {"2"}}}
-	rhtExp := timedOut(vocab.ClassResponseHeaderTimeout)
-	unsafe := fast
-	unsafe.UnsafeRetryNonIdempotent = true
-	keyed := fast
-	keyed.RetryIdempotencyKey = true
+	budget := exp(vocab.ClassDeadline, 0, 2, 2)
+	postOnce := func(p *retry.Policy) { p.MaxRetries = 1 }
+	unsafe := with(func(p *retry.Policy) { postOnce(p); p.UnsafeRetryNonIdempotent = true })
+	keyed := with(func(p *retry.Policy) { postOnce(p); p.RetryIdempotencyKey = true })
 	postExp := func(attempts int, server, writes int64, status int) Expect {
 		e := exp(vocab.ClassOK, status, attempts, server)
 		e.Writes = n(writes)
@@ -257,34 +276,52 @@ func retryScenarios() []Scenario {
 	}
 	hidden := exp(vocab.ClassOK, 200, 1, 2)
 	hidden.HiddenRetry, hidden.Dials = true, n(2)
-	write503 := faultserver.Write{Status: 503}
-	write200 := faultserver.Write{Status: 200}
+	writes := seq(faultserver.Write{Status: 503}, faultserver.Write{Status: 200})
+	const bound = "503 only, 2 retries 10ms apart"
 	return []Scenario{
-		{Name: "retry/immediate-success", Proto: HTTP1, Fault: `200 "ok"`, Bound: "503 on GET, 2 retries", Retry: true,
-			Expect: exp(vocab.ClassOK, 200, 1, 1), setup: handle(faultserver.OK{}), drive: retried(fast, http.MethodGet, "")},
-		{Name: "retry/503-503-ok", Proto: HTTP1, Fault: "503, 503, 200", Bound: "503 on GET, 2 retries, 10ms apart", Retry: true,
-			Wait: 2 * fast.Delay, Expect: exp(vocab.ClassOK, 200, 3, 3), setup: seq(s503, s503, faultserver.OK{}), drive: retried(fast, http.MethodGet, "")},
-		{Name: "retry/always-503", Proto: HTTP1, Fault: "503 every time", Bound: "503 on GET, 2 retries, 10ms apart", Retry: true,
-			Wait: 2 * fast.Delay, Expect: exp(vocab.ClassOK, 503, 3, 3), setup: handle(s503), drive: retried(fast, http.MethodGet, "")},
-		{Name: "retry/404", Proto: HTTP1, Fault: "answers 404", Bound: "503 on GET, 2 retries", Retry: true,
-			Expect: exp(vocab.ClassOK, 404, 1, 1), setup: handle(faultserver.Status{Code: 404}), drive: retried(fast, http.MethodGet, "")},
-		{Name: "retry/500", Proto: HTTP1, Fault: "answers 500", Bound: "503 on GET, 2 retries", Retry: true,
-			Expect: exp(vocab.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: retried(fast, http.MethodGet, "")},
-		{Name: "retry/attempt-deadline", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "attempt limit 150ms", Retry: true,
-			Wait: boundShort, Expect: timedOut(vocab.ClassDeadline), setup: handle(faultserver.Hang{}), drive: retried(attemptLimited, http.MethodGet, "")},
-		{Name: "retry/response-header-timeout", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "ResponseHeaderTimeout 150ms < attempt limit 1s", Retry: true,
-			Wait: boundShort, Expect: rhtExp, Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)},
-			setup: handle(faultserver.Hang{}), drive: retried(fast, http.MethodGet, "")},
-		{Name: "retry/total-budget", Proto: HTTP1, Fault: "503 with Retry-After: 2 every time", Bound: "budget 600ms, Retry-After honoured", Retry: true,
-			Expect: exp(vocab.ClassOK, 503, 1, 1), setup: handle(s503Later), drive: retried(budget, http.MethodGet, "")},
-		{Name: "retry/post-not-retried", Proto: HTTP1, Fault: "commits the write, answers 503", Bound: "default: POST never retried", Retry: true,
-			Expect: postExp(1, 1, 1, 503), setup: seq(write503, write200), drive: retried(fast, http.MethodPost, "")},
-		{Name: "retry/post-unsafe", Proto: HTTP1, Fault: "commits the write, answers 503, then 200", Bound: "POST retried (unsafe)", Retry: true,
-			Wait: fast.Delay, Expect: postExp(2, 2, 2, 200), setup: seq(write503, write200), drive: retried(unsafe, http.MethodPost, "")},
-		{Name: "retry/post-idempotency-key", Proto: HTTP1, Fault: "commits the write, answers 503, then 200", Bound: "POST with Idempotency-Key retried", Retry: true,
-			Wait: fast.Delay, Expect: postExp(2, 2, 1, 200), setup: seq(write503, write200), drive: retried(keyed, http.MethodPost, "key-1")},
-		{Name: "retry/hidden-retry", Proto: HTTP1, Fault: "closes a kept-alive connection after reading its 2nd request", Bound: "GET on a reused connection", Retry: true,
-			Expect: hidden, setup: handle(faultserver.CloseBeforeResponse{After: 1}), drive: warmThen(retried(fast, http.MethodGet, ""))},
+		{Name: "retry/immediate-success", Contract: "A1", Proto: HTTP1, Fault: `200 "ok"`, Bound: bound,
+			Expect: exp(vocab.ClassOK, 200, 1, 1), setup: handle(faultserver.OK{}), drive: get, policy: base, subject: "200"},
+		{Name: "retry/503-503-ok", Contract: "A2", Proto: HTTP1, Fault: "503, 503, 200", Bound: bound,
+			Wait: 2 * base.Delay, Expect: exp(vocab.ClassOK, 200, 3, 3), setup: seq(s503, s503, faultserver.OK{}), drive: get,
+			policy: base, subject: "503"},
+		{Name: "retry/always-503", Contract: "A3", Proto: HTTP1, Fault: "503 every time", Bound: bound,
+			Wait: 2 * base.Delay, Expect: exp(vocab.ClassOK, 503, 3, 3), setup: handle(s503), drive: get, policy: base, subject: "503"},
+		{Name: "retry/404", Contract: "A4", Proto: HTTP1, Fault: "answers 404", Bound: bound,
+			Expect: exp(vocab.ClassOK, 404, 1, 1), setup: handle(faultserver.Status{Code: 404}), drive: get, policy: base, subject: "404"},
+		{Name: "retry/500", Contract: "A5", Proto: HTTP1, Fault: "answers 500", Bound: bound,
+			Expect: exp(vocab.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: get, policy: base, subject: "500"},
+		{Name: "retry/attempt-deadline", Contract: "A6", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "attempt limit 150ms",
+			Wait: boundShort, Expect: timedOut(vocab.ClassDeadline), setup: handle(faultserver.Hang{}), drive: get,
+			policy: with(func(p *retry.Policy) { p.AttemptTimeout = boundShort }), subject: "the attempt timeout"},
+		{Name: "retry/response-header-timeout", Contract: "A7", Proto: HTTP1, Fault: "handler entered, never writes",
+			Bound: "ResponseHeaderTimeout 150ms < attempt limit 3s", Wait: boundShort, Expect: timedOut(vocab.ClassResponseHeaderTimeout),
+			Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)}, setup: handle(faultserver.Hang{}), drive: get,
+			policy: base, subject: "the read timeout"},
+		{Name: "retry/total-budget", Contract: "A8", Proto: HTTP1, Fault: "503 at once, every time",
+			Bound: "attempt 300ms, budget 450ms, delay 300ms", Wait: budgetTotal, Expect: budget, setup: handle(s503), drive: get,
+			policy: with(func(p *retry.Policy) {
+				p.AttemptTimeout, p.TotalTimeout, p.Delay = budgetAttempt, budgetTotal, budgetDelay
+			}), subject: "503"},
+		{Name: "retry/attempt-limit-restarts", Contract: "A9", Proto: HTTP1, Fault: "503, then 200, each after 150ms",
+			Bound: "attempt 300ms, budget 1.2s, delay 100ms", Wait: 2*slowAnswer + slowDelay, Expect: exp(vocab.ClassOK, 200, 2, 2),
+			setup: seq(faultserver.Status{Code: 503, After: slowAnswer}, faultserver.Status{Code: 200, After: slowAnswer}), drive: get,
+			policy: with(func(p *retry.Policy) {
+				p.AttemptTimeout, p.TotalTimeout, p.Delay = slowAttempt, 4*slowAttempt, slowDelay
+			}), subject: "503"},
+		{Name: "retry/post-unsafe", Contract: "W1", Proto: HTTP1, Fault: "commits the write, answers 503, then 200",
+			Bound: "one retry allowed for POST", Wait: base.Delay, Expect: postExp(2, 2, 2, 200), setup: writes,
+			drive: retried(call{method: http.MethodPost}), policy: unsafe, subject: "the POST"},
+		{Name: "retry/post-idempotency-key", Contract: "W2", Proto: HTTP1, Fault: "commits once per key, answers 503, then 200",
+			Bound: "POST with Idempotency-Key: order-7 retried once", Wait: base.Delay, Expect: postExp(2, 2, 1, 200), setup: writes,
+			drive: retried(call{method: http.MethodPost, key: "order-7"}), policy: keyed, subject: "the POST"},
+		{Name: "retry/post-key-per-attempt", Contract: "W3", Proto: HTTP1, Fault: "commits once per key, answers 503, then 200",
+			Bound: "POST retried once, a new key per attempt", Wait: base.Delay, Expect: postExp(2, 2, 2, 200), setup: writes,
+			drive: retried(call{method: http.MethodPost, key: "order-7", keyPerTry: true}), policy: keyed, subject: "the POST"},
+		{Name: "retry/post-not-retried", Contract: "W4", Proto: HTTP1, Fault: "commits the write, answers 503", Bound: "default: POST never retried",
+			Expect: postExp(1, 1, 1, 503), setup: writes, drive: retried(call{method: http.MethodPost}), policy: base, subject: "the POST"},
+		{Name: "retry/hidden-retry", Contract: "H1", Proto: HTTP1, Fault: "closes a kept-alive connection after reading its 2nd request",
+			Bound: "GET on a reused connection", Expect: hidden, setup: handle(faultserver.CloseBeforeResponse{After: 1}),
+			drive: warmThen(get), policy: base, subject: "the GET"},
 	}
 }
 

@@ -3,7 +3,9 @@
 //
 // The [Catalogue] holds named [Scenario]s — timeouts, premature closes,
 // resets, cancellations, unclosed bodies, hidden transport retries and the
-// retry-policy contracts — over HTTP/1.1 and HTTP/2. A [Runner] runs each
+// retry contracts — over HTTP/1.1 and HTTP/2. The retry contracts judge
+// package retry, or the caller's own retry layer ([WithRetry]), each named
+// by its id ([Scenario].Contract). A [Runner] runs each
 // against the loopback fault server of package faultserver and a
 // [pool.Pool] with MaxConnsPerHost=1 (or a transport the caller supplies,
 // to audit the configuration it ships). For each scenario it compares the

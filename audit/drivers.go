@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/connaudit/connaudit/faultserver"
@@ -14,7 +15,6 @@ import (
 	"github.com/connaudit/connaudit/internal/loopback"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
-	"github.com/connaudit/connaudit/retry"
 )
 
 // handle returns a setup that serves f at the fault path.
@@ -235,6 +235,7 @@ func tlsStall(e *Env) error {
 		return err
 	}
 	e.Target = s.URL()
+	e.accepted = s.ConnsAccepted
 	e.cleanups = append(e.cleanups, func() { s.Close() })
 	return nil
 }
@@ -248,26 +249,65 @@ func closedPort(e *Env) error {
 	return nil
 }
 
-// retried sends the faulted request through a retry policy.
-func retried(p retry.Policy, method, idempotencyKey string) func(context.Context, *Env) error {
+// call is the request a retry contract makes.
+type call struct {
+	method string
+	key    string // Idempotency-Key set by the caller
+	// keyPerTry gives every attempt a new key instead, as a client that
+	// makes the key inside its retry loop does.
+	keyPerTry bool
+}
+
+// retried sends the faulted request through the retry layer under audit,
+// over a copy of the audited pool's client, and reads and closes what it
+// returns.
+func retried(c call) func(context.Context, *Env) error {
 	return func(ctx context.Context, e *Env) error {
 		var body io.Reader
-		if method != http.MethodGet && method != http.MethodHead {
-			body = strings.NewReader(`{"op":"write"}`)
+		if c.method != http.MethodGet && c.method != http.MethodHead {
+			body = strings.NewReader(`{"order":7}`)
 		}
-		req, err := http.NewRequestWithContext(ctx, method, e.url(), body)
+		req, err := http.NewRequestWithContext(ctx, c.method, e.url(), body)
 		if err != nil {
 			return err
 		}
-		if idempotencyKey != "" {
-			req.Header.Set("Idempotency-Key", idempotencyKey)
+		if c.key != "" {
+			req.Header.Set("Idempotency-Key", c.key)
 		}
-		resp, rep, err := p.DoWithReport(ctx, e.Client, req)
-		e.retries = len(rep.Attempts)
-		if err == nil {
+		client := *e.Client // the layer may set fields of its client
+		if c.keyPerTry {
+			client.Transport = &keyStamper{base: client.Transport, key: c.key}
+		}
+		resp, err := e.callRetry(ctx, &client, req)
+		e.called, e.callErr = true, err
+		if resp != nil && resp.Body != nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
 		return nil
 	}
+}
+
+// callRetry runs the retry layer; a layer that panics fails the call.
+func (e *Env) callRetry(ctx context.Context, c *http.Client, req *http.Request) (resp *http.Response, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, fmt.Errorf("audit: the retry layer panicked: %v", v)
+		}
+	}()
+	return e.retry(ctx, c, req)
+}
+
+// keyStamper sets a new Idempotency-Key on every round trip: key-attempt-1,
+// key-attempt-2, …
+type keyStamper struct {
+	base http.RoundTripper
+	key  string
+	n    atomic.Int64
+}
+
+func (k *keyStamper) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.Header.Set("Idempotency-Key", fmt.Sprintf("%s-attempt-%d", k.key, k.n.Add(1)))
+	return k.base.RoundTrip(r)
 }

@@ -3,10 +3,12 @@ package audit_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/retry"
 )
 
 // Example runs part of the catalogue against the reference pool and prints
@@ -48,4 +50,34 @@ func ExampleWithTransport() {
 	fmt.Println(res.Pass, res.Observed.Unbounded, res.Observed.UnboundedStage)
 	// Output:
 	// false true await-headers
+}
+
+// ExampleWithRetry audits a retry layer of your own on the retry
+// contracts. This one retries every 5xx, so the contract that a 500 is not
+// retried (A5) fails, and its verdict says what was seen.
+func ExampleWithRetry() {
+	greedy := func(p retry.Policy) (audit.RetryFunc, error) {
+		return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+			for i := 0; ; i++ {
+				resp, err := c.Do(req.WithContext(ctx))
+				if err != nil || resp.StatusCode < 500 || i == p.MaxRetries {
+					return resp, err
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				time.Sleep(p.Delay)
+			}
+		}, nil
+	}
+	r, err := audit.NewRunner(audit.WithRetry("greedy", greedy))
+	if err != nil {
+		panic(err)
+	}
+	scenarios, _ := audit.Select(audit.Catalogue(), `^retry/(503-503-ok|500)$`)
+	for _, res := range r.Run(context.Background(), scenarios).Results {
+		fmt.Println(res.Contract, res.Pass, res.Mismatches)
+	}
+	// Output:
+	// A2 true []
+	// A5 false [A5: client attempts: expected 1, observed 3 A5: 500 was retried: 3 requests, contract 1]
 }

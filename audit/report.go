@@ -30,6 +30,10 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 			fmt.Fprintf(tw, "%s\t%s\tnot run\t-\t-\t-\t-\t-\t-\t-\tSKIP\n", redact.Printable(res.Name), exp)
 			continue
 		}
+		if res.NotConfigurable != "" {
+			fmt.Fprintf(tw, "%s\t%s\tnot configurable\t-\t-\t-\t-\t-\t-\t-\tN/A\n", redact.Printable(res.Name), exp)
+			continue
+		}
 		got := outcomeText(o.Class, o.Status)
 		if o.Unbounded {
 			got = "unbounded"
@@ -57,6 +61,10 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 		if (res.Pass && !verbose) || res.Skipped != "" {
 			continue
 		}
+		if res.NotConfigurable != "" {
+			fmt.Fprintf(&b, "\n%s (%s): not configurable: %s\n", redact.Printable(res.Name), res.Contract, printableLines(res.NotConfigurable, "  "))
+			continue
+		}
 		fmt.Fprintf(&b, "\n%s (%s): fault: %s; bound: %s\n", redact.Printable(res.Name), res.Proto, redact.Printable(res.Fault), redact.Printable(res.Bound))
 		for _, m := range res.Mismatches {
 			fmt.Fprintf(&b, "  - %s\n", printableLines(m, "    "))
@@ -67,20 +75,57 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 		for _, nt := range res.Observed.Notes {
 			fmt.Fprintf(&b, "  note: %s\n", printableLines(nt, "    "))
 		}
-		if tl := res.Observed.Timeline; tl != nil {
-			var tb strings.Builder
-			tl.WriteText(&tb, true)
-			b.WriteString(indentText(tb.String(), "  "))
-		}
+		writeEvidence(&b, res)
 	}
 	skipped := ""
 	if r.Skipped > 0 {
 		skipped = fmt.Sprintf(", %d skipped", r.Skipped)
 	}
+	if r.NotConfigurable > 0 {
+		skipped += fmt.Sprintf(", %d not configurable", r.NotConfigurable)
+	}
+	client := redact.Printable(r.Transport)
+	if r.Retry != "" {
+		client += "; retry: " + redact.Printable(r.Retry)
+	}
 	fmt.Fprintf(&b, "\n%d passed, %d failed%s in %s (the scenarios inherently wait %s); %s, %s\n",
-		r.Passed, r.Failed, skipped, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), redact.Printable(r.Transport), r.GoVersion)
+		r.Passed, r.Failed, skipped, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), client, r.GoVersion)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeEvidence writes what the server saw of a scenario's writes, and
+// the faulted request's timeline: every attempt's, when it took several.
+func writeEvidence(b *strings.Builder, res Result) {
+	o := res.Observed
+	if res.Expected.Writes != nil {
+		keys := "none"
+		if len(o.Keys) > 0 {
+			quoted := make([]string, len(o.Keys))
+			for i, k := range o.Keys {
+				quoted[i] = redact.Printable(k)
+			}
+			keys = strings.Join(quoted, ", ")
+		}
+		fmt.Fprintf(b, "  server: %s, %s committed; idempotency keys received: %s\n",
+			plural(o.ServerRequests, "request"), plural(o.Writes, "write"), keys)
+	}
+	attempts := o.Attempts
+	if len(attempts) == 0 && o.Timeline != nil {
+		attempts = []*httptrace.Timeline{o.Timeline}
+	}
+	indent := "  "
+	if len(attempts) > 1 {
+		indent = "    "
+	}
+	for i, tl := range attempts {
+		if len(attempts) > 1 {
+			fmt.Fprintf(b, "  attempt %d of %d:\n", i+1, len(attempts))
+		}
+		var tb strings.Builder
+		tl.WriteText(&tb, true)
+		b.WriteString(indentText(tb.String(), indent))
+	}
 }
 
 // printableLines is redact.Printable for a text of several lines
@@ -180,8 +225,12 @@ func (r Report) WriteJUnit(w io.Writer) error {
 	s := junitSuite{Name: "connaudit", Tests: len(r.Results), Failures: r.Failed, Skipped: r.Skipped, Time: secs(r.Elapsed)}
 	for _, res := range r.Results {
 		c := junitCase{Name: res.Name, Classname: "connaudit." + string(res.Proto), Time: secs(res.Elapsed)}
-		if res.Skipped != "" {
+		if res.Skipped != "" || res.NotConfigurable != "" {
 			c.Skipped = &junitSkipped{Message: res.Skipped}
+			if res.NotConfigurable != "" {
+				c.Skipped.Message = "not configurable: " + res.NotConfigurable
+				s.Skipped++
+			}
 			s.Cases = append(s.Cases, c)
 			continue
 		}

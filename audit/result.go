@@ -36,8 +36,17 @@ type Observed struct {
 	// client made attempts.
 	HiddenRetry bool `json:"hidden_retry,omitempty"`
 	// CancelObserved is set when the server's handler saw the client go.
-	CancelObserved bool  `json:"cancel_observed,omitempty"`
-	Writes         int64 `json:"writes,omitempty"`
+	CancelObserved bool `json:"cancel_observed,omitempty"`
+	// Writes counts the side effects the server committed, and Keys the
+	// idempotency keys it received, in order (write-safety contracts).
+	Writes int64    `json:"writes,omitempty"`
+	Keys   []string `json:"idempotency_keys,omitempty"`
+	// HandlersEntered counts the times the server entered the faulted
+	// path's handler.
+	HandlersEntered int64 `json:"handlers_entered,omitempty"`
+	// ConnsAccepted counts the TCP connections a server below HTTP
+	// accepted (tls-handshake-stall).
+	ConnsAccepted int64 `json:"conns_accepted,omitempty"`
 	// Unbounded is set when the guard deadline, not a client bound, ended
 	// the faulted request; UnboundedStage is the stage it hung in.
 	Unbounded      bool            `json:"unbounded,omitempty"`
@@ -57,11 +66,16 @@ type Observed struct {
 	Notes []string `json:"notes,omitempty"`
 	// Timeline is the faulted request's timeline (the last attempt's).
 	Timeline *httptrace.Timeline `json:"timeline,omitempty"`
+	// Attempts holds every attempt's timeline, in order, when the faulted
+	// request took more than one round trip (a retry layer's attempts);
+	// the last is Timeline.
+	Attempts []*httptrace.Timeline `json:"attempts,omitempty"`
 }
 
 // Result is the outcome of one scenario.
 type Result struct {
 	Name     string   `json:"name"`
+	Contract string   `json:"contract,omitempty"`
 	Proto    Proto    `json:"proto"`
 	Fault    string   `json:"fault"`
 	Bound    string   `json:"bound"`
@@ -76,6 +90,11 @@ type Result struct {
 	// exceeded"). A skipped result does not pass, has no mismatches and
 	// an empty Observed, and counts in [Report.Skipped], not in Failed.
 	Skipped string `json:"skipped,omitempty"`
+	// NotConfigurable, when set, says why a retry contract was not run:
+	// the retry layer under audit has no equivalent of a setting the
+	// contract needs (a total budget, a rule for POST). Such a result
+	// neither passes nor fails; it counts in [Report.NotConfigurable].
+	NotConfigurable string `json:"not_configurable,omitempty"`
 	// Elapsed is the scenario's wall time; Wait the time it inherently
 	// needs.
 	Elapsed time.Duration `json:"elapsed_ns"`
@@ -92,12 +111,18 @@ type Report struct {
 	// Skipped counts the scenarios not run because the run's context
 	// ended first ([Result.Skipped]).
 	Skipped int `json:"skipped"`
+	// NotConfigurable counts the retry contracts the retry layer could
+	// not be configured for ([Result.NotConfigurable]); they do not make
+	// the report fail.
+	NotConfigurable int `json:"not_configurable,omitempty"`
 	// Elapsed is the run's wall time; Wait the sum of the scenarios'
 	// inherent waits.
 	Elapsed time.Duration `json:"elapsed_ns"`
 	Wait    time.Duration `json:"wait_ns"`
-	// Transport names the client configuration audited.
+	// Transport names the client configuration audited; Retry the retry
+	// layer that ran the retry contracts.
 	Transport string `json:"transport"`
+	Retry     string `json:"retry,omitempty"`
 	// GoVersion is the runtime that ran it.
 	GoVersion string `json:"go_version"`
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/retry"
 	"go.uber.org/goleak"
 )
 
@@ -27,6 +28,8 @@ type Runner struct {
 	guard         time.Duration
 	recovery      time.Duration
 	progress      func(Result)
+	retryName     string
+	retryLayer    func(retry.Policy) (RetryFunc, error)
 }
 
 // Option configures a [Runner].
@@ -58,6 +61,42 @@ func WithTransport(name string, newTransport func() *http.Transport, poolOpts ..
 	})
 }
 
+// RetryFunc performs req with c, retrying as the retry layer under audit
+// does, and returns what the caller gets: the response, whose body the
+// runner reads and closes, or the error. [retry.Policy.Do] has this shape.
+type RetryFunc func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error)
+
+// WithRetry audits the caller's retry layer instead of package retry in
+// the retry contracts (the scenarios with a [Scenario].Contract): whatever
+// performs a request with its retries, over the client the runner gives it
+// (the audited pool's; it must send every attempt through that client, so
+// that each round trip is counted as an attempt). name labels the report.
+//
+// For each contract the runner calls configure with the contract's policy
+// as a [retry.Policy] — AttemptTimeout (one attempt, through reading the
+// body), TotalTimeout (all attempts and delays), MaxRetries, a fixed Delay,
+// Retryable nil meaning "503 only", and which methods may be replayed
+// (UnsafeRetryNonIdempotent, RetryIdempotencyKey) — and runs the RetryFunc
+// it returns once. configure sets the layer as closely to the policy as
+// the layer allows; when the layer has no equivalent of a setting the
+// contract needs, configure returns an error saying which, and the
+// contract is reported not configurable ([Result.NotConfigurable]) rather
+// than failed. The reference, used without this option, is
+//
+//	func(p retry.Policy) (audit.RetryFunc, error) { return p.Do, nil }
+func WithRetry(name string, configure func(p retry.Policy) (RetryFunc, error)) Option {
+	return optionFunc(func(r *Runner) error {
+		if configure == nil {
+			return errors.New("audit: nil retry layer")
+		}
+		if name == "" {
+			return errors.New("audit: the retry layer needs a name")
+		}
+		r.retryName, r.retryLayer = name, configure
+		return nil
+	})
+}
+
 // GuardDeadline sets how long a faulted request may run before the runner
 // ends it and reports the scenario unbounded (default: the scenario's own
 // wait plus a second, at least 2s). It must exceed every bound under audit.
@@ -81,7 +120,8 @@ func OnResult(f func(Result)) Option {
 
 // NewRunner returns a runner.
 func NewRunner(opts ...Option) (*Runner, error) {
-	r := &Runner{recovery: 3 * time.Second, transportName: "connaudit reference pool (MaxConnsPerHost=1)"}
+	r := &Runner{recovery: 3 * time.Second, transportName: "connaudit reference pool (MaxConnsPerHost=1)",
+		retryName: "connaudit retry (reference)"}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("audit: nil option")
@@ -100,8 +140,11 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 	start := time.Now()
 	rep := Report{Transport: r.transportName, GoVersion: runtime.Version()}
 	for _, s := range scenarios {
+		if s.Contract != "" {
+			rep.Retry = r.retryName
+		}
 		if ctx.Err() != nil {
-			rep.Results = append(rep.Results, Result{Name: s.Name, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound,
+			rep.Results = append(rep.Results, Result{Name: s.Name, Contract: s.Contract, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound,
 				Expected: s.Expect, Wait: s.Wait, Skipped: "not started: " + context.Cause(ctx).Error()})
 			rep.Skipped++
 			continue
@@ -109,9 +152,12 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 		res := r.RunOne(ctx, s)
 		rep.Results = append(rep.Results, res)
 		rep.Wait += s.Wait
-		if res.Pass {
+		switch {
+		case res.NotConfigurable != "":
+			rep.NotConfigurable++
+		case res.Pass:
 			rep.Passed++
-		} else {
+		default:
 			rep.Failed++
 		}
 		if r.progress != nil {
@@ -134,11 +180,19 @@ func (r *Runner) guardFor(s Scenario) time.Duration {
 // RunOne runs one scenario.
 func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	start := time.Now()
-	res = Result{Name: s.Name, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound, Expected: s.Expect, Wait: s.Wait}
+	res = Result{Name: s.Name, Contract: s.Contract, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound, Expected: s.Expect, Wait: s.Wait}
 	defer func() {
 		res.Elapsed = time.Since(start)
-		res.Pass = len(res.Mismatches) == 0
+		res.Pass = len(res.Mismatches) == 0 && res.NotConfigurable == ""
 	}()
+	var layer RetryFunc
+	if s.Contract != "" {
+		var err error
+		if layer, err = r.configureRetry(s.policy); err != nil {
+			res.NotConfigurable = err.Error()
+			return res
+		}
+	}
 	obs := &res.Observed
 	baseline := goleak.IgnoreCurrent()
 
@@ -156,7 +210,11 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 		res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
 		return res
 	}
-	e := &Env{Server: srv, Pool: p, Client: p.Client(), Target: srv.URL(), collector: col, signals: sig, obs: obs, retries: -1, baseline: baseline}
+	e := &Env{Server: srv, Pool: p, Client: p.Client(), Target: srv.URL(), collector: col, signals: sig, obs: obs, retries: -1,
+		baseline: baseline, retry: layer}
+	if s.Contract != "" && r.retryLayer == nil {
+		e.retry = referenceRetry(s.policy, e)
+	}
 	closeAll := func() {
 		p.CloseIdleConnections()
 		for i := len(e.cleanups) - 1; i >= 0; i-- {
@@ -200,8 +258,79 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	if err := goleak.Find(baseline); err != nil {
 		obs.Leaks = append(obs.Leaks, leaks.Name(err).Error())
 	}
-	res.Mismatches = append(res.Mismatches, compare(s.Expect, *obs)...)
+	exp := s.Expect
+	if s.Contract != "" && r.retryLayer != nil {
+		// What becomes of the reference's one connection is no part of a
+		// contract: a layer of the caller's may close the pool's idle
+		// connections when it gives up, or dial anew. Said, not judged.
+		if exp.Dials != nil && *exp.Dials != obs.Dials {
+			obs.Notes = append(obs.Notes, fmt.Sprintf("dials: %d (package retry: %d)", obs.Dials, *exp.Dials))
+		}
+		if f := exp.Fate; f != nil && *f != obs.Fate {
+			obs.Notes = append(obs.Notes, fmt.Sprintf("connection fate: %s (package retry: %s)", obs.Fate, f))
+		}
+		exp.Dials, exp.Fate = nil, nil
+	}
+	res.Mismatches = append(res.Mismatches, verdicts(s, *obs, compare(exp, *obs))...)
 	return res
+}
+
+// configureRetry returns the retry layer under audit configured for a
+// contract's policy, or why it cannot be. A configure that panics is
+// reported as such.
+func (r *Runner) configureRetry(p retry.Policy) (do RetryFunc, err error) {
+	if r.retryLayer == nil {
+		return nil, nil // the reference, set up with the scenario's Env
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			do, err = nil, fmt.Errorf("configuring the retry layer panicked: %v", v)
+		}
+	}()
+	do, err = r.retryLayer(p)
+	if err == nil && do == nil {
+		err = errors.New("the retry layer's configure returned no function")
+	}
+	return do, err
+}
+
+// referenceRetry is package retry's policy p, noting the attempts its
+// report lists, to compare them with the tracer's.
+func referenceRetry(p retry.Policy, e *Env) RetryFunc {
+	return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+		resp, rep, err := p.DoWithReport(ctx, c, req)
+		e.retries = len(rep.Attempts)
+		return resp, err
+	}
+}
+
+// verdicts states a retry contract's mismatches as its verdicts, named by
+// the contract: "A5: 500 was retried: 3 requests, contract 1".
+func verdicts(s Scenario, o Observed, mismatches []string) []string {
+	if s.Contract == "" {
+		return mismatches
+	}
+	e := s.Expect
+	out := make([]string, 0, len(mismatches))
+	for _, m := range mismatches {
+		switch {
+		case strings.HasPrefix(m, "server-seen requests:") && o.ServerRequests > e.ServerRequests:
+			m = fmt.Sprintf("%s was retried: %s, contract %d", s.subject, plural(o.ServerRequests, "request"), e.ServerRequests)
+		case strings.HasPrefix(m, "server-seen requests:"):
+			m = fmt.Sprintf("%s was not retried as the contract says: %s, contract %d", s.subject, plural(o.ServerRequests, "request"), e.ServerRequests)
+		case strings.HasPrefix(m, "writes committed:"):
+			m = fmt.Sprintf("the server committed %s, contract %d", plural(o.Writes, "write"), *e.Writes)
+		}
+		out = append(out, s.Contract+": "+m)
+	}
+	return out
+}
+
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Observer) (*pool.Pool, error) {
@@ -288,6 +417,23 @@ func (r *Runner) observe(s Scenario, e *Env, unbounded bool) {
 		obs.Conn = last.Conn.ID
 		obs.BodyBytes = last.BodyBytes
 		obs.Timeline = last
+		if n > 1 {
+			obs.Attempts = faulted
+		}
+		if e.called && e.callErr != nil {
+			// A retry contract is about what the caller got: the retry
+			// layer's error, classified as the caller sees it (an
+			// http.Client's Timeout, say, is a deadline there, whatever
+			// the Transport saw). An error after the last attempt got a
+			// response came in a delay (a budget that ran out) or from a
+			// rule of the layer's own (retries exhausted reported as an
+			// error): no request was in flight.
+			if last.Outcome.Class == vocab.ClassOK {
+				obs.Stage = ""
+			}
+			obs.Class = vocab.Classify(e.callErr, obs.Stage)
+			obs.Error = last.RedactError(e.callErr)
+		}
 	}
 	if e.retries >= 0 && e.retries != obs.ClientAttempts {
 		obs.Notes = append(obs.Notes, fmt.Sprintf("retry policy reported %d attempts, tracer saw %d round trips", e.retries, obs.ClientAttempts))
@@ -301,6 +447,13 @@ func (r *Runner) observe(s Scenario, e *Env, unbounded bool) {
 	obs.HiddenRetry = obs.ServerRequests > int64(obs.ClientAttempts)
 	if s.Expect.Writes != nil {
 		obs.Writes = c.WritesCommitted - e.counters.WritesCommitted
+		if keys := e.Server.IdempotencyKeys(faultPath); len(keys) > e.keys {
+			obs.Keys = keys[e.keys:]
+		}
+	}
+	obs.HandlersEntered = c.HandlersEntered - e.counters.HandlersEntered
+	if e.accepted != nil {
+		obs.ConnsAccepted = e.accepted()
 	}
 	obs.CancelObserved = c.CancelsObserved > e.counters.CancelsObserved
 	if s.Expect.CancelObserved && !obs.CancelObserved {
@@ -432,6 +585,12 @@ func compare(e Expect, o Observed) []string {
 	}
 	if e.Writes != nil && o.Writes != *e.Writes {
 		add("writes committed: expected %d, observed %d", *e.Writes, o.Writes)
+	}
+	if e.HandlersEntered != nil && o.HandlersEntered != *e.HandlersEntered {
+		add("handler entries: expected %d, observed %d", *e.HandlersEntered, o.HandlersEntered)
+	}
+	if e.ConnsAccepted != nil && o.ConnsAccepted != *e.ConnsAccepted {
+		add("connections the server accepted: expected %d, observed %d", *e.ConnsAccepted, o.ConnsAccepted)
 	}
 	if e.CancelObserved && !o.CancelObserved {
 		add("the server did not observe the client's cancel")

@@ -328,6 +328,10 @@ func TestRunnerChecksCanFail(t *testing.T) {
 			func(e *audit.Expect) { sent := int64(1001); e.BodyBytes = &sent }},
 		{"h2 body bytes", "h2/close-mid-body", "body bytes: expected 999, observed 1000",
 			func(e *audit.Expect) { sent := int64(999); e.BodyBytes = &sent }},
+		{"handler entries", "cancel-in-handler", "handler entries: expected 2, observed 1",
+			func(e *audit.Expect) { two := int64(2); e.HandlersEntered = &two }},
+		{"connections accepted", "tls-handshake-stall", "connections the server accepted: expected 2, observed 1",
+			func(e *audit.Expect) { two := int64(2); e.ConnsAccepted = &two }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := scenario(t, tc.scenario)

@@ -10,6 +10,7 @@ import (
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/retry"
 	"go.uber.org/goleak"
 )
 
@@ -76,6 +77,13 @@ type Expect struct {
 	// Writes, when set, is the number of side effects the server
 	// committed (retry write-safety scenarios).
 	Writes *int64 `json:"writes,omitempty"`
+	// HandlersEntered, when set, is the number of times the server
+	// entered the faulted path's handler.
+	HandlersEntered *int64 `json:"handlers_entered,omitempty"`
+	// ConnsAccepted, when set, is the number of TCP connections a server
+	// below HTTP accepted (tls-handshake-stall: the connect succeeded
+	// before the handshake stalled).
+	ConnsAccepted *int64 `json:"conns_accepted,omitempty"`
 	// Leak is set when the scenario's point is a leak that the pool check
 	// must find (an unclosed body).
 	Leak bool `json:"leak,omitempty"`
@@ -109,12 +117,18 @@ type Scenario struct {
 	// Bounds are the pool options that bound the faulted stage on the
 	// reference pool. A caller-supplied transport keeps its own.
 	Bounds []pool.Option
-	// Retry is set on the retry-policy contracts.
-	Retry bool
+	// Contract is the retry contract the scenario holds (A1…A9, W1…W4,
+	// H1; see [WithRetry]), empty for the scenarios that are not about
+	// a retry layer.
+	Contract string
 
 	server []faultserver.Option
 	setup  func(e *Env) error
 	drive  func(ctx context.Context, e *Env) error
+	policy retry.Policy // a contract's policy, given to the retry layer
+	// subject names what a contract retries or not, for its verdicts
+	// ("500", "the POST").
+	subject string
 }
 
 // Env is what a scenario runs with.
@@ -134,8 +148,14 @@ type Env struct {
 	obs       *Observed
 	cleanups  []func()
 	counters  faultserver.Counters // the fault path's counters at the mark
-	retries   int                  // attempts a retry policy made, -1 if none
+	keys      int                  // idempotency keys the fault path had received at the mark
+	retries   int                  // attempts the reference retry policy made, -1 if none
 	baseline  goleak.Option
+	accepted  func() int64 // connections a server below HTTP accepted, if there is one
+
+	retry   RetryFunc // the retry layer of a contract
+	called  bool      // the retry layer was called
+	callErr error     // and returned this error
 }
 
 // faultPath is the path of every faulted request.
@@ -154,6 +174,7 @@ func (e *Env) markFaulted() {
 	}
 	if e.Server != nil {
 		e.counters = e.Server.Counters(faultPath)
+		e.keys = len(e.Server.IdempotencyKeys(faultPath))
 	}
 }
 

@@ -50,6 +50,7 @@ type endpoint struct {
 	seq   int                 // requests served by fault since Handle
 	conns map[uint64]struct{} // ids of connections that delivered a request
 	keys  map[string]struct{} // idempotency keys seen
+	recv  []string            // idempotency keys received, in order (at most signalCap)
 }
 
 func newEndpoint() *endpoint {
@@ -107,6 +108,9 @@ func (ep *endpoint) commitWrite(h http.Header) {
 		ep.mu.Lock()
 		_, seen := ep.keys[key]
 		ep.keys[key] = struct{}{}
+		if len(ep.recv) < signalCap {
+			ep.recv = append(ep.recv, key)
+		}
 		ep.mu.Unlock()
 		if seen {
 			return

@@ -27,11 +27,14 @@ type OK struct {
 }
 
 // Status answers with status Code, the headers in Header (e.g. Retry-After)
-// and an empty body. Code must be in 200..599.
-// Supported by [WithRawHTTP2].
+// and an empty body. Code must be in 200..599. With After > 0 the handler
+// first waits that long, as a slow endpoint does; a client that goes away
+// meanwhile gets no answer and is counted as a cancellation. Supported by
+// [WithRawHTTP2] with After 0.
 type Status struct {
 	Code   int
 	Header http.Header
+	After  time.Duration
 }
 
 // Hang enters the handler and never writes. It returns when the client goes
@@ -150,9 +153,12 @@ var errRawOnly = errors.New("needs WithRawHTTP2")
 
 func (OK) validate(bool) error { return nil }
 
-func (f Status) validate(bool) error {
+func (f Status) validate(raw bool) error {
 	if f.Code < 200 || f.Code > 599 {
 		return fmt.Errorf("Status.Code %d is not in 200..599", f.Code)
+	}
+	if f.After < 0 || (raw && f.After > 0) {
+		return fmt.Errorf("Status.After %v: must not be negative, and 0 with WithRawHTTP2", f.After)
 	}
 	return nil
 }

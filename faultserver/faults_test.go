@@ -284,20 +284,52 @@ func TestWriteDedup(t *testing.T) {
 	require.Equal(t, 200, post(""))
 	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 4, HandlersEntered: 4, WritesCommitted: 3}, s.Counters("/pay"))
 	require.Equal(t, int64(3), s.Totals().WritesCommitted)
+	require.Equal(t, []string{"k1", "k1"}, s.IdempotencyKeys("/pay"), "the keys received, duplicates included")
+	require.Nil(t, s.IdempotencyKeys("/never"))
+}
+
+// A slow Status answers after its wait; a client that leaves first gets no
+// answer and is counted as a cancellation.
+func TestSlowStatus(t *testing.T) {
+	s := start(t)
+	s.Handle("/slow", faultserver.Status{Code: 503, After: 20 * time.Millisecond})
+	c := newClient(t, s)
+	resp, _, err := c.get(t, s.URL()+"/slow")
+	require.NoError(t, err)
+	require.Equal(t, 503, resp.StatusCode)
+
+	s.Handle("/slower", faultserver.Status{Code: 200, After: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.Entered("/slower")
+		cancel()
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/slower", nil)
+	require.NoError(t, err)
+	_, err = c.Do(req)
+	require.ErrorIs(t, err, context.Canceled)
+	select {
+	case <-s.CancelObserved("/slower"):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never observed the client leave")
+	}
+	require.Equal(t, int64(1), s.Counters("/slower").CancelsObserved)
 }
 
 func TestHandleRejects(t *testing.T) {
 	s := start(t)
 	for name, f := range map[string]func(){
-		"no slash":        func() { s.Handle("x", faultserver.OK{}) },
-		"nil":             func() { s.Handle("/x", nil) },
-		"nil pointer":     func() { s.Handle("/x", (*faultserver.OK)(nil)) },
-		"bad status":      func() { s.Handle("/x", faultserver.Status{}) },
-		"send >= length":  func() { s.Handle("/x", faultserver.CloseMidBody{Length: 10, Send: 10}) },
-		"stall send":      func() { s.Handle("/x", faultserver.StallMidBody{Length: 1, Send: -1}) },
-		"after < 0":       func() { s.Handle("/x", faultserver.CloseBeforeResponse{After: -1}) },
-		"empty sequence":  func() { s.Handle("/x", faultserver.Sequence{}) },
-		"nested sequence": func() { s.Handle("/x", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.Sequence{}}}) },
+		"no slash":         func() { s.Handle("x", faultserver.OK{}) },
+		"nil":              func() { s.Handle("/x", nil) },
+		"nil pointer":      func() { s.Handle("/x", (*faultserver.OK)(nil)) },
+		"bad status":       func() { s.Handle("/x", faultserver.Status{}) },
+		"status after < 0": func() { s.Handle("/x", faultserver.Status{Code: 200, After: -1}) },
+		"send >= length":   func() { s.Handle("/x", faultserver.CloseMidBody{Length: 10, Send: 10}) },
+		"stall send":       func() { s.Handle("/x", faultserver.StallMidBody{Length: 1, Send: -1}) },
+		"after < 0":        func() { s.Handle("/x", faultserver.CloseBeforeResponse{After: -1}) },
+		"empty sequence":   func() { s.Handle("/x", faultserver.Sequence{}) },
+		"nested sequence":  func() { s.Handle("/x", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.Sequence{}}}) },
 		"goaway needs raw": func() {
 			s.Handle("/x", faultserver.GoAway{})
 		},

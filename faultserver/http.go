@@ -80,6 +80,11 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 		h.finish()
 		writeText(w, f.Body)
 	case Status:
+		if f.After > 0 {
+			if out, ok := s.pause(r, h, f.After); !ok {
+				return out
+			}
+		}
 		h.finish()
 		for k, v := range f.Header {
 			w.Header()[k] = append([]string(nil), v...)
@@ -166,6 +171,21 @@ func (s *Server) wait(r *http.Request, h *handler) outcome {
 		return s.gone(h.tc)
 	case <-s.closing:
 		return outAbort
+	}
+}
+
+// pause waits d, and reports false with the outcome if the client went
+// away or the server closed first.
+func (s *Server) pause(r *http.Request, h *handler, d time.Duration) (outcome, bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return outDone, true
+	case <-r.Context().Done():
+		return s.gone(h.tc), false
+	case <-s.closing:
+		return outAbort, false
 	}
 }
 

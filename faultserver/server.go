@@ -252,6 +252,22 @@ func (s *Server) Counters(path string) Counters {
 	return ep.snapshot()
 }
 
+// IdempotencyKeys returns the idempotency keys that requests to the [Write]
+// endpoint path carried, in the order received, duplicates included (the
+// first 4096): a client that keeps its key across retries shows one key
+// twice, one that makes a new key per attempt shows two.
+func (s *Server) IdempotencyKeys(path string) []string {
+	s.mu.Lock()
+	ep := s.endpoints[path]
+	s.mu.Unlock()
+	if ep == nil {
+		return nil
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return append([]string(nil), ep.recv...)
+}
+
 // Totals returns the sum of all endpoints' counters, except ConnsAccepted,
 // which counts every TCP connection the server accepted.
 func (s *Server) Totals() Counters {

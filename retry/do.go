@@ -15,10 +15,12 @@ import (
 // attempt, exactly as [http.Client.Do] returned it: the response, whose body
 // the caller must close, or the error. Errors of Do's own are an invalid
 // policy ([ErrInvalidPolicy], nothing sent), a retry refused for a body that
-// cannot be rewound ([ErrBodyNotRewindable]), and the caller's context
-// ending during a delay (the error wraps [context.Cause] and, if the last
-// attempt failed, its error). Like [http.Client.Do], Do closes req.Body,
-// even on errors. req itself is not modified.
+// cannot be rewound ([ErrBodyNotRewindable]), and the total budget or the
+// caller's context ending during a delay (the error wraps
+// [context.DeadlineExceeded], or the context's cause). Each of the last two
+// wraps the last [Attempt] too: errors.As(err, &a) gives its status, and
+// errors.Is sees its error. Like [http.Client.Do], Do closes req.Body, even
+// on errors. req itself is not modified.
 //
 // Each attempt runs on a context derived from ctx, bounded by the total and
 // attempt timeouts and numbered for the tracer ([httptrace.Timeline].Attempt) (ctx replaces
@@ -97,23 +99,25 @@ func (p Policy) DoWithReport(ctx context.Context, c *http.Client, req *http.Requ
 			return finish(a, StopRetriesExhausted, resp, err, endAttempt)
 		}
 
-		// A retry is due. Never wait past the deadline: a delay that would
-		// end after it leaves no time for another attempt.
+		// A retry is due, after the delay. The delay is waited even when
+		// the budget will end during it: the budget then ends the call
+		// with its deadline error, as it would end an attempt. Only a
+		// Retry-After the budget cannot give (opted into) stops at once.
 		d := p.delay(n, rand.Float64())
 		if p.HonorRetryAfter && err == nil {
 			if ra, ok := retryAfter(resp, time.Now()); ok {
+				if deadline, ok := budget.Deadline(); ok && !time.Now().Add(ra).Before(deadline) {
+					return finish(a, StopBudget, resp, err, endAttempt)
+				}
 				d = max(d, ra)
 			}
-		}
-		if deadline, ok := budget.Deadline(); ok && !time.Now().Add(d).Before(deadline) {
-			return finish(a, StopBudget, resp, err, endAttempt)
 		}
 		if hasBody && req.GetBody == nil {
 			discard(resp, endAttempt)
 			endBudget()
 			rep.Attempts = append(rep.Attempts, a)
 			rep.Stop = StopBodyNotRewindable
-			return nil, rep, afterAttempt(fmt.Errorf("%w: Request.GetBody is nil", ErrBodyNotRewindable), a)
+			return nil, rep, fmt.Errorf("%w: Request.GetBody is nil; %w", ErrBodyNotRewindable, a)
 		}
 
 		a.Delay = d
@@ -121,11 +125,12 @@ func (p Policy) DoWithReport(ctx context.Context, c *http.Client, req *http.Requ
 		discard(resp, endAttempt)
 		if !sleep(budget, d) {
 			endBudget()
-			rep.Stop = StopBudget
 			if ctx.Err() != nil {
 				rep.Stop = StopCanceled
+				return nil, rep, fmt.Errorf("retry: waiting to retry: %w; %w", context.Cause(ctx), a)
 			}
-			return nil, rep, afterAttempt(fmt.Errorf("retry: waiting to retry: %w", context.Cause(budget)), a)
+			rep.Stop = StopBudget
+			return nil, rep, fmt.Errorf("retry: total budget of %v ran out waiting to retry: %w; %w", p.TotalTimeout, context.Cause(budget), a)
 		}
 		if hasBody {
 			b, gerr := req.GetBody()
@@ -137,15 +142,6 @@ func (p Policy) DoWithReport(ctx context.Context, c *http.Client, req *http.Requ
 			body = b
 		}
 	}
-}
-
-// afterAttempt adds to err, Do's own reason to stop, the outcome of the
-// last attempt a, wrapping a's error if it has one.
-func afterAttempt(err error, a Attempt) error {
-	if a.Err != nil {
-		return fmt.Errorf("%w; attempt %d failed: %w", err, a.N, a.Err)
-	}
-	return fmt.Errorf("%w; attempt %d: %s", err, a.N, outcome(a.StatusCode, nil))
 }
 
 // check rejects what Do cannot work with, before anything is sent.

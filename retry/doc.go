@@ -9,9 +9,13 @@
 //     audit can compare the attempts a caller made with the requests a
 //     server saw.
 //   - [Policy.TotalTimeout] bounds all attempts and the delays between them.
-//     A delay that would end after the deadline (the total budget's or the
-//     caller's) is not started: the last outcome is returned at once. A delay
-//     in progress ends early when the context ends.
+//     A budget that ends during a delay ends the call there, with an error
+//     wrapping [context.DeadlineExceeded] and the last [Attempt] (whose
+//     status errors.As recovers); the caller's context ending does the same
+//     with its cause. No attempt starts after the budget ended, and none is
+//     given up in advance: with a 1.5 s budget and a 1 s delay, a server that
+//     always answers 503 at once sees exactly 2 attempts, and the call fails
+//     at 1.5 s.
 //   - Only outcomes that [Policy.Retryable] accepts are retried (by default
 //     [DefaultRetryable]: 503 Service Unavailable), only for requests that
 //     may be replayed: GET and HEAD by default; other methods only through an

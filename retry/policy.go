@@ -23,7 +23,8 @@ type Policy struct {
 
 	// TotalTimeout bounds all attempts and the delays between them. 0 means
 	// no bound besides the caller's context. When set, it is the budget of
-	// the returned response's body too.
+	// the returned response's body too. Ending during a delay, it ends the
+	// call with an error wrapping [context.DeadlineExceeded].
 	TotalTimeout time.Duration
 
 	// MaxRetries is the number of retries after the first attempt: at most

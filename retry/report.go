@@ -18,7 +18,15 @@ type Report struct {
 	Stop StopReason
 }
 
-// Attempt is the outcome of one attempt.
+// Attempt is the outcome of one attempt. It is an error too: the errors
+// [Policy.Do] returns on its own account, after attempts were made, wrap the
+// last one, so that
+//
+//	var last retry.Attempt
+//	if errors.As(err, &last) { … last.StatusCode … }
+//
+// tells what the last attempt got (a 503, say) when the total budget ran
+// out in the delay after it.
 type Attempt struct {
 	// N is the 1-based attempt number, as given to httptrace.WithAttempt.
 	N int
@@ -36,8 +44,9 @@ type Attempt struct {
 	// outcome (a request that may not be replayed is not retried anyway).
 	Retryable bool
 
-	// Delay is the wait that followed this attempt before the next one;
-	// 0 for the last attempt.
+	// Delay is the wait that followed this attempt before the next one
+	// (cut short if the budget or the context ended during it); 0 when
+	// no retry followed.
 	Delay time.Duration
 }
 
@@ -45,6 +54,12 @@ type Attempt struct {
 func (a Attempt) String() string {
 	return fmt.Sprintf("attempt %d: %s", a.N, outcome(a.StatusCode, a.Err))
 }
+
+// Error is [Attempt.String]: the attempt as part of an error of Do's own.
+func (a Attempt) Error() string { return a.String() }
+
+// Unwrap returns the attempt's error, or nil when a response arrived.
+func (a Attempt) Unwrap() error { return a.Err }
 
 func outcome(status int, err error) string {
 	if err != nil {
@@ -64,13 +79,16 @@ const (
 	// StopRetriesExhausted: MaxRetries retries were made; the last outcome is
 	// returned.
 	StopRetriesExhausted StopReason = "retries-exhausted"
-	// StopBudget: the total budget ran out during an attempt, or the next
-	// delay (or a Retry-After) would have ended after the deadline of the
-	// total budget or of the caller's context; the last outcome is returned.
+	// StopBudget: the total budget ran out. During an attempt, that
+	// attempt's outcome is returned; during a delay, an error wrapping
+	// [context.DeadlineExceeded] and the last [Attempt]. With
+	// HonorRetryAfter, a Retry-After that would end after the budget stops
+	// at once, and its response is returned.
 	StopBudget StopReason = "budget"
 	// StopCanceled: the caller's context ended (canceled, or its own
 	// deadline passed). If it ended during an attempt, that attempt's
-	// outcome is returned; if during a delay, an error wrapping its cause.
+	// outcome is returned; if during a delay, an error wrapping its cause
+	// and the last [Attempt].
 	StopCanceled StopReason = "canceled"
 	// StopNotReplayable: the outcome was retryable but the policy does not
 	// allow the request's method to be replayed; the outcome is returned.

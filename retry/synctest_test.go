@@ -28,22 +28,28 @@ func get(t *testing.T) *http.Request {
 	return req
 }
 
-// Contract 8: the total budget bounds attempts and delays. Attempt 1 (t=0)
-// and attempt 2 (t=1s) get 503; a third would start at t=2s, after the 1.5s
-// budget, so the delay is not waited and the last 503 itself is returned.
-func TestTotalBudgetEndsDelayBeforeThirdAttempt(t *testing.T) {
+// The caller's own deadline ending during a delay ends the call as the
+// total budget does (TestSeed/A8): the delay is waited, not foreseen, and
+// the error wraps the deadline and the last attempt.
+func TestCallerDeadlineEndsDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(status(http.StatusServiceUnavailable))
 		pn := newPipeNet(t, srv)
-		p := retry.Policy{AttemptTimeout: time.Second, TotalTimeout: 1500 * time.Millisecond, MaxRetries: 5, Delay: time.Second}
+		p := retry.Policy{TotalTimeout: time.Minute, MaxRetries: 2, Delay: time.Second}
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
 
-		resp, rep, err := p.DoWithReport(t.Context(), pn.client, get(t))
-		require.NoError(t, err)
-		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the last 503 itself reaches the caller")
-		require.Equal(t, "Service Unavailable\n", readAll(t, resp))
+		start := time.Now()
+		resp, rep, err := p.DoWithReport(ctx, pn.client, get(t))
+		require.Nil(t, resp)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		var last retry.Attempt
+		require.ErrorAs(t, err, &last)
+		require.Equal(t, http.StatusServiceUnavailable, last.StatusCode)
+		require.Equal(t, 1500*time.Millisecond, time.Since(start))
+		require.Equal(t, retry.StopCanceled, rep.Stop)
 		require.Len(t, rep.Attempts, 2)
-		require.Equal(t, retry.StopBudget, rep.Stop)
-		require.EqualValues(t, 2, srv.requests.Load(), "server-seen requests")
+		require.EqualValues(t, 2, srv.requests.Load())
 	})
 }
 

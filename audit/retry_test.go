@@ -1,0 +1,170 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/retry"
+)
+
+func retryContracts(t *testing.T) []audit.Scenario {
+	t.Helper()
+	all, err := audit.Select(audit.Catalogue(), "^retry/")
+	require.NoError(t, err)
+	return all
+}
+
+// Every retry scenario names its contract, and every contract of the
+// issue has a scenario.
+func TestRetryScenariosNameTheirContracts(t *testing.T) {
+	var ids []string
+	for _, s := range retryContracts(t) {
+		require.NotEmpty(t, s.Contract, s.Name)
+		ids = append(ids, s.Contract)
+	}
+	require.Equal(t, []string{"A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "W1", "W2", "W3", "W4", "H1"}, ids)
+	for _, s := range audit.Catalogue() {
+		if !strings.HasPrefix(s.Name, "retry/") {
+			require.Empty(t, s.Contract, s.Name)
+		}
+	}
+}
+
+// The reference, given as a user's layer would be (Policy.Do), holds every
+// contract, and the total budget ends the call during the second delay.
+func TestReferenceThroughWithRetry(t *testing.T) {
+	r, err := audit.NewRunner(audit.WithRetry("retry.Policy.Do", func(p retry.Policy) (audit.RetryFunc, error) { return p.Do, nil }))
+	require.NoError(t, err)
+	rep := r.Run(context.Background(), retryContracts(t))
+	var text bytes.Buffer
+	require.NoError(t, rep.WriteText(&text, false))
+	require.True(t, rep.OK(), text.String())
+	require.Equal(t, "retry.Policy.Do", rep.Retry)
+	require.Contains(t, text.String(), "; retry: retry.Policy.Do")
+
+	for _, res := range rep.Results {
+		switch res.Contract {
+		case "A8":
+			require.Equal(t, "deadline", string(res.Observed.Class))
+			require.Equal(t, 2, res.Observed.ClientAttempts)
+			require.EqualValues(t, 2, res.Observed.ServerRequests)
+			require.Contains(t, res.Observed.Error, "total budget of 450ms ran out waiting to retry")
+			require.Len(t, res.Observed.Attempts, 2, "every attempt's timeline")
+		case "W2":
+			require.Equal(t, []string{"order-7", "order-7"}, res.Observed.Keys)
+		case "W3":
+			require.Equal(t, []string{"order-7-attempt-1", "order-7-attempt-2"}, res.Observed.Keys)
+			require.EqualValues(t, 2, res.Observed.Writes)
+		}
+	}
+}
+
+// A layer that retries every 5xx and every method, with no total budget:
+// the contracts it breaks fail, each verdict naming the contract and what
+// was observed; the one it cannot be set up for is not configurable, and
+// does not fail the report.
+func TestUserRetryLayerJudged(t *testing.T) {
+	var configured atomic.Int64
+	layer := func(p retry.Policy) (audit.RetryFunc, error) {
+		configured.Add(1)
+		if p.TotalTimeout > 0 && p.TotalTimeout < p.AttemptTimeout*2 {
+			return nil, errors.New("no total budget")
+		}
+		return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+			var resp *http.Response
+			var err error
+			for i := 0; i <= p.MaxRetries; i++ {
+				if resp != nil {
+					resp.Body.Close()
+				}
+				if req.GetBody != nil {
+					req.Body, _ = req.GetBody()
+				}
+				if resp, err = c.Do(req.WithContext(ctx)); err != nil || resp.StatusCode < 500 {
+					break
+				}
+			}
+			return resp, err
+		}, nil
+	}
+	r, err := audit.NewRunner(audit.WithRetry("greedy", layer))
+	require.NoError(t, err)
+	var picked []audit.Scenario
+	for _, s := range retryContracts(t) {
+		switch s.Contract {
+		case "A2", "A5", "A8", "W4":
+			picked = append(picked, s)
+		}
+	}
+	rep := r.Run(context.Background(), picked)
+	require.EqualValues(t, 4, configured.Load())
+	byID := map[string]audit.Result{}
+	for _, res := range rep.Results {
+		byID[res.Contract] = res
+	}
+	require.True(t, byID["A2"].Pass, "%v", byID["A2"].Mismatches)
+	require.False(t, byID["A5"].Pass)
+	require.Contains(t, byID["A5"].Mismatches, "A5: 500 was retried: 3 requests, contract 1")
+	require.Contains(t, byID["W4"].Mismatches, "W4: the POST was retried: 2 requests, contract 1")
+	require.Contains(t, byID["W4"].Mismatches, "W4: the server committed 2 writes, contract 1")
+	require.Equal(t, "no total budget", byID["A8"].NotConfigurable)
+	require.False(t, byID["A8"].Pass)
+	require.Empty(t, byID["A8"].Mismatches)
+	require.Equal(t, 1, rep.Passed)
+	require.Equal(t, 2, rep.Failed)
+	require.Equal(t, 1, rep.NotConfigurable)
+
+	var text bytes.Buffer
+	require.NoError(t, rep.WriteText(&text, false))
+	out := text.String()
+	require.Regexp(t, `retry/total-budget +deadline +not configurable .* N/A`, out)
+	require.Contains(t, out, "retry/total-budget (A8): not configurable: no total budget")
+	require.Contains(t, out, "1 passed, 2 failed, 1 not configurable in ")
+	require.Contains(t, out, "  server: 2 requests, 2 writes committed; idempotency keys received: none")
+	require.Contains(t, out, "  attempt 2 of 2:\n    POST http://")
+
+	suites := junitOf(t, rep)
+	require.Equal(t, 1, suites.Suites[0].Skipped)
+}
+
+// A layer that panics, or whose configure panics or returns nothing, is
+// reported, not crashed on.
+func TestBrokenRetryLayers(t *testing.T) {
+	a1 := retryContracts(t)[0]
+	for _, tc := range []struct {
+		name, notConfigurable, mismatch string
+		layer                           func(retry.Policy) (audit.RetryFunc, error)
+	}{
+		{name: "configure panics", notConfigurable: "configuring the retry layer panicked: boom",
+			layer: func(retry.Policy) (audit.RetryFunc, error) { panic("boom") }},
+		{name: "no function", notConfigurable: "the retry layer's configure returned no function",
+			layer: func(retry.Policy) (audit.RetryFunc, error) { return nil, nil }},
+		{name: "call panics", mismatch: "A1: no faulted request was recorded",
+			layer: func(retry.Policy) (audit.RetryFunc, error) {
+				return func(context.Context, *http.Client, *http.Request) (*http.Response, error) { panic("boom") }, nil
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := audit.NewRunner(audit.WithRetry(tc.name, tc.layer))
+			require.NoError(t, err)
+			res := r.RunOne(context.Background(), a1)
+			require.False(t, res.Pass)
+			require.Equal(t, tc.notConfigurable, res.NotConfigurable)
+			if tc.mismatch != "" {
+				require.Contains(t, res.Mismatches, tc.mismatch)
+			}
+		})
+	}
+	_, err := audit.NewRunner(audit.WithRetry("x", nil))
+	require.Error(t, err)
+	_, err = audit.NewRunner(audit.WithRetry("", func(p retry.Policy) (audit.RetryFunc, error) { return p.Do, nil }))
+	require.Error(t, err)
+}
