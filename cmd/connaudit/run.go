@@ -73,13 +73,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// those bytes: not on our stderr, whose error is one line, and never
 	// bytes a server may have echoed (a cookie, the request's query).
 	log.SetOutput(io.Discard)
-	// What the commands write to stderr quotes what the user typed (a
-	// path, a pattern, a flag) and what a server sent: none of it may
-	// drive the terminal or forge a line.
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
 	}
+	// What the commands write to stderr quotes what the user typed (a
+	// path, a pattern, a flag) and what a server sent: none of it may
+	// drive the terminal or forge a line.
 	stderr = printableWriter{stderr}
 	switch args[0] {
 	case "-h", "-help", "--help":
