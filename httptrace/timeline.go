@@ -217,7 +217,13 @@ func (tl *Timeline) Count(k Kind) int {
 // the request did not go through is 0.
 type Timings struct {
 	// PoolWait is the time from GetConn to GotConn not spent in this
-	// request's own DNS, connect and TLS: waiting for the pool.
+	// request's own DNS, connect and TLS ("get conn" in the waterfall).
+	// For a request that took an idle connection or dialed its own it
+	// is the Transport's own bookkeeping (queueing the request, starting
+	// the dial, handing the connection over), tenths of a millisecond,
+	// not contention; it is a wait for the pool only when the request
+	// waited for a connection another request held, or for a dial slot
+	// under MaxConnsPerHost.
 	PoolWait time.Duration
 	// DNS is DNSStart to DNSDone.
 	DNS time.Duration

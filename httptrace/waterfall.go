@@ -13,7 +13,7 @@ import (
 
 // WriteText writes tl as a text waterfall: the request, the connection
 // that served it (new or reused, addresses, TLS), the outcome and each
-// stage's duration with a bar; verbose adds every event and, with
+// stage's duration with a bar ("get conn" is [Timings].PoolWait); verbose adds every event and, with
 // [CaptureStacks], where the request was made. The output is redacted.
 func (tl *Timeline) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
@@ -69,11 +69,14 @@ func (tl *Timeline) WriteText(w io.Writer, verbose bool) error {
 	if tl.Retries > 0 {
 		fmt.Fprintf(&b, "  note        the Transport sent the request again on another connection %d time(s): a hidden retry\n", tl.Retries)
 	}
+	// PoolWait is shown as "get conn": for a request that took an idle
+	// connection or dialed its own, it is the Transport's own
+	// bookkeeping, not a wait for another request.
 	stages := []struct {
 		name string
 		d    time.Duration
 	}{
-		{"pool wait", t.PoolWait}, {"dns", t.DNS}, {"connect", t.Connect}, {"tls", t.TLS},
+		{"get conn", t.PoolWait}, {"dns", t.DNS}, {"connect", t.Connect}, {"tls", t.TLS},
 		{"write", t.Write}, {"server", t.Server}, {"transfer", t.Transfer},
 	}
 	// The times are right-aligned in one column as wide as the widest, at

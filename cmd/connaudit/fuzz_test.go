@@ -243,19 +243,27 @@ func FuzzParseHeader(f *testing.F) {
 const fuzzLoopback = "127.0.0.1:1"
 
 // fuzzArgs turns fuzz text into trace's arguments, split on NUL, and
-// defuses them: every argument that parses as a URL with a host is sent to
-// fuzzLoopback instead, and -d @file (which reads a file, perhaps
-// /dev/zero or a FIFO) reads no file.
+// defuses them: every argument (not a flag's value) that trace would take
+// for its URL is sent to fuzzLoopback instead, and -d @file (which reads a
+// file, perhaps /dev/zero or a FIFO) reads no file. The arguments come
+// back as trace parses them: the flags, then "--" and the arguments.
 func fuzzArgs(s string) []string {
 	args := strings.Split(s, "\x00")
 	if len(args) > 16 {
 		args = args[:16]
 	}
+	fs, _, _ := newTraceFlags(io.Discard, io.Discard)
+	args = interleave(fs.FlagSet, args)
+	positional := false
 	for i, a := range args {
-		if u, err := url.Parse(a); err == nil && u.Host != "" {
+		if !positional && a == "--" {
+			positional = true
+			continue
+		}
+		if u, err := parseTarget(a); positional && err == nil {
 			u.Host = fuzzLoopback
 			a = u.String()
-			if v, err := url.Parse(a); err != nil || v.Host != fuzzLoopback {
+			if v, err := parseTarget(a); err != nil || v.Host != fuzzLoopback {
 				a = "http://" + fuzzLoopback + "/"
 			}
 		}
@@ -274,9 +282,9 @@ func fuzzArgs(s string) []string {
 
 // FuzzRun runs the trace command with fuzzed arguments, all of whose
 // targets are a refused loopback port. Invariants: run never panics and
-// exits 0 (help only), 1 (the request failed, said on stdout or stderr) or
-// 2 (usage, said on stderr); what it prints never shows a password, query
-// value or header value given to it.
+// exits 0 (help only, on stdout), 1 (the request failed), 2 (usage) or 3
+// (no response), each failure said on stderr; what it prints never shows
+// a password, query value or header value given to it.
 func FuzzRun(f *testing.F) {
 	for _, s := range []string{
 		"http://127.0.0.1:1/",
@@ -303,16 +311,12 @@ func FuzzRun(f *testing.F) {
 		code := run(ctx, append([]string{"trace"}, args...), &stdout, &stderr)
 		switch code {
 		case exitOK:
-			if !strings.Contains(stderr.String(), "usage:") {
+			if !strings.Contains(stdout.String(), "usage:") {
 				t.Fatalf("trace %q exited 0 with no help printed:\n%s%s", args, stdout.String(), stderr.String())
 			}
-		case exitFail:
-			if stdout.Len() == 0 && stderr.Len() == 0 {
-				t.Fatalf("trace %q failed silently", args)
-			}
-		case exitUsage:
+		case exitFail, exitUsage, exitUnreachable:
 			if stderr.Len() == 0 {
-				t.Fatalf("trace %q: usage error with nothing on stderr", args)
+				t.Fatalf("trace %q exited %d with nothing on stderr", args, code)
 			}
 		default:
 			t.Fatalf("trace %q exited %d", args, code)
@@ -345,7 +349,7 @@ func fuzzSecretsOf(args []string) ([]string, string) {
 			secrets = append(secrets, value)
 		}
 	}
-	valueFlags := map[string]bool{"X": true, "H": true, "d": true, "timeout": true, "max-body": true}
+	valueFlags := map[string]bool{"X": true, "H": true, "d": true, "timeout": true, "max-body": true, "deadline": true}
 	i := 0
 	for ; i < len(args); i++ {
 		a := args[i]
@@ -393,116 +397,175 @@ var fuzzFixedText = sync.OnceValue(func() string {
 })
 
 // The secrets TestSecretsCLI gives the CLI: a user and password in the URL,
-// a token and a session value (written escaped) in its query, a bearer
-// token, a cookie and an API key in headers.
+// a token and a session value (written escaped) in its query and a query
+// key written without a value; a bearer token, Basic proxy credentials, a
+// cookie, two API keys and a secret token in headers whose names are typed
+// in every letter case.
 const (
-	cliUser     = "Us3rNameValue"
-	cliPassword = "S3cr3tPassw0rd"
-	cliToken    = "T0kenValue"
-	cliSession  = "S3ss+ion/Value=="
-	cliBearer   = "B3arerValue"
-	cliCookie   = "C00kieValue"
-	cliAPIKey   = "Ap1KeyValue"
-	cliPath     = "/api/items"
+	cliUser      = "Us3rNameValue"
+	cliPassword  = "S3cr3tPassw0rd"
+	cliToken     = "T0kenValue"
+	cliSession   = "S3ss+ion/Value=="
+	cliBareKey   = "B4reKeyS3cret"
+	cliBearer    = "B3arerValue"
+	cliProxyUser = "Pr0xyUserName"
+	cliProxyPass = "Pr0xyPassw0rd"
+	cliCookie    = "C00kieValue"
+	cliAPIKey    = "Ap1KeyValue"
+	cliAPIKeyUp  = "Ap1KeyUpperCase"
+	cliSecretTok = "S3cretTokenValue"
+	cliPath      = "/api/items"
 )
 
-var cliSecrets = []string{cliUser, cliPassword, cliToken, cliSession, url.QueryEscape(cliSession), cliBearer, cliCookie, cliAPIKey,
-	base64.StdEncoding.EncodeToString([]byte(cliUser + ":" + cliPassword))}
+var (
+	cliProxyBasic = base64.StdEncoding.EncodeToString([]byte(cliProxyUser + ":" + cliProxyPass))
+	cliSecrets    = []string{cliUser, cliPassword, cliToken, cliSession, url.QueryEscape(cliSession), cliBareKey, cliBearer,
+		cliProxyUser, cliProxyPass, cliProxyBasic, cliCookie, cliAPIKey, cliAPIKeyUp, cliSecretTok,
+		base64.StdEncoding.EncodeToString([]byte(cliUser + ":" + cliPassword))}
+)
 
 func cliSecretURL(hostport string) string {
 	return "http://" + cliUser + ":" + cliPassword + "@" + hostport + cliPath + "?token=" + cliToken +
-		"&session=" + url.QueryEscape(cliSession)
+		"&session=" + url.QueryEscape(cliSession) + "&" + cliBareKey
 }
 
-// TestSecretsCLI runs trace (text and -json) and probe (text, -json, -v,
-// -o) with a URL and headers full of secrets, against a server that
-// answers, a server whose reply makes the Transport quote the request
-// line, and a refused port, then with a malformed URL and a malformed -H
-// flag: no secret appears on stdout, stderr or in the report file, and
-// the host, path and query key do.
-func TestSecretsCLI(t *testing.T) {
-	ok := newProbeServer(t, 0, false)
-	okHost := ok.Listener.Addr().String()
-	echoHost := probeRawTCP(t, func(c net.Conn) {
-		line, err := bufio.NewReader(io.LimitReader(c, 64<<10)).ReadString('\n')
-		if err != nil {
-			return
+// readHead reads a request's head from c and returns its lines, the
+// request line first.
+func readHead(c net.Conn) []string {
+	br := bufio.NewReader(io.LimitReader(c, 64<<10))
+	var lines []string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil || line == "\r\n" {
+			return lines
 		}
-		io.WriteString(c, strings.TrimRight(line, "\r\n")+"\r\n\r\n")
-		io.Copy(io.Discard, c)
-	})
-	// A server that quotes the whole request head back as a malformed
-	// header line: the Transport's error then quotes every header sent.
-	headEchoHost := probeRawTCP(t, func(c net.Conn) {
-		br := bufio.NewReader(io.LimitReader(c, 64<<10))
-		var lines []string
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil || line == "\r\n" {
-				break
+		lines = append(lines, strings.TrimRight(line, "\r\n"))
+	}
+}
+
+// echoServers starts servers that quote the request they were sent back in
+// their reply, by name: in the status line (the request line, or the whole
+// head), in a malformed header line, in valid headers (one a Set-Cookie),
+// in a valid Location and in one that does not parse.
+func echoServers(t *testing.T) map[string]string {
+	reply := func(answer func(head []string) string) string {
+		return probeRawTCP(t, func(c net.Conn) {
+			for {
+				head := readHead(c)
+				if len(head) == 0 {
+					return
+				}
+				if _, err := io.WriteString(c, answer(head)); err != nil {
+					return
+				}
 			}
-			lines = append(lines, strings.TrimRight(line, "\r\n"))
-		}
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nEcho "+strings.Join(lines, " | ")+"\r\n\r\n")
-		io.Copy(io.Discard, c)
-	})
-	refusedHost := testserver.ClosedPort(t)
-	headers := []string{"-H", "Authorization: Bearer " + cliBearer, "-H", "Cookie: id=" + cliCookie, "-H", "X-Api-Key: " + cliAPIKey}
-	basicHeaders := []string{"-H", "Cookie: id=" + cliCookie, "-H", "X-Api-Key: " + cliAPIKey} // the URL's user as Basic
+		})
+	}
+	joined := func(head []string) string { return strings.Join(head, " | ") }
+	return map[string]string{
+		// "malformed HTTP status code" quotes the request URI.
+		"status line: request line": reply(func(h []string) string { return h[0] + "\r\n\r\n" }),
+		// ... and here every header sent, up to the first space.
+		"status line: head": reply(func(h []string) string {
+			return "HTTP/1.1 " + strings.ReplaceAll(strings.Join(h, "|"), " ", "_") + "\r\n\r\n"
+		}),
+		"malformed header": reply(func(h []string) string { return "HTTP/1.1 200 OK\r\nEcho " + joined(h) + "\r\n\r\n" }),
+		"headers": reply(func(h []string) string {
+			var b strings.Builder
+			b.WriteString("HTTP/1.1 200 OK\r\n")
+			for i, l := range h {
+				fmt.Fprintf(&b, "X-Echo-%d: %s\r\n", i, l)
+			}
+			b.WriteString("Set-Cookie: echoed=" + url.QueryEscape(joined(h)) + "\r\nContent-Length: 2\r\n\r\nok")
+			return b.String()
+		}),
+		"location": reply(func(h []string) string {
+			return "HTTP/1.1 302 Found\r\nLocation: http://" + cliUser + ":" + cliPassword + "@127.0.0.1:1/next?echo=" +
+				url.QueryEscape(joined(h)) + "\r\nContent-Length: 0\r\n\r\n"
+		}),
+		"malformed location": reply(func(h []string) string {
+			return "HTTP/1.1 302 Found\r\nLocation: http://[::1" + strings.ReplaceAll(joined(h), " ", "") + "\r\nContent-Length: 0\r\n\r\n"
+		}),
+	}
+}
+
+// TestSecretsCLI runs trace (text and -json) and probe (-v, -v -json, -json
+// -o) with a URL and headers full of secrets, the header names typed in
+// every letter case, against a server that answers, servers that quote the
+// request back in their status line, in their headers and in a Location,
+// and a refused port; then with a malformed URL and a malformed -H flag.
+// No secret appears on stdout, stderr or in the report file, and the host,
+// path and query key do.
+func TestSecretsCLI(t *testing.T) {
+	hosts := echoServers(t)
+	hosts["ok"] = newProbeServer(t, 0, false).Listener.Addr().String()
+	hosts["refused"] = testserver.ClosedPort(t)
+	headers := []string{"-H", "authorization: Bearer " + cliBearer, "-H", "PROXY-AUTHORIZATION: Basic " + cliProxyBasic,
+		"-H", "cookie: id=" + cliCookie, "-H", "x-api-key: " + cliAPIKey, "-H", "X-API-KEY: " + cliAPIKeyUp,
+		"-H", "x-SECRET-token: " + cliSecretTok}
+	// Without Authorization, http.Client sends the URL's user as Basic.
+	basicHeaders := headers[2:]
 	report := filepath.Join(t.TempDir(), "report.json")
 
+	// What each target shows, and how each command ends against it.
+	type target struct {
+		trace, probe int
+		want         []string // in stdout+stderr (and the report file)
+	}
+	targets := map[string]target{
+		"ok":                        {exitOK, exitOK, []string{cliPath, "token=REDACTED", "session=REDACTED"}},
+		"status line: request line": {exitUnreachable, exitUnreachable, []string{"malformed HTTP status code", cliPath, "token=REDACTED"}},
+		"status line: head":         {exitUnreachable, exitUnreachable, []string{"malformed HTTP status code", "X-Api-Key:_REDACTED", "X-Secret-Token:_REDACTED", "Proxy-Authorization:_"}},
+		"malformed header":          {exitUnreachable, exitUnreachable, []string{"malformed MIME header line", "Cookie: REDACTED", "X-Api-Key: REDACTED", "X-Secret-Token: REDACTED"}},
+		"headers":                   {exitOK, exitOK, []string{"200"}},
+		"location":                  {exitOK, exitOK, []string{"302"}},
+		"malformed location":        {exitFail, exitOK, []string{"302"}},
+		"refused":                   {exitUnreachable, exitUnreachable, []string{"connect-refused"}},
+	}
 	type run struct {
 		args       []string
 		code       int
-		want       []string // in stdout+stderr (and the report file)
+		want       []string
 		reportFile bool
 	}
 	var runs []run
-	for _, format := range [][]string{nil, {"-json"}} {
-		runs = append(runs,
-			run{args: append(append(append([]string{"trace"}, format...), headers...), cliSecretURL(okHost)), code: exitOK,
-				want: []string{okHost, cliPath, "token=REDACTED", "session=REDACTED"}},
-			run{args: append(append(append([]string{"trace"}, format...), headers...), cliSecretURL(echoHost)), code: exitFail,
-				want: []string{echoHost, cliPath, "malformed HTTP status code", "token=REDACTED"}},
-			run{args: append(append(append([]string{"trace"}, format...), headers...), cliSecretURL(refusedHost)), code: exitFail,
-				want: []string{refusedHost, cliPath, "connect-refused"}},
-			run{args: append(append(append([]string{"trace"}, format...), headers...), cliSecretURL(headEchoHost)), code: exitFail,
-				want: []string{headEchoHost, "malformed MIME header line", "Authorization: REDACTED", "X-Api-Key: REDACTED"}},
-			run{args: append(append(append([]string{"trace"}, format...), basicHeaders...), cliSecretURL(headEchoHost)), code: exitFail,
-				want: []string{headEchoHost, "malformed MIME header line", "Authorization: Basic REDACTED"}},
-		)
-	}
-	for _, format := range [][]string{{"-v"}, {"-v", "-json"}} {
-		runs = append(runs,
-			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), headers...), cliSecretURL(okHost)), code: exitOK,
-				want: []string{okHost, cliPath, "token=REDACTED"}},
-			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), headers...), cliSecretURL(refusedHost)),
-				code: exitUsage, want: []string{"connect-refused"}},
-			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), headers...), cliSecretURL(headEchoHost)),
-				code: exitUsage, want: []string{"malformed MIME header line"}},
-			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), basicHeaders...), cliSecretURL(headEchoHost)),
-				code: exitUsage, want: []string{"malformed MIME header line"}},
-		)
+	for name, tg := range targets {
+		host := hosts[name]
+		want := append([]string{host}, tg.want...)
+		for _, hs := range [][]string{headers, basicHeaders} {
+			for _, format := range [][]string{nil, {"-json"}} {
+				runs = append(runs, run{args: append(append(append([]string{"trace"}, format...), hs...), cliSecretURL(host)),
+					code: tg.trace, want: want})
+			}
+			for _, format := range [][]string{{"-v"}, {"-v", "-json"}} {
+				runs = append(runs, run{args: append(append(append([]string{"probe", "-n", "2", "-fail-on", "none"}, format...), hs...), cliSecretURL(host)),
+					code: tg.probe, want: want})
+			}
+		}
+		runs = append(runs, run{args: append(append([]string{"probe", "-n", "2", "-fail-on", "none", "-json", "-o", report}, headers...), cliSecretURL(host)),
+			code: tg.probe, want: want, reportFile: true})
 	}
 	runs = append(runs,
-		run{args: append(append([]string{"probe", "-n", "2", "-json", "-o", report}, headers...), cliSecretURL(okHost)), code: exitOK,
-			want: []string{okHost, cliPath, "token=REDACTED"}, reportFile: true},
 		// Malformed: a port that is no number, a header with no colon.
 		run{args: append(append([]string{"trace"}, headers...), cliSecretURL("127.0.0.1:bad")), code: exitUsage, want: []string{"malformed URL"}},
 		run{args: append(append([]string{"probe"}, headers...), cliSecretURL("127.0.0.1:bad")), code: exitUsage, want: []string{"malformed URL"}},
-		run{args: []string{"trace", "-H", "Authorization Bearer " + cliBearer, cliSecretURL(okHost)}, code: exitUsage,
+		run{args: []string{"trace", "-H", "Authorization Bearer " + cliBearer, cliSecretURL(hosts["ok"])}, code: exitUsage,
 			want: []string{`-H: header must be "Name: value"`}},
-		run{args: []string{"probe", "-H", "Cookie=" + cliCookie, cliSecretURL(okHost)}, code: exitUsage,
+		run{args: []string{"probe", "-H", "Cookie=" + cliCookie, cliSecretURL(hosts["ok"])}, code: exitUsage,
 			want: []string{`-H: header must be "Name: value"`}},
-		run{args: []string{"trace", "-H", "Authorization: Bearer " + cliBearer + "\x01", cliSecretURL(okHost)}, code: exitUsage,
+		run{args: []string{"trace", "-H", "Authorization: Bearer " + cliBearer + "\x01", cliSecretURL(hosts["ok"])}, code: exitUsage,
 			want: []string{"-H: invalid value for header Authorization"}},
 	)
 	for _, r := range runs {
-		code, stdout, stderr := runCLI(t, r.args...)
+		if r.reportFile {
+			require.NoError(t, os.WriteFile(report, nil, 0o600))
+		}
+		code, stdout, stderr := runCLIGuarded(t, r.args...)
 		out := stdout + stderr
 		if r.reportFile {
 			b, err := os.ReadFile(report)
 			require.NoError(t, err)
+			require.NotEmpty(t, b, "%q", r.args)
 			out += string(b)
 		}
 		require.Equal(t, r.code, code, "%q:\n%s", r.args, out)
@@ -510,7 +573,7 @@ func TestSecretsCLI(t *testing.T) {
 			require.NotContains(t, out, s, "%q shows a secret:\n%s", r.args, out)
 		}
 		for _, w := range r.want {
-			require.Contains(t, out, w, "%q", r.args)
+			require.Contains(t, out, w, "%q:\n%s", r.args, out)
 		}
 	}
 }

@@ -3,8 +3,9 @@
 // runs the fault catalogue against an embedded loopback server
 // (scenarios).
 //
-// Exit status: 0 when all is well, 1 when the audit or request failed, 2 on
-// a usage error or an unusable target.
+// Exit status: 0 when all is well; 1 when the audit or request failed, or a
+// run was cut by its deadline or interrupted; 2 on a usage error; 3 when
+// the target did not answer (no request got a response).
 package main
 
 import (

@@ -25,7 +25,8 @@ func TestVersion(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	require.Empty(t, out)
 	require.Contains(t, errOut, "flag provided but not defined: -json")
-	code, _, errOut = runCLI(t, "version", "-h")
+	code, out, errOut = runCLI(t, "version", "-h")
 	require.Equal(t, exitOK, code, "help, as for every command")
-	require.Contains(t, errOut, "usage: connaudit version")
+	require.Contains(t, out, "usage: connaudit version")
+	require.Empty(t, errOut, "help asked for goes to stdout")
 }

@@ -49,7 +49,7 @@ func (pf *probeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&pf.conns, "conns", 1, "cap on connections to the host (MaxConnsPerHost; 0: no cap)")
 	fs.DurationVar(&pf.gap, "gap", 0, "pause between one worker's requests")
 	fs.DurationVar(&pf.deadline, "deadline", 5*time.Minute, "bound on the whole probe, discovery included")
-	fs.DurationVar(&pf.clientIdle, "client-idle", defaultClientIdle, "how long your client keeps idle connections (IdleConnTimeout), to compare with the server's")
+	fs.DurationVar(&pf.clientIdle, "client-idle", defaultClientIdle, "your client's IdleConnTimeout, to compare with the server's idle timeout")
 	fs.BoolVar(&pf.asJSON, "json", false, "write the report as JSON (schema connaudit.probe/v1)")
 	fs.BoolVar(&pf.verbose, "v", false, "also write each request's waterfall (with -json: its timeline)")
 	fs.StringVar(&pf.out, "o", "", "write the report to this file instead of stdout")
@@ -96,13 +96,13 @@ func (pf *probeFlags) validate() error {
 }
 
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("probe", stderr, "[flags] URL")
+	fs := newFlagSet("probe", stdout, stderr, "[flags] URL")
 	var (
 		rf requestFlags
 		pf probeFlags
 	)
-	rf.register(fs)
-	pf.register(fs)
+	rf.register(fs.FlagSet)
+	pf.register(fs.FlagSet)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -111,11 +111,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	if fs.NArg() != 1 {
-		if fs.NArg() > 1 {
-			// Flags after the URL are not parsed: say so.
-			return fail("want exactly one URL, after the flags (got %d arguments)", fs.NArg())
-		}
-		return fail("want exactly one URL")
+		return fs.usageError("want exactly one URL, got %d arguments", fs.NArg())
 	}
 	if err := pf.validate(); err != nil {
 		return fail("%v", err)
@@ -160,16 +156,45 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "connaudit probe: writing the report: %v\n", werr)
 		return exitFail
 	}
-	switch {
-	case unusable != nil:
-		return fail("unusable target: %s%s", rf.redact(unusable, req), hint(unusable))
-	case rep.Interrupted:
-		fmt.Fprintln(stderr, "connaudit probe: interrupted")
-		return exitFail
-	case !pf.failOnNeverFails && rep.Fails(pf.failLevel):
-		return exitFail
+	return probeExit(stderr, rep, unusable, &pf, &rf, req)
+}
+
+// probeExit writes a line on stderr for each way rep failed and returns
+// the exit code: 3 when no request got a response, 1 when the probe was
+// cut by its deadline or interrupted or has a finding at -fail-on's level,
+// else 0.
+func probeExit(stderr io.Writer, rep *probe.Report, unusable *probe.UnusableError, pf *probeFlags, rf *requestFlags, req *http.Request) int {
+	code := exitOK
+	failed := func(c int, format string, args ...any) {
+		fmt.Fprintf(stderr, "connaudit probe: "+format+"\n", args...)
+		code = max(code, c)
 	}
-	return exitOK
+	if unusable != nil {
+		// A probe whose deadline came before it sent anything learnt
+		// nothing of the target: it was cut, not refused.
+		c := exitUnreachable
+		if unusable.Sent == 0 {
+			c = exitFail
+		}
+		failed(c, "unusable target: %s%s", rf.redact(unusable, req), hint(unusable))
+	}
+	switch {
+	case rep.Interrupted:
+		failed(exitFail, "interrupted: %d of %d requests sent; the report covers those", rep.Requests, rep.Requested)
+	case rep.DeadlineReached && unusable == nil:
+		failed(exitFail, "-deadline %v reached: %d of %d requests sent, %d cut by it; the report covers what was done",
+			pf.deadline, rep.Requests, rep.Requested, rep.Cut)
+	}
+	if unusable == nil && !pf.failOnNeverFails && rep.Fails(pf.failLevel) {
+		n := 0
+		for _, f := range rep.Findings {
+			if f.Severity.Rank() >= pf.failLevel.Rank() {
+				n++
+			}
+		}
+		failed(exitFail, "%d finding(s) at or above -fail-on %s", n, pf.failLevel)
+	}
+	return code
 }
 
 // hint suggests a flag for a failure a flag can get past.
@@ -248,6 +273,7 @@ const (
 // newProgressLine returns a progress line for w, or nil when w is not a
 // terminal.
 func newProgressLine(w io.Writer) *progressLine {
+	w = unescaped(w)
 	if !isTerminal(w) {
 		return nil
 	}

@@ -87,11 +87,11 @@ func probeCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-// requireProbeError checks an error exit: code 2, one line on stderr
+// requireProbeError checks an error exit: code want, one line on stderr
 // starting with the command's name, no stack trace.
-func requireProbeError(t *testing.T, code int, stderr string) {
+func requireProbeError(t *testing.T, want, code int, stderr string) {
 	t.Helper()
-	require.Equal(t, exitUsage, code, "stderr: %s", stderr)
+	require.Equal(t, want, code, "stderr: %s", stderr)
 	require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 	require.True(t, strings.HasPrefix(stderr, "connaudit probe: "), "%q", stderr)
 	require.NotContains(t, stderr, "goroutine")
@@ -118,7 +118,6 @@ func TestProbeUsageErrors(t *testing.T) {
 		"http1 and http2":       {"-http1", "-http2", url},
 		"http2 over http":       {"-http2", url},
 		"malformed URL":         {"http://[::1/"},
-		"no scheme":             {"127.0.0.1:80/"},
 		"ftp":                   {"ftp://127.0.0.1/"},
 		"no host":               {"http:///path"},
 		"port out of range":     {"http://127.0.0.1:99999/"},
@@ -128,7 +127,7 @@ func TestProbeUsageErrors(t *testing.T) {
 		"missing -cacert":       {"-cacert", filepath.Join(t.TempDir(), "missing.pem"), url},
 		"unwritable -o":         {"-o", filepath.Join(t.TempDir(), "no", "such", "dir"), url},
 		"secret malformed URL":  {"http://alice:hunter2@[::1/?token=s3cr3t"},
-		"secret no-scheme URL":  {"alice:hunter2@127.0.0.1/?token=s3cr3t"},
+		"secret opaque URL":     {"http:alice:hunter2@127.0.0.1/?token=s3cr3t"},
 		"secret ftp URL":        {"ftp://alice:hunter2@127.0.0.1/?token=s3cr3t"},
 		"secret port out range": {"http://alice:hunter2@127.0.0.1:99999/?token=s3cr3t"},
 	}
@@ -136,7 +135,7 @@ func TestProbeUsageErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			code, stdout, stderr := probeCLI(t, append([]string{"probe"}, args...)...)
-			requireProbeError(t, code, stderr)
+			requireProbeError(t, exitUsage, code, stderr)
 			require.Empty(t, stdout)
 			require.NotContains(t, stderr, "hunter2")
 			require.NotContains(t, stderr, "s3cr3t")
@@ -178,7 +177,7 @@ func TestProbeUnusableTargets(t *testing.T) {
 			u := strings.Replace(tc.url, "://", "://alice:hunter2@", 1) + "/p?token=s3cr3t"
 			args := append(append([]string{"probe", "-n", "2"}, tc.args...), u)
 			code, stdout, stderr := probeCLI(t, args...)
-			requireProbeError(t, code, stderr)
+			requireProbeError(t, exitUnreachable, code, stderr)
 			require.Contains(t, stderr, "unusable target")
 			require.Contains(t, stderr, tc.want)
 			for _, out := range []string{stdout, stderr} {
@@ -204,7 +203,8 @@ func TestProbeDeadlineEndsTheRun(t *testing.T) {
 	}))
 	t.Cleanup(hs.Close)
 	code, _, stderr := probeCLI(t, "probe", "-n", "3", "-deadline", "300ms", hs.URL)
-	requireProbeError(t, code, stderr)
+	requireProbeError(t, exitUnreachable, code, stderr)
+	require.Contains(t, stderr, "no request succeeded")
 	require.Contains(t, stderr, "deadline")
 }
 
@@ -289,7 +289,7 @@ func TestProbeFailOn(t *testing.T) {
 	}))
 	t.Cleanup(hs.Close)
 	code, stdout, _ := probeCLI(t, "probe", "-n", "2", "-json", hs.URL)
-	require.Equal(t, exitUsage, code, "nothing succeeded: an unusable target")
+	require.Equal(t, exitUnreachable, code, "nothing succeeded: an unusable target")
 	require.Contains(t, stdout, `"request-errors"`, "the report still comes out")
 }
 
@@ -362,7 +362,7 @@ func TestProbeSecretsNeverPrinted(t *testing.T) {
 
 func TestProbeHelp(t *testing.T) {
 	t.Parallel()
-	code, _, stderr := probeCLI(t, "probe", "-h")
+	code, stderr, _ := probeCLI(t, "probe", "-h") // help asked for: on stdout
 	require.Equal(t, exitOK, code)
 	for _, flag := range []string{"-n", "-c", "-conns", "-gap", "-X", "-H", "-d", "-k", "-http1", "-http2",
 		"-timeout", "-deadline", "-json", "-o", "-v", "-fail-on", "-find-max-requests", "-find-idle-timeout", "-max-idle"} {

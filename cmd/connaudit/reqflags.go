@@ -74,8 +74,10 @@ func parseHeader(v string) (string, string, error) {
 }
 
 // parseTarget checks that raw is an absolute http or https URL with a host.
+// A URL written without a scheme ("example.com:8080/p", as curl takes it)
+// is an http one.
 func parseTarget(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
+	u, err := url.Parse(withScheme(raw))
 	if err != nil {
 		return nil, malformedURL(err)
 	}
@@ -87,13 +89,13 @@ func parseTarget(raw string) (*url.URL, error) {
 	}
 	switch u.Scheme {
 	case "http", "https":
-	case "":
-		return nil, fmt.Errorf("URL %s has no scheme: want http:// or https://", redact.URL(u))
 	default:
 		return nil, fmt.Errorf("URL scheme %q is not http or https", u.Scheme)
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return nil, fmt.Errorf("URL %s has no host", redact.URL(u))
+		// Quote none of it: what would be the host may have been taken
+		// for the path ("http:///user:pw@host").
+		return nil, errors.New("malformed URL: no host")
 	}
 	if h := u.Hostname(); !isASCII(h) {
 		// net/http converts a host name that is not ASCII to its
@@ -114,6 +116,39 @@ func parseTarget(raw string) (*url.URL, error) {
 		}
 	}
 	return u, nil
+}
+
+// withScheme returns raw with "http://" in front when it names no scheme:
+// when it has no "scheme://" and does not begin "http:" or "https:" (a
+// malformed http URL, refused as such). "host:port" and
+// "user:password@host" parse as a scheme and an opaque rest: the scheme
+// is judged by its "://" instead.
+func withScheme(raw string) string {
+	if i := strings.Index(raw, "://"); i > 0 && validScheme(raw[:i]) {
+		return raw
+	}
+	lower := strings.ToLower(raw)
+	if strings.HasPrefix(lower, "http:") || strings.HasPrefix(lower, "https:") {
+		return raw
+	}
+	if strings.HasPrefix(raw, "//") {
+		return "http:" + raw
+	}
+	return "http://" + raw
+}
+
+// validScheme reports whether s is a URL scheme (RFC 3986: a letter, then
+// letters, digits, '+', '-' or '.').
+func validScheme(s string) bool {
+	for i, c := range s {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // isASCII reports whether s is ASCII alone.

@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"runtime/debug"
+	"strings"
+
+	"github.com/connaudit/connaudit/internal/redact"
 )
 
-// Exit codes.
+// Exit codes, the same for every command; [exitHelp] says them.
 const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
+	exitOK          = 0 // all well
+	exitFail        = 1 // a failed audit or request, a run cut by its deadline or interrupted
+	exitUsage       = 2 // a usage error: a flag, an argument or a file given
+	exitUnreachable = 3 // the target did not answer: no request got a response
 )
 
 type command struct {
@@ -33,12 +38,32 @@ func commands() []command {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: connaudit <command> [flags] [args]")
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'connaudit <command> -h' for a command's flags.")
+	fmt.Fprint(w, exitHelp)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "examples:")
+	for _, e := range []string{
+		"connaudit scenarios -run 'reset|timeout'",
+		"connaudit trace example.com",
+		"connaudit probe -n 100 -c 4 https://example.com/",
+	} {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'connaudit <command> -h' for a command's flags, exit status and examples.")
 }
+
+// exitHelp says the exit codes, for every command's -h.
+const exitHelp = `exit status:
+  0  all well
+  1  a failed audit or request; a run cut by its -deadline or interrupted
+  2  a usage error (a flag, an argument, a file named)
+  3  the target did not answer: no request got a response (trace, probe)
+`
 
 // run runs the command line args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -52,54 +77,174 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return exitUsage
 	}
+	// What the commands write to stderr quotes what the user typed (a
+	// path, a pattern, a flag) and what a server sent: none of it may
+	// drive the terminal or forge a line.
+	stderr = printableWriter{stderr}
 	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
+	case "help":
+		if len(args) == 1 {
+			usage(stdout)
+			return exitOK
+		}
+		// "connaudit help trace" is "connaudit trace -h".
+		args = []string{args[1], "-h"}
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "connaudit: unknown command %q\n", args[0])
-	usage(stderr)
+	fmt.Fprintf(stderr, "connaudit: unknown command %q (connaudit -h lists them)\n", args[0])
 	return exitUsage
 }
 
-// newFlagSet returns a flag set that reports errors to stderr and does not
-// exit.
-func newFlagSet(name string, stderr io.Writer, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: connaudit %s %s\n\nflags:\n", name, synopsis)
-		fs.PrintDefaults()
+// printableWriter escapes what [redact.Printable] escapes in each Write:
+// control characters (but tab) and bytes that are not UTF-8, a newline too
+// but the one that ends the Write. Each Write must be whole lines of whole
+// characters, as each of the CLI's writes to stderr is: a newline inside a
+// path or a pattern then cannot start a line of its own.
+type printableWriter struct{ w io.Writer }
+
+func (p printableWriter) Write(b []byte) (int, error) {
+	s, nl := strings.CutSuffix(string(b), "\n")
+	s = redact.Printable(s)
+	if nl {
+		s += "\n"
 	}
-	return fs
+	if _, err := io.WriteString(p.w, s); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
-// parseFlags parses args; it returns the exit code to use when the caller
-// must stop (help asked for: 0; bad flags: 2), or -1 to go on.
-func parseFlags(fs *flag.FlagSet, args []string) int {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK
-		}
-		return exitUsage
+// unescaped returns the writer w escapes for, or w: a progress line
+// rewrites itself with control sequences of its own.
+func unescaped(w io.Writer) io.Writer {
+	if p, ok := w.(printableWriter); ok {
+		return p.w
 	}
-	return -1
+	return w
+}
+
+// flagSet is a command's flags, with where its help and errors go.
+type flagSet struct {
+	*flag.FlagSet
+	name, synopsis string
+	stdout, stderr io.Writer
+}
+
+// newFlagSet returns the flags of the command name, whose arguments
+// synopsis shows. -h writes the command's help (flags, exit status,
+// examples) to stdout; a bad flag is one line on stderr.
+func newFlagSet(name string, stdout, stderr io.Writer, synopsis string) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are written by parseFlags, help by help
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, name: name, synopsis: synopsis, stdout: stdout, stderr: stderr}
+}
+
+// help writes the command's help to w.
+func (fs *flagSet) help(w io.Writer) {
+	h := helpFor(fs.name)
+	fmt.Fprintf(w, "usage: %s\n\n", strings.TrimSpace("connaudit "+fs.name+" "+fs.synopsis))
+	if h.about != "" {
+		fmt.Fprintf(w, "%s\n\n", h.about)
+	}
+	fmt.Fprintln(w, "flags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprintln(w)
+	fmt.Fprint(w, h.exits)
+	if len(h.examples) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "examples:")
+		for _, e := range h.examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+}
+
+// usageError writes "connaudit NAME: msg" and where help is on stderr,
+// one line, and returns [exitUsage].
+func (fs *flagSet) usageError(format string, args ...any) int {
+	fmt.Fprintf(fs.stderr, "connaudit %s: %s (connaudit %s -h for help)\n", fs.name, fmt.Sprintf(format, args...), fs.name)
+	return exitUsage
+}
+
+// parseFlags parses args, flags and arguments in any order (as curl
+// does: "trace URL -H …"; after "--", only arguments). It returns the exit
+// code to use when the caller must stop (help asked for: 0, written to
+// stdout; a bad flag: 2, said on stderr), or -1 to go on; the arguments
+// are then fs.Args().
+func parseFlags(fs *flagSet, args []string) int {
+	err := fs.Parse(interleave(fs.FlagSet, args))
+	switch {
+	case err == nil:
+		return -1
+	case errors.Is(err, flag.ErrHelp):
+		fs.help(fs.stdout)
+		return exitOK
+	}
+	return fs.usageError("%v", err)
+}
+
+// interleave returns args with the flags first, then "--" and the
+// arguments, which may have come between or after the flags: a value
+// that follows a flag needing one is that flag's, whatever it looks like.
+func interleave(fs *flag.FlagSet, args []string) []string {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			positional = append(positional, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if strings.Contains(name, "=") || !needsValue(fs, name) {
+			continue
+		}
+		if i+1 == len(args) {
+			// The last argument, its value missing: left last, for
+			// Parse to say so ("--" would be taken for the value).
+			return flags
+		}
+		i++
+		flags = append(flags, args[i])
+	}
+	if len(positional) == 0 {
+		return flags
+	}
+	return append(append(flags, "--"), positional...)
+}
+
+// needsValue reports whether the flag name is defined and takes its value
+// from the next argument (as any but a boolean flag does).
+func needsValue(fs *flag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false // an error: Parse says so
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", stderr, "")
+	fs := newFlagSet("version", stdout, stderr, "")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "connaudit version: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return exitUsage
+		return fs.usageError("unexpected argument %q", fs.Arg(0))
 	}
 	v := "(devel)"
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {

@@ -10,7 +10,7 @@ import (
 )
 
 func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("scenarios", stderr, "[-run PATTERN] [-json] [-junit FILE] [-v] [-list] [-deadline D]")
+	fs := newFlagSet("scenarios", stdout, stderr, "[-run PATTERN] [-json] [-junit FILE] [-v] [-list] [-deadline D]")
 	pattern := fs.String("run", "", "run only the scenarios whose name matches this regular expression")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	junit := fs.String("junit", "", "also write the report as JUnit XML to this file")
@@ -76,7 +76,11 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return exitFail
 	}
-	if !rep.OK() || ctx.Err() != nil {
+	if ctx.Err() != nil {
+		return exitFail // said above
+	}
+	if !rep.OK() {
+		fmt.Fprintf(stderr, "connaudit scenarios: %d of %d scenarios failed, %d skipped\n", rep.Failed, len(rep.Results), rep.Skipped)
 		return exitFail
 	}
 	return exitOK

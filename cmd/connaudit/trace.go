@@ -14,25 +14,40 @@ import (
 	"github.com/connaudit/connaudit/pool"
 )
 
+// traceFlags are trace's own flags, beside the shared request flags.
+type traceFlags struct {
+	asJSON, fail bool
+	deadline     time.Duration
+}
+
+// newTraceFlags returns trace's flag set and the flags it sets.
+func newTraceFlags(stdout, stderr io.Writer) (*flagSet, *requestFlags, *traceFlags) {
+	fs := newFlagSet("trace", stdout, stderr, "[flags] URL")
+	var (
+		rf requestFlags
+		tf traceFlags
+	)
+	rf.register(fs.FlagSet)
+	fs.BoolVar(&tf.asJSON, "json", false, "write the full timeline as JSON")
+	fs.DurationVar(&tf.deadline, "deadline", time.Minute, "bound on the whole run")
+	fs.BoolVar(&tf.fail, "fail", false, "exit 1 when the response's status is 400 or more (as curl -f)")
+	return fs, &rf, &tf
+}
+
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("trace", stderr, "[flags] URL")
-	var rf requestFlags
-	rf.register(fs)
-	asJSON := fs.Bool("json", false, "write the full timeline as JSON")
-	deadline := fs.Duration("deadline", time.Minute, "bound on the whole run")
+	fs, rf, tf := newTraceFlags(stdout, stderr)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "connaudit trace: want exactly one URL")
-		fs.Usage()
+		return fs.usageError("want exactly one URL, got %d arguments", fs.NArg())
+	}
+	if tf.deadline <= 0 {
+		fmt.Fprintf(stderr, "connaudit trace: -deadline %v must be positive\n", tf.deadline)
 		return exitUsage
 	}
-	if *deadline <= 0 {
-		fmt.Fprintf(stderr, "connaudit trace: -deadline %v must be positive\n", *deadline)
-		return exitUsage
-	}
-	ctx, cancelRun := context.WithTimeout(ctx, *deadline)
+	interrupt := ctx // a signal's, apart from -deadline
+	ctx, cancelRun := context.WithTimeout(ctx, tf.deadline)
 	defer cancelRun()
 	req, err := rf.request(ctx, fs.Arg(0))
 	if err != nil {
@@ -63,7 +78,10 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	resp, err := client.Do(req.WithContext(rctx))
-	var notH2 string // why -http2 was not met
+	var (
+		notH2   string // why -http2 was not met
+		bodyErr error  // reading the body
+	)
 	if err == nil {
 		if rf.http2 && resp.ProtoMajor != 2 {
 			alpn := "none"
@@ -77,47 +95,94 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// sends next, and no timeout or context bounds that wait. It is
 		// closed unread.
 		if resp.StatusCode != http.StatusSwitchingProtocols {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, rf.maxBody))
+			_, bodyErr = io.Copy(io.Discard, io.LimitReader(resp.Body, rf.maxBody))
 		}
 		resp.Body.Close()
 	}
 	tls := col.Timelines()
 	if len(tls) == 0 {
-		fmt.Fprintf(stderr, "connaudit trace: %s\n", rf.redact(err, req))
+		msg := rf.redact(err, req)
+		if msg == "" {
+			msg = "no timeline was recorded"
+		}
+		fmt.Fprintf(stderr, "connaudit trace: %s\n", msg)
 		return exitFail
 	}
 	tl := tls[len(tls)-1]
-	if *asJSON {
+	if tf.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(tl); err != nil {
-			fmt.Fprintf(stderr, "connaudit trace: %v\n", err)
+			fmt.Fprintf(stderr, "connaudit trace: writing the timeline: %v\n", err)
 			return exitFail
 		}
 	} else if err := tl.WriteText(stdout, true); err != nil {
-		fmt.Fprintf(stderr, "connaudit trace: %v\n", err)
+		fmt.Fprintf(stderr, "connaudit trace: writing the timeline: %v\n", err)
 		return exitFail
 	}
-	if err != nil {
-		// The Client's own errors (a bad Location header) come after a
-		// timeline that may be ok.
-		msg := rf.redact(err, req)
+	return traceExit(stderr, traceResult{
+		tl: tl, err: err, bodyErr: bodyErr, req: req, rf: rf, notH2: notH2,
+		interrupted: interrupt.Err() != nil, failHTTP: tf.fail,
+	})
+}
+
+// traceResult is what trace's exit code and stderr lines depend on.
+type traceResult struct {
+	tl           *httptrace.Timeline
+	err, bodyErr error // the Client's, reading the body's
+	req          *http.Request
+	rf           *requestFlags
+	notH2        string // why -http2 was not met
+	interrupted  bool   // the run's context ended (a signal)
+	failHTTP     bool   // -fail
+}
+
+// traceExit writes a line on stderr for each failure of r and returns the
+// exit code: 3 when no response came, 1 for any other failure, else 0.
+func traceExit(stderr io.Writer, r traceResult) int {
+	code := exitOK
+	failed := func(c int, format string, args ...any) {
+		fmt.Fprintf(stderr, "connaudit trace: "+format+"\n", args...)
+		code = max(code, c)
+	}
+	tl := r.tl
+	if r.interrupted {
+		failed(exitFail, "interrupted")
+	}
+	switch {
+	case r.err != nil:
+		// The request failed, or the Client's own checks (a bad
+		// Location header) failed after a timeline that may be ok.
+		msg := r.rf.redact(r.err, r.req)
 		if strings.Contains(msg, "failed to parse Location header") {
 			// net/http quotes the header, which the server wrote and may
 			// have filled with credentials of its own.
 			msg = "the response's Location header does not parse"
 		}
-		fmt.Fprintf(stderr, "connaudit trace: %s\n", msg)
-		return exitFail
+		c := exitFail
+		if tl.Status == 0 && !r.interrupted {
+			c = exitUnreachable
+		}
+		failed(c, "%s", msg)
+	case tl.Outcome.Class != vocab.ClassOK:
+		// The response came; its body failed.
+		msg := string(tl.Outcome.Class) + " @" + string(tl.Outcome.Stage)
+		if e := tl.Outcome.Err; e != nil {
+			msg += ": " + tl.RedactError(e)
+		} else if r.bodyErr != nil {
+			msg += ": " + r.rf.redact(r.bodyErr, r.req)
+		}
+		failed(exitFail, "reading the response's body: %s", msg)
+	case r.bodyErr != nil:
+		failed(exitFail, "reading the response's body: %s", r.rf.redact(r.bodyErr, r.req))
 	}
-	if notH2 != "" {
-		fmt.Fprintf(stderr, "connaudit trace: -http2: h2-not-offered: %s\n", notH2)
-		return exitFail
+	if r.notH2 != "" {
+		failed(exitFail, "-http2: h2-not-offered: %s", r.notH2)
 	}
-	if tl.Outcome.Class != vocab.ClassOK {
-		return exitFail
+	if r.failHTTP && tl.Status >= 400 {
+		failed(exitFail, "-fail: the server answered %d %s", tl.Status, http.StatusText(tl.Status))
 	}
-	return exitOK
+	return code
 }
 
 // defaultTimeout bounds one request of trace and probe.

@@ -81,13 +81,14 @@ func TestTraceWaterfallAndJSON(t *testing.T) {
 	}
 }
 
-func TestTraceFailureExitsOne(t *testing.T) {
+func TestTraceUnreachableExitsThree(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := srv.Listener.Addr().String()
 	srv.Close() // nothing listens there now
-	code, out, _ := runCLI(t, "trace", "http://"+addr+"/")
-	require.Equal(t, exitFail, code)
+	code, out, errOut := runCLI(t, "trace", "http://"+addr+"/")
+	require.Equal(t, exitUnreachable, code)
 	require.Contains(t, out, "connect-refused")
+	require.Contains(t, errOut, "connection refused")
 }
 
 func TestTraceUsageErrors(t *testing.T) {
@@ -95,7 +96,7 @@ func TestTraceUsageErrors(t *testing.T) {
 		{"trace"},
 		{"trace", "ht tp://x"},
 		{"trace", "ftp://127.0.0.1/"},
-		{"trace", "127.0.0.1:80"},
+		{"trace", "http:127.0.0.1:80"},
 		{"trace", "http://:80/"},
 		{"trace", "http://127.0.0.1:99999/"},
 		{"trace", "-H", "no colon", "http://127.0.0.1/"},
@@ -258,7 +259,6 @@ func TestMalformedURLSecrets(t *testing.T) {
 		"http://admin:Pw4%zzS3cret@127.0.0.1:1/",
 		"http://admin:Pw5@[::1/?token=S3cret",
 		"http:admin:Pw6S3cret@127.0.0.1:1/?token=S3cret",
-		"admin:Pw7S3cret@127.0.0.1:1/?token=S3cret",
 	} {
 		for _, cmd := range []string{"trace", "probe"} {
 			code, out, errOut := runCLI(t, cmd, u)
@@ -267,6 +267,16 @@ func TestMalformedURLSecrets(t *testing.T) {
 			for _, secret := range []string{"admin", "Pw", "S3cret", "zz"} {
 				require.NotContains(t, out+errOut, secret, "%s %q", cmd, u)
 			}
+		}
+	}
+	// Without a scheme, "user:password@host" is an http URL, no scheme
+	// "user" with an opaque rest: it is tried, and nothing of it shown.
+	u := "admin:Pw7S3cret@" + testserver.ClosedPort(t) + "/?token=S3cret"
+	for _, cmd := range []string{"trace", "probe"} {
+		code, out, errOut := runCLI(t, cmd, u)
+		require.Equal(t, exitUnreachable, code, "%s %q: %s", cmd, u, errOut)
+		for _, secret := range []string{"admin", "Pw7", "S3cret"} {
+			require.NotContains(t, out+errOut, secret, "%s %q", cmd, u)
 		}
 	}
 }

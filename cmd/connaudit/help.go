@@ -1,0 +1,84 @@
+package main
+
+// helpText is what a command's -h says besides its flags.
+type helpText struct {
+	about    string   // what the command does
+	exits    string   // its exit status, code by code
+	examples []string // three command lines
+}
+
+// helpFor returns the help of the command name.
+func helpFor(name string) helpText {
+	switch name {
+	case "trace":
+		return helpText{
+			about: `Trace one request: the connection it got (new or reused), DNS, connect, TLS,
+the request written, the server's wait and the transfer, then every event.
+No redirect is followed. A URL without a scheme means http://; flags may come
+before or after the URL. Secrets (the URL's password and query values,
+Authorization, Proxy-Authorization, Cookie, every -H value) are never printed.
+"get conn" is the time the Transport took to hand the request a connection,
+DNS, connect and TLS apart: its own bookkeeping when the request took an idle
+connection or dialed its own; a wait only when another request held it.`,
+			exits: `exit status:
+  0  a response came (any status; with -fail, below 400)
+  1  the request failed once its response began (reading the body), -fail and
+     a status of 400 or more, -http2 not met, or interrupted
+  2  a usage error (a flag, the URL, a file named)
+  3  the target did not answer: no response (refused, DNS, TLS, timeout, not HTTP)
+`,
+			examples: []string{
+				"connaudit trace example.com",
+				`connaudit trace -json -H "Authorization: Bearer $TOKEN" https://api.example.com/v1/items`,
+				"connaudit trace https://example.com/health -fail -http2",
+			},
+		}
+	case "probe":
+		return helpText{
+			about: `Audit a host's connection reuse: send -n requests through a tracked pool and
+report the dials against the ideal, who closed each connection and why, the
+stages by new and reused connection, the server's keep-alive limits and
+findings. A URL without a scheme means http://; flags may come before or after
+the URL. Secrets are never printed.`,
+			exits: `exit status:
+  0  no finding at or above -fail-on
+  1  a finding at or above -fail-on, or the probe was cut by -deadline or
+     interrupted (the report covers what was done)
+  2  a usage error (a flag, the URL, a file named)
+  3  the target did not answer: no request got a response (the report comes out)
+`,
+			examples: []string{
+				"connaudit probe -n 100 -c 4 https://example.com/",
+				"connaudit probe -find-max-requests -find-idle-timeout localhost:8080",
+				"connaudit probe -json -o report.json -fail-on warn https://api.example.com/health",
+			},
+		}
+	case "scenarios":
+		return helpText{
+			about: `Run the fault catalogue against an embedded loopback fault server: each
+scenario drives a fault at a pool capped at one connection per host, checks
+the outcome, then that the same pool serves /ok with nothing leaked.`,
+			exits: `exit status:
+  0  every scenario passed
+  1  a scenario failed, or the run was cut by -deadline or interrupted (the
+     scenarios not run are reported skipped)
+  2  a usage error (a flag, the pattern, a file named)
+`,
+			examples: []string{
+				"connaudit scenarios -list",
+				"connaudit scenarios -run 'reset|timeout' -v",
+				"connaudit scenarios -json -junit report.xml",
+			},
+		}
+	case "version":
+		return helpText{
+			about: "Print connaudit's version.",
+			exits: `exit status:
+  0  the version was printed
+  2  a usage error
+`,
+			examples: []string{"connaudit version"},
+		}
+	}
+	return helpText{exits: exitHelp}
+}
