@@ -413,11 +413,11 @@ func (pr *prober) mainRun() (*Report, error) {
 	}
 	pr.mainDials = func() int64 { return p.Stats().Dials }
 	var (
-		next     atomic.Int64
-		sent     = &pr.mainSent
-		wg       sync.WaitGroup
-		timeUp   atomic.Bool // the Duration has passed
-		senders  = make([]*sender, cfg.concurrency)
+		next    atomic.Int64
+		sent    = &pr.mainSent
+		wg      sync.WaitGroup
+		timeUp  atomic.Bool // the Duration has passed
+		senders = make([]*sender, cfg.concurrency)
 	)
 	if cfg.duration > 0 {
 		t := time.AfterFunc(cfg.duration, func() { timeUp.Store(true) })
