@@ -81,7 +81,7 @@ type Report struct {
 	// The two add up to HiddenRetries.
 	HiddenRetriesNotProcessed      int            `json:"hidden_retries_not_processed"`
 	HiddenRetriesPossiblyProcessed int            `json:"hidden_retries_possibly_processed"`
-	HiddenRetriesWhy               map[string]int `json:"hidden_retries_not_processed_why"`
+	HiddenRetriesWhy               map[string]int `json:"hidden_retries_not_processed_why,omitempty"`
 
 	// Dials counts the connections the main run dialed (failed and
 	// abandoned dials included); DialErrors the dials that failed;

@@ -67,8 +67,11 @@ func (r *Report) WriteText(w io.Writer, verbose bool) error {
 		fmt.Fprintf(tw, "  failed\t%s @%s ×%d: %s\n", f.Class, f.Stage, f.Count, f.Error)
 	}
 	if r.HiddenRetries > 0 {
-		fmt.Fprintf(tw, "hidden retries\t%d request(s), %d extra attempt(s): %d possibly processed twice, %d not processed the first time",
-			r.HiddenRetries, r.ExtraAttempts, r.HiddenRetriesPossiblyProcessed, r.HiddenRetriesNotProcessed)
+		fmt.Fprintf(tw, "hidden retries\t%d request(s), %d extra attempt(s)", r.HiddenRetries, r.ExtraAttempts)
+		if r.HiddenRetriesPossiblyProcessed+r.HiddenRetriesNotProcessed > 0 {
+			fmt.Fprintf(tw, ": %d possibly processed twice, %d not processed the first time",
+				r.HiddenRetriesPossiblyProcessed, r.HiddenRetriesNotProcessed)
+		}
 		if len(r.HiddenRetriesWhy) > 0 {
 			fmt.Fprintf(tw, " (%s)", whyList(r.HiddenRetriesWhy))
 		}

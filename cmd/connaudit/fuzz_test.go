@@ -477,11 +477,11 @@ func TestSecretsCLI(t *testing.T) {
 			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), headers...), cliSecretURL(okHost)), code: exitOK,
 				want: []string{okHost, cliPath, "token=REDACTED"}},
 			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), headers...), cliSecretURL(refusedHost)),
-				code: exitUsage, want: []string{"connect-refused"}},
+				code: exitUnreachable, want: []string{"connect-refused"}},
 			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), headers...), cliSecretURL(headEchoHost)),
-				code: exitUsage, want: []string{"malformed MIME header line"}},
+				code: exitUnreachable, want: []string{"malformed MIME header line"}},
 			run{args: append(append(append([]string{"probe", "-n", "2"}, format...), basicHeaders...), cliSecretURL(headEchoHost)),
-				code: exitUsage, want: []string{"malformed MIME header line"}},
+				code: exitUnreachable, want: []string{"malformed MIME header line"}},
 		)
 	}
 	runs = append(runs,

@@ -87,11 +87,12 @@ func probeCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-// requireProbeError checks an error exit: code 2, one line on stderr
-// starting with the command's name, no stack trace.
-func requireProbeError(t *testing.T, code int, stderr string) {
+// requireProbeError checks an error exit: code want (2 for usage, 3 for an
+// unreachable target), one line on stderr starting with the command's
+// name, no stack trace.
+func requireProbeError(t *testing.T, want, code int, stderr string) {
 	t.Helper()
-	require.Equal(t, exitUsage, code, "stderr: %s", stderr)
+	require.Equal(t, want, code, "stderr: %s", stderr)
 	require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 	require.True(t, strings.HasPrefix(stderr, "connaudit probe: "), "%q", stderr)
 	require.NotContains(t, stderr, "goroutine")
@@ -136,7 +137,7 @@ func TestProbeUsageErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			code, stdout, stderr := probeCLI(t, append([]string{"probe"}, args...)...)
-			requireProbeError(t, code, stderr)
+			requireProbeError(t, exitUsage, code, stderr)
 			require.Empty(t, stdout)
 			require.NotContains(t, stderr, "hunter2")
 			require.NotContains(t, stderr, "s3cr3t")
@@ -178,7 +179,7 @@ func TestProbeUnusableTargets(t *testing.T) {
 			u := strings.Replace(tc.url, "://", "://alice:hunter2@", 1) + "/p?token=s3cr3t"
 			args := append(append([]string{"probe", "-n", "2"}, tc.args...), u)
 			code, stdout, stderr := probeCLI(t, args...)
-			requireProbeError(t, code, stderr)
+			requireProbeError(t, exitUnreachable, code, stderr)
 			require.Contains(t, stderr, "unusable target")
 			require.Contains(t, stderr, tc.want)
 			for _, out := range []string{stdout, stderr} {
@@ -204,7 +205,7 @@ func TestProbeDeadlineEndsTheRun(t *testing.T) {
 	}))
 	t.Cleanup(hs.Close)
 	code, _, stderr := probeCLI(t, "probe", "-n", "3", "-deadline", "300ms", hs.URL)
-	requireProbeError(t, code, stderr)
+	requireProbeError(t, exitUnreachable, code, stderr)
 	require.Contains(t, stderr, "deadline")
 }
 
@@ -289,7 +290,7 @@ func TestProbeFailOn(t *testing.T) {
 	}))
 	t.Cleanup(hs.Close)
 	code, stdout, _ := probeCLI(t, "probe", "-n", "2", "-json", hs.URL)
-	require.Equal(t, exitUsage, code, "nothing succeeded: an unusable target")
+	require.Equal(t, exitUnreachable, code, "nothing succeeded: an unusable target")
 	require.Contains(t, stdout, `"request-errors"`, "the report still comes out")
 }
 

@@ -14,6 +14,8 @@ const (
 	exitOK    = 0
 	exitFail  = 1
 	exitUsage = 2
+	// exitUnreachable: no request to the target succeeded.
+	exitUnreachable = 3
 )
 
 type command struct {
