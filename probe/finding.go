@@ -32,8 +32,9 @@ import "slices"
 //	                                        server may have processed them twice (error when the
 //	                                        method is not idempotent); retries the evidence shows
 //	                                        were not processed are no finding
-//	h2-unused-dials                  warn   the Transport dialed HTTP/2 connections it closed unused
-//	                                        (close reason "h2-unused"), with their cost and the fix
+//	h2-unused-dials                  warn   the Transport dialed HTTP/2 connections it never used:
+//	                                        closed once their handshake finished (close reason
+//	                                        "h2-unused") or abandoned during it; their cost and the fix
 //	keep-alive-header-differs        warn   the server's Keep-Alive header promises more than it
 //	                                        keeps: it closes idle connections sooner than its
 //	                                        timeout, or connections after fewer requests than its max

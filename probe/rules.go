@@ -140,7 +140,7 @@ func newFacts(rep *Report, cfg *config, ev *evidence, https bool) *facts {
 // connection answer one request and the server close it after that
 // response.
 func (f *facts) oneResponseEach() bool {
-	return len(f.judged) > 0 && f.ok > 0 && allOneAndServerClosed(f.judged)
+	return len(f.judged) > 0 && f.ok > 0 && allOneAndServerClosed(f.judged, f.cfg.gap)
 }
 
 // found returns a finding.
@@ -191,7 +191,7 @@ func noKeepAlive(f *facts) (Finding, bool) {
 	case f.oneResponseEach():
 		return found(idNoKeepAlive, severityWarn,
 			"the server closed every connection after one response (%s): %d dials for %d requests; with keep-alive %d would do",
-			reasonList(f.judged), rep.Dials, rep.Requests, rep.PerfectDials)
+			reasonList(f.judged, f.cfg.gap), rep.Dials, rep.Requests, rep.PerfectDials)
 	case f.noKeepAlive:
 		return found(idNoKeepAlive, severityWarn, "the server closed the connection after its first response (%s)", howText(f.maxReqs.How))
 	}
@@ -240,7 +240,7 @@ func serverClosesEveryN(f *facts) (Finding, bool) {
 	if hi != lo {
 		every = fmt.Sprintf("%d to %d", lo, hi)
 	}
-	msg := fmt.Sprintf("the server closed %d connection(s) after %s requests each (%s)", len(f.everyN), every, reasonList(f.everyN))
+	msg := fmt.Sprintf("the server closed %d connection(s) after %s requests each (%s)", len(f.everyN), every, reasonList(f.everyN, f.cfg.gap))
 	if !f.announced {
 		msg += ", without notice, so the next request on such a connection fails or is retried by the Transport"
 	}
@@ -387,22 +387,28 @@ func (f *facts) firstProtocolFailure() string {
 	return ""
 }
 
-// h2UnusedDials: the Transport dialed HTTP/2 connections it closed
-// unused.
+// h2UnusedDials: the Transport dialed HTTP/2 connections it never used:
+// closed once their handshake finished, or abandoned during it.
 func h2UnusedDials(f *facts) (Finding, bool) {
 	rep := f.rep
-	n := rep.ClosedBy[vocab.ReasonH2Unused]
-	if n <= 0 {
+	unused := rep.ClosedBy[vocab.ReasonH2Unused]
+	if unused <= 0 && (rep.Protocols["h2"] == 0 || rep.DialsAbandoned == 0) {
 		return Finding{}, false
+	}
+	n := unused
+	how := fmt.Sprintf("%d closed unused", unused)
+	if rep.Protocols["h2"] > 0 && rep.DialsAbandoned > 0 {
+		n += rep.DialsAbandoned
+		how += fmt.Sprintf(", %d abandoned during their handshake", rep.DialsAbandoned)
 	}
 	cost := ""
 	if f.ev.unusedListed > 0 {
 		each := f.ev.unusedSetup / time.Duration(f.ev.unusedListed)
-		cost = fmt.Sprintf(", about %s each", human(each))
+		cost = fmt.Sprintf("; setting one up took about %s", human(each))
 	}
 	return found(idH2UnusedDials, severityWarn,
-		"the Transport dialed %d HTTP/2 connection(s) it closed unused%s (a TCP connect and a TLS handshake each, on both sides): requests that found no connection to the host open dialed their own, and net/http keeps one HTTP/2 connection per host; send one request first and start the concurrent ones once it has its connection, or cap MaxConnsPerHost",
-		n, cost)
+		"the Transport dialed %d HTTP/2 connection(s) it never used (%s)%s: a TCP connect and a TLS handshake each, on both sides, for nothing; requests that found no connection to the host open dialed their own, and net/http keeps one HTTP/2 connection per host: send one request first and start the concurrent ones once it has its connection, or cap MaxConnsPerHost",
+		n, how, cost)
 }
 
 // keepAliveHeaderDiffers: the server's Keep-Alive header promises more
@@ -609,7 +615,7 @@ func announced(reason string) bool {
 // allOneAndServerClosed reports whether every connection answered one
 // request and was closed by the server after it, not for being idle: a
 // close while idle counts when it came at once (closedAtOnce).
-func allOneAndServerClosed(cs []Connection) bool {
+func allOneAndServerClosed(cs []Connection, gap time.Duration) bool {
 	for _, c := range cs {
 		if c.Responses != 1 || c.ClosedBy != vocab.ClosedByServer {
 			return false
@@ -617,7 +623,7 @@ func allOneAndServerClosed(cs []Connection) bool {
 		switch c.CloseReason {
 		case vocab.ReasonConnectionClose, vocab.ReasonHTTP10, vocab.ReasonServerGoAway, vocab.ReasonServerEOF, vocab.ReasonServerReset:
 		default:
-			if !closedAtOnce(c) {
+			if !closedAtOnce(c, gap) {
 				return false
 			}
 		}
@@ -626,13 +632,15 @@ func allOneAndServerClosed(cs []Connection) bool {
 }
 
 // closedAtOnce reports whether the server closed c while idle right after
-// its response: it says keep-alive and keeps none.
-func closedAtOnce(c Connection) bool {
-	return c.CloseReason == vocab.ReasonServerClosedIdle && c.IdleBeforeClose < immediateClose
+// its response: it says keep-alive and keeps none. Without a gap between
+// a worker's requests, any close of an idle connection came before the
+// next request could: at once.
+func closedAtOnce(c Connection, gap time.Duration) bool {
+	return c.CloseReason == vocab.ReasonServerClosedIdle && (gap == 0 || c.IdleBeforeClose < immediateClose)
 }
 
 // reasonList names the server close reasons among cs, most frequent first.
-func reasonList(cs []Connection) string {
+func reasonList(cs []Connection, gap time.Duration) string {
 	counts := map[string]int{}
 	var order []string
 	for _, c := range cs {
@@ -640,7 +648,7 @@ func reasonList(cs []Connection) string {
 			continue
 		}
 		how := howText(string(c.CloseReason))
-		if closedAtOnce(c) {
+		if closedAtOnce(c, gap) {
 			how = "closed at once after the response, though it did not say Connection: close"
 		}
 		if counts[how] == 0 {
