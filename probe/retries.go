@@ -135,7 +135,7 @@ func (r *retryEvidence) judge(rep *Report, idle time.Duration, resets int64) {
 // saw of it.
 func (a *aggregator) judgeRetry(tl *httptrace.Timeline) retryVerdict {
 	var (
-		v       retryVerdict
+		v       = retryVerdict{rank: -1}
 		conn    uint64
 		got     bool // an attempt is open: a GotConn not yet followed by a GetConn
 		wrote   bool
