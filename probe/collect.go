@@ -110,9 +110,11 @@ type evidence struct {
 	// retries is the evidence on the hidden retries.
 	retries retryEvidence
 	// unusedListed counts the listed HTTP/2 connections closed unused;
-	// unusedSetup sums up how long they took to set up.
+	// unusedSetup sums up how long they took to set up. idleDials counts
+	// the listed connections dialed (not failed) that carried no request.
 	unusedListed int
 	unusedSetup  time.Duration
+	idleDials    int
 }
 
 // failedUnconnected reports whether the timeline id failed before it got

@@ -544,6 +544,9 @@ func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
 		if c.CloseReason == vocab.ReasonServerClosedIdle {
 			conn.IdleBeforeClose = idleBeforeClose(c)
 		}
+		if c.Requests == 0 && (c.DialError == "" || c.Abandoned) {
+			ev.idleDials++
+		}
 		if c.CloseReason == vocab.ReasonH2Unused {
 			if at, ok := openedAt(c); ok && at.After(c.DialedAt) {
 				ev.unusedListed++

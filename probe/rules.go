@@ -388,17 +388,20 @@ func (f *facts) firstProtocolFailure() string {
 }
 
 // h2UnusedDials: the Transport dialed HTTP/2 connections it never used:
-// closed once their handshake finished, or abandoned during it.
+// closed once their handshake finished ("h2-unused"), abandoned during it,
+// or kept beside the one it used.
 func h2UnusedDials(f *facts) (Finding, bool) {
 	rep := f.rep
-	unused := rep.ClosedBy[vocab.ReasonH2Unused]
-	if unused <= 0 && (rep.Protocols["h2"] == 0 || rep.DialsAbandoned == 0) {
+	if rep.Protocols["h2"] == 0 {
 		return Finding{}, false
 	}
-	n := unused
+	unused := rep.ClosedBy[vocab.ReasonH2Unused]
+	n := max(int64(f.ev.idleDials), unused+rep.DialsAbandoned)
+	if n <= 0 {
+		return Finding{}, false
+	}
 	how := fmt.Sprintf("%d closed unused", unused)
-	if rep.Protocols["h2"] > 0 && rep.DialsAbandoned > 0 {
-		n += rep.DialsAbandoned
+	if rep.DialsAbandoned > 0 {
 		how += fmt.Sprintf(", %d abandoned during their handshake", rep.DialsAbandoned)
 	}
 	cost := ""
