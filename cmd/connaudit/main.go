@@ -3,8 +3,9 @@
 // runs the fault catalogue against an embedded loopback server
 // (scenarios).
 //
-// Exit status: 0 when all is well, 1 when the audit or request failed, 2 on
-// a usage error or an unusable target.
+// Exit status: 0 when all is well, 1 when the audit or request failed (a
+// probe the deadline stopped included), 2 on a usage error, 3 when no request
+// to the target succeeded (probe).
 package main
 
 import (
