@@ -410,7 +410,7 @@ func h2UnusedDials(f *facts) (Finding, bool) {
 		cost = fmt.Sprintf("; setting one up took about %s", human(each))
 	}
 	return found(idH2UnusedDials, severityWarn,
-		"the Transport dialed %d HTTP/2 connection(s) it never used (%s)%s: a TCP connect and a TLS handshake each, on both sides, for nothing; requests that found no connection to the host open dialed their own, and net/http keeps one HTTP/2 connection per host: send one request first and start the concurrent ones once it has its connection, or cap MaxConnsPerHost",
+		"the Transport dialed %d HTTP/2 connection(s) it never used (%s)%s: a TCP connect and a TLS handshake each, on both sides, for nothing; requests that found no connection to the host open dialed their own, and net/http keeps one HTTP/2 connection per host: set MaxConnsPerHost to 1 (the requests then wait for the one connection and share it), or send one request first and start the concurrent ones once it has its connection",
 		n, how, cost)
 }
 
