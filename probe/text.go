@@ -43,7 +43,11 @@ func (r *Report) WriteText(w io.Writer, verbose bool) error {
 	if r.MaxConnsPerHost > 0 {
 		capText = fmt.Sprintf("capped at %d", r.MaxConnsPerHost)
 	}
-	fmt.Fprintf(&b, "  %d requests, concurrency %d, connections %s", r.Requested, r.Concurrency, capText)
+	if r.Duration > 0 {
+		fmt.Fprintf(&b, "  requests for %s (at most %d), concurrency %d, connections %s", human(r.Duration), r.Requested, r.Concurrency, capText)
+	} else {
+		fmt.Fprintf(&b, "  %d requests, concurrency %d, connections %s", r.Requested, r.Concurrency, capText)
+	}
 	if r.Gap > 0 {
 		fmt.Fprintf(&b, ", gap %s", human(r.Gap))
 	}
@@ -55,7 +59,7 @@ func (r *Report) WriteText(w io.Writer, verbose bool) error {
 
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	sent := fmt.Sprintf("%d", r.Requests)
-	if r.Requests != r.Requested {
+	if r.Requests != r.Requested && (r.Duration == 0 || r.DeadlineReached || r.Interrupted) {
 		sent = fmt.Sprintf("%d of %d", r.Requests, r.Requested)
 	}
 	perSecond := ""

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -387,4 +388,16 @@ func TestDuration(t *testing.T) {
 	// Requests, when given, bounds it.
 	rep = mustProbe(t, s, probe.Duration(time.Hour), probe.Requests(5))
 	require.Equal(t, 5, rep.Requests)
+}
+
+// TestDurationText: a run for a duration says so, and does not read as
+// cut short.
+func TestDurationText(t *testing.T) {
+	t.Parallel()
+	s := goServer(t, 0)
+	rep := mustProbe(t, s, probe.Duration(50*time.Millisecond))
+	var b strings.Builder
+	require.NoError(t, rep.WriteText(&b, false))
+	require.Contains(t, b.String(), "requests for 50ms (at most 1000000)")
+	require.NotContains(t, b.String(), "of 1000000 in")
 }
