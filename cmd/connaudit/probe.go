@@ -62,7 +62,7 @@ func (pf *probeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&pf.maxRequests, "max-requests", defaultMaxRequests, "most requests -find-max-requests sends")
 	fs.BoolVar(&pf.findIdleTimeout, "find-idle-timeout", false, "discover the server's keep-alive idle timeout")
 	fs.DurationVar(&pf.maxIdle, "max-idle", defaultMaxIdle, "longest idle gap -find-idle-timeout tries")
-	fs.DurationVar(&pf.duration, "duration", 0, "send requests for this long instead of -n of them (at most -n if given, else 1000000)")
+	fs.DurationVar(&pf.duration, "duration", 0, "send requests for this long instead of -n of them (at most -n if given, else 1000000); the default -deadline counts from its end")
 }
 
 // validate checks the values the flag package cannot, with one message
@@ -115,6 +115,10 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if pf.duration > 0 && !flagSet(fs, "n") {
 		// -duration bounds the run; -n, when given, bounds its requests.
 		pf.n = maxProbeRequests
+	}
+	if pf.duration > 0 && !flagSet(fs, "deadline") {
+		// The default deadline bounds what comes after the run's time.
+		pf.deadline += pf.duration
 	}
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(stderr, "connaudit probe: "+format+"\n", args...)
