@@ -261,14 +261,14 @@ func serverIdleShorterThanClient(f *facts) (Finding, bool) {
 	if adv > 0 {
 		said = fmt.Sprintf("; it advertises Keep-Alive: timeout=%d", int(adv/time.Second))
 	}
-	// The advice takes the smaller of what the server says and what it
-	// does, with room for the request to reach it.
-	advise := func(observed time.Duration) string {
-		t := observed
-		if adv > 0 && (t == 0 || adv < t) {
-			t = adv
+	// The advice takes the smaller of what the server does (bound, a
+	// client idle timeout safely below it; 0 if unknown) and what it says
+	// (with room for a request to reach it).
+	advise := func(bound time.Duration) string {
+		if adv > 0 && (bound == 0 || adv-adv/4 < bound) {
+			return human(adv - adv/4)
 		}
-		return human(t - t/4)
+		return human(bound)
 	}
 	if i := f.idle; i != nil && i.Found && (i.Closed < clientIdle || (adv > 0 && adv < clientIdle)) {
 		return found(idServerIdleShorterThanClient, severityWarn,
@@ -286,7 +286,7 @@ func serverIdleShorterThanClient(f *facts) (Finding, bool) {
 	idle := slices.Sorted(slices.Values(f.idleClosed))
 	return found(idServerIdleShorterThanClient, severityWarn,
 		"the server closed %d idle connection(s), after %s idle%s; the client keeps idle connections for %s, so it may send a request on a connection the server is closing (a failed request or a hidden retry): keep the client's idle timeout below %s",
-		len(idle), spread(idle), said, human(clientIdle), advise(idle[0]))
+		len(idle), spread(idle), said, human(clientIdle), advise(idle[0]-idle[0]/4))
 }
 
 // h2NotOffered: over TLS, with HTTP/2 allowed, no connection negotiated

@@ -27,7 +27,7 @@ import (
 // keepAliveServer starts a server whose responses carry the Keep-Alive
 // header value ka and, with closeEvery > 0, Connection: close on every
 // closeEvery-th response of a connection.
-func keepAliveServer(t *testing.T, ka string, closeEvery int) *server {
+func keepAliveServer(t *testing.T, ka string, closeEvery int, configure ...func(*httptest.Server)) *server {
 	t.Helper()
 	type key struct{}
 	var s *server
@@ -42,6 +42,9 @@ func keepAliveServer(t *testing.T, ka string, closeEvery int) *server {
 	}))
 	hs.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
 		return context.WithValue(ctx, key{}, new(atomic.Int64))
+	}
+	for _, f := range configure {
+		f(hs)
 	}
 	s = startCounting(t, hs)
 	return s
@@ -79,6 +82,27 @@ func TestKeepAliveHeaderDiffers(t *testing.T) {
 	f, _ := rep.Has("keep-alive-header-differs")
 	require.Contains(t, f.Message, "closed connections after 2 requests, fewer than its max of 100")
 }
+
+// TestKeepAliveHeaderTimeoutDiffers: a server that advertises a 60s idle
+// timeout and closes idle connections after 50ms promises more than it
+// keeps, and the advice on the client's idle timeout takes what it does,
+// the smaller.
+func TestKeepAliveHeaderTimeoutDiffers(t *testing.T) {
+	t.Parallel()
+	s := keepAliveServer(t, "timeout=60", 0, withIdleTimeout(50*time.Millisecond))
+	rep := mustProbe(t, s, probe.Requests(2), probe.FindIdleTimeout(time.Second))
+	i := rep.Discovery.IdleTimeout
+	require.True(t, i.Found, "%+v", i)
+	require.Contains(t, ids(rep), "keep-alive-header-differs")
+	f, _ := rep.Has("keep-alive-header-differs")
+	require.Contains(t, f.Message, "sooner than its timeout of 1m0s")
+	f, _ = rep.Has("server-idle-shorter-than-client")
+	require.Contains(t, f.Message, "it advertises Keep-Alive: timeout=60")
+	require.Contains(t, f.Message, "keep the client's idle timeout below "+humanish(max(i.Survived, i.Closed/2)))
+}
+
+// humanish rounds d as the report does below a second.
+func humanish(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
 
 // staleAfterFirst answers the first request of a connection with
 // keep-alive and the Keep-Alive header value ka, then waits for the next
