@@ -115,6 +115,7 @@ type connState struct {
 	closeReq     uint64
 	h2           bool
 	doomed       bool     // the Transport is closing it
+	protoErr     bool     // a request on it (HTTP/2) ended with a connection error
 	last         *request // the last request that ended while it was active
 	idleSince    stamp    // when it last went idle
 	openedAt     stamp    // when it opened (its TLS handshake, if any, done)

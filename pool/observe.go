@@ -291,14 +291,17 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 		return
 	}
 	if c.h2 || strings.HasPrefix(tl.Proto, "HTTP/2") {
-		if c.State == vocab.StateClosed && r.class == vocab.ClassProtocol && c.readErr == nil && c.active.has(tl.ID) {
-			switch c.CloseReason {
-			case vocab.ReasonServerGoAway, vocab.ReasonClient, vocab.ReasonRequestError:
-				// The connection closed before this request, active on it,
-				// ended with the HTTP/2 connection error that closed it:
-				// the client's close, not the server's GOAWAY.
-				p.recloseLocked(c, vocab.ClosedByClient, vocab.ReasonProtocolError)
-				c.CloseDetail = ""
+		if r.class == vocab.ClassProtocol && h2ConnError(tl.Outcome.Err) {
+			// The request ended with the HTTP/2 connection error for which
+			// the client closes the connection: the client's close, not
+			// the server's GOAWAY, whether it came before or after.
+			c.protoErr = true
+			if c.State == vocab.StateClosed && c.readErr == nil {
+				switch c.CloseReason {
+				case vocab.ReasonServerGoAway, vocab.ReasonClient, vocab.ReasonRequestError:
+					p.recloseLocked(c, vocab.ClosedByClient, vocab.ReasonProtocolError)
+					c.CloseDetail = ""
+				}
 			}
 		}
 		p.deactivateLocked(c, tl.ID, stamp{tl.Start, at})
@@ -533,6 +536,9 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			return vocab.ClosedByServer, connCloseReason(r.proto)
 		}
 	}
+	if c.readErr == nil && c.protoErr {
+		return vocab.ClosedByClient, vocab.ReasonProtocolError
+	}
 	if c.readErr == nil {
 		for _, r := range reqs {
 			if r.class == vocab.ClassProtocol {
@@ -678,4 +684,20 @@ var errIdleClosed = errors.New("http: CloseIdleConnections called")
 // so that net/http may have closed the least recently used of them.
 func (p *Pool) idleOverLocked() bool {
 	return p.total.idle+1 >= p.tr.MaxIdleConns
+}
+
+// h2ConnError reports whether err is an HTTP/2 connection error of the
+// bundled http2 (its ConnectionError, unexported: "connection error:
+// FLOW_CONTROL_ERROR"), for which the client closes the connection.
+func h2ConnError(err error) bool {
+	// http.Client's *url.Error quotes the URL, whose text is not the
+	// error's.
+	for {
+		ue, ok := err.(*url.Error)
+		if !ok || ue.Err == nil {
+			break
+		}
+		err = ue.Err
+	}
+	return err != nil && strings.Contains(err.Error(), "connection error: ")
 }
