@@ -492,6 +492,11 @@ func TestClassifyUnit(t *testing.T) {
 		{errors.New("http2: timeout awaiting response headers"), vocab.StageAwaitHeaders, vocab.ClassResponseHeaderTimeout},
 		{errors.New("net/http: HTTP/1.x transport connection broken: too many transfer encodings"), vocab.StageAwaitHeaders, vocab.ClassProtocol},
 		{errors.New("something else"), vocab.StageBody, vocab.ClassError},
+		// The bundled http2's ConnectionError: the client closed the
+		// connection over the server's protocol violation.
+		{errors.New("connection error: FLOW_CONTROL_ERROR"), vocab.StageAwaitHeaders, vocab.ClassProtocol},
+		{&url.Error{Op: "Get", URL: "https://h/", Err: errors.New("connection error: PROTOCOL_ERROR")}, vocab.StageAwaitHeaders, vocab.ClassProtocol},
+		{&url.Error{Op: "Get", URL: "https://h/connection error: x", Err: errors.New("boom")}, vocab.StageAwaitHeaders, vocab.ClassError},
 		// http.Client's *url.Error quotes the URL, whose text is not the
 		// error's.
 		{&url.Error{Op: "Get", URL: "http://h/GOAWAY", Err: io.EOF}, vocab.StageAwaitHeaders, vocab.ClassServerClosed},

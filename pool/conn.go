@@ -39,6 +39,13 @@ type Closer = vocab.Closer
 //	handshake-failed        the TLS handshake failed or timed out
 //	handshake-abandoned     the Transport cancelled the handshake: no request needed the connection
 //	keep-alives-disabled    http.Transport.DisableKeepAlives
+//	protocol-error          the server broke the protocol: an HTTP/2 connection error (a
+//	                        flow-control overflow, an oversized header block), a malformed
+//	                        response, or bytes sent when no response was due (after a
+//	                        response, or a body to HEAD); detail says which
+//	h2-unused               an HTTP/2 connection dialed while another was being dialed for
+//	                        the host, closed unused: net/http keeps one HTTP/2 connection
+//	                        per host
 //	client-close            closed for another reason
 //
 // Closed by the server:
@@ -49,7 +56,6 @@ type Closer = vocab.Closer
 //	server-eof              closed during a request
 //	server-reset            reset the connection
 //	goaway                  HTTP/2 GOAWAY (inferred: the connection ended after one)
-//	protocol-error          sent something that is not HTTP
 type CloseReason = vocab.CloseReason
 
 // StateChange is one entry of a connection's state history.
@@ -109,9 +115,20 @@ type connState struct {
 	closeReq     uint64
 	h2           bool
 	doomed       bool     // the Transport is closing it
+	protoErr     bool     // a request on it (HTTP/2) ended with a connection error
 	last         *request // the last request that ended while it was active
 	idleSince    stamp    // when it last went idle
 	openedAt     stamp    // when it opened (its TLS handshake, if any, done)
+	// What the pool saw of the last request handed the connection (an
+	// HTTP/1 connection serves one at a time): the Write calls begun and
+	// the bytes written before it got the connection, the Write calls
+	// begun when the first read error came (readErr), and, when the
+	// connection was idle then, since when (gotIdle) and when it was
+	// handed over (gotAt).
+	writesAtGot, writtenAtGot int64
+	writesAtReadErr           int64
+	gotIdle                   bool
+	idleAtGot, gotAt          stamp
 	// dialCtx is the context of its dial while its TLS handshake runs:
 	// the Transport runs the handshake under it, and cancels it only to
 	// abandon the dial.
@@ -205,7 +222,11 @@ type connIO struct {
 	written       atomic.Int64
 	lastWrite     atomic.Int64
 	readAtWrite   atomic.Int64
-	_             [40]byte
+	// writes counts the Write calls begun: a read error that sees the
+	// count unchanged since a request got the connection came before any
+	// byte of that request could reach the server.
+	writes atomic.Int64
+	_      [32]byte
 }
 
 // ioEpoch is the origin of connIO's times.
@@ -299,6 +320,7 @@ func (t *trackedConn) Write(b []byte) (int, error) {
 	} else if t.io.idle.Load() {
 		t.io.closing.Store(true)
 	}
+	t.io.writes.Add(1)
 	n, err := t.Conn.Write(b)
 	t.io.written.Add(int64(n))
 	return n, err

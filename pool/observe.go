@@ -131,6 +131,10 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		}
 		if !again {
 			r.servedBy = c.ID
+			if !c.h2 {
+				c.writesAtGot, c.writtenAtGot = c.io.writes.Load(), c.io.written.Load()
+				c.gotIdle, c.idleAtGot, c.gotAt = c.State == vocab.StateIdle, c.idleSince, now
+			}
 			c.Requests++
 			if len(c.RequestIDs) < maxRequestIDs {
 				c.RequestIDs = append(c.RequestIDs, tl.ID)
@@ -287,6 +291,19 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 		return
 	}
 	if c.h2 || strings.HasPrefix(tl.Proto, "HTTP/2") {
+		if r.class == vocab.ClassProtocol && h2ConnError(tl.Outcome.Err) {
+			// The request ended with the HTTP/2 connection error for which
+			// the client closes the connection: the client's close, not
+			// the server's GOAWAY, whether it came before or after.
+			c.protoErr = true
+			if c.State == vocab.StateClosed && c.readErr == nil {
+				switch c.CloseReason {
+				case vocab.ReasonServerGoAway, vocab.ReasonClient, vocab.ReasonRequestError:
+					p.recloseLocked(c, vocab.ClosedByClient, vocab.ReasonProtocolError)
+					c.CloseDetail = ""
+				}
+			}
+		}
 		p.deactivateLocked(c, tl.ID, stamp{tl.Start, at})
 		if eof := bodyEOF(tl); c.State == vocab.StateIdle && eof >= 0 && eof < at {
 			// net/http's idle timer for an HTTP/2 connection starts
@@ -339,6 +356,8 @@ func requestCloseReason(r *request, keepAlivesOff bool) (Closer, CloseReason) {
 		return vocab.ClosedByClient, vocab.ReasonEarlyBodyClose
 	case keepAlivesOff && r.class == vocab.ClassOK:
 		return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
+	case r.class == vocab.ClassProtocol:
+		return vocab.ClosedByClient, vocab.ReasonProtocolError
 	case r.class == vocab.ClassOK:
 		// The request succeeded, yet the Transport gave the connection
 		// up: it does so when the write goroutine has not reported the
@@ -436,6 +455,7 @@ func (p *Pool) connReadErr(c *connState, err error) {
 	if c.readErr == nil {
 		c.readErr = err
 		c.readErrState = c.State
+		c.writesAtReadErr = c.io.writes.Load()
 	}
 	p.mu.Unlock()
 }
@@ -531,6 +551,18 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			return vocab.ClosedByServer, connCloseReason(r.proto)
 		}
 	}
+	if c.readErr == nil && c.protoErr {
+		return vocab.ClosedByClient, vocab.ReasonProtocolError
+	}
+	if c.readErr == nil {
+		for _, r := range reqs {
+			if r.class == vocab.ClassProtocol {
+				// The client gave the connection up over what the server
+				// sent (an HTTP/2 connection error, a malformed response).
+				return vocab.ClosedByClient, vocab.ReasonProtocolError
+			}
+		}
+	}
 	if reason, ok := serverSide(c.readErr); ok {
 		// Idle or not when the server closed, not when the client
 		// got round to closing: an HTTP/2 stream that the close killed
@@ -559,7 +591,7 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			// more than one at once and keeps one per host for HTTP/2,
 			// closing the others as their handshakes end.
 			c.CloseDetail = "never used: HTTP/2 takes one connection per host"
-			return vocab.ClosedByClient, vocab.ReasonClient
+			return vocab.ClosedByClient, vocab.ReasonH2Unused
 		}
 		// An HTTP/2 client closes a connection itself once the server
 		// sent GOAWAY and its last stream ended. The frame is not visible
@@ -594,10 +626,17 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
 		case timedOut(time.Since(c.idleSince.time()), p.tr.IdleConnTimeout):
 			return vocab.ClosedByClient, vocab.ReasonIdleTimeout
-		case p.tr.MaxIdleConns > 0:
+		case p.tr.MaxIdleConns > 0 && p.idleOverLocked():
 			// net/http closes the least recently used idle connection,
 			// with no hook, to keep MaxIdleConns.
 			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
+		case !c.h2 && c.readErr == nil:
+			// net/http's HTTP/1 read loop gives an idle connection up, with
+			// no hook, when bytes arrive while no response is due
+			// ("Unsolicited response received on idle HTTP channel"):
+			// bytes after a response's end, or a body to a HEAD request.
+			c.CloseDetail = "the server sent bytes when no response was due (after a response's end, or a body to HEAD)"
+			return vocab.ClosedByClient, vocab.ReasonProtocolError
 		}
 		return vocab.ClosedByClient, vocab.ReasonClient
 	}
@@ -654,3 +693,26 @@ func putIdleReason(err error) CloseReason {
 }
 
 var errIdleClosed = errors.New("http: CloseIdleConnections called")
+
+// idleOverLocked reports whether the idle connections (the one being
+// closed, no longer counted, included) reach http.Transport.MaxIdleConns,
+// so that net/http may have closed the least recently used of them.
+func (p *Pool) idleOverLocked() bool {
+	return p.total.idle+1 >= p.tr.MaxIdleConns
+}
+
+// h2ConnError reports whether err is an HTTP/2 connection error of the
+// bundled http2 (its ConnectionError, unexported: "connection error:
+// FLOW_CONTROL_ERROR"), for which the client closes the connection.
+func h2ConnError(err error) bool {
+	// http.Client's *url.Error quotes the URL, whose text is not the
+	// error's.
+	for {
+		ue, ok := err.(*url.Error)
+		if !ok || ue.Err == nil {
+			break
+		}
+		err = ue.Err
+	}
+	return err != nil && strings.Contains(err.Error(), "connection error: ")
+}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -201,4 +202,35 @@ func (c *connState) snapshot() Conn {
 	}
 	sortIDs(s.Active)
 	return s
+}
+
+func init() {
+	hook.LastAttempt = func(p any, id uint64) (hook.ConnAttempt, bool) { return p.(*Pool).lastAttempt(id) }
+}
+
+// lastAttempt returns what p saw of the last request handed connection id.
+func (p *Pool) lastAttempt(id uint64) (hook.ConnAttempt, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.conns[id]
+	for i := len(p.closed) - 1; c == nil && i >= 0; i-- {
+		if p.closed[i].ID == id {
+			c = p.closed[i]
+		}
+	}
+	if c == nil {
+		return hook.ConnAttempt{}, false
+	}
+	if c.h2 {
+		return hook.ConnAttempt{H2: true}, true
+	}
+	a := hook.ConnAttempt{Wrote: c.io.written.Load() > c.writtenAtGot}
+	if _, ok := serverSide(c.readErr); ok {
+		a.ServerClosed = true
+		a.ClosedFirst = c.writesAtReadErr == c.writesAtGot
+	}
+	if c.gotIdle {
+		a.Idle = c.gotAt.time().Sub(c.idleAtGot.time())
+	}
+	return a, true
 }

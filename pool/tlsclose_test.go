@@ -146,7 +146,7 @@ func TestH2SurplusDialsClosedByClient(t *testing.T) {
 		}
 		require.Zero(t, c.Requests, "conn #%d", c.ID)
 		require.Equal(t, vocab.ClosedByClient, c.ClosedBy, "conn #%d: %s", c.ID, c.CloseReason)
-		require.Equal(t, vocab.ReasonClient, c.CloseReason, "conn #%d", c.ID)
+		require.Equal(t, vocab.ReasonH2Unused, c.CloseReason, "conn #%d", c.ID)
 		unused++
 	}
 	require.Equal(t, n-1, unused)

@@ -14,11 +14,17 @@ import (
 const maxFailures = 10
 
 // aggregator is the main run's [httptrace.Observer]: it folds each finished
-// timeline into counts and stage samples, so that a long run costs memory
-// for its durations only (unless timelines are kept).
+// timeline into counts and fixed-size histograms, so that a long run costs
+// the same memory as a short one (unless timelines are kept).
 type aggregator struct {
-	ctx  context.Context // the run's: a failure after it ended was cut by it
-	keep bool
+	ctx     context.Context // the run's: a failure after it ended was cut by it
+	keep    bool
+	timeout time.Duration // the per-request timeout
+	// pool is the main run's *pool.Pool, for the evidence on the
+	// connections hidden retries left; stream, if set, is handed each
+	// timeline.
+	pool   any
+	stream func(*httptrace.Timeline)
 
 	mu        sync.Mutex
 	outcomes  map[httptrace.Class]int
@@ -27,8 +33,8 @@ type aggregator struct {
 	cut       int
 	hidden    int
 	extra     int
-	newConn   samples
-	reused    samples
+	newConn   stageHists
+	reused    stageHists
 	ev        evidence
 	timelines []*httptrace.Timeline
 	// run counts the latest requests alike in outcome and status before
@@ -43,6 +49,7 @@ type aggregator struct {
 	// lastTally is the tally of the connection lastTallyConn.
 	lastTally     *connTally
 	lastTallyConn uint64
+	seq           uint64 // timelines observed
 }
 
 // connTally is what the main run's timelines say of one connection.
@@ -53,26 +60,61 @@ type connTally struct {
 	// closeStatus is the status of the response on it that asked for the
 	// connection to be closed (ConnClose), 0 if none did.
 	closeStatus int
+	// seq is when it last answered (aggregator.seq).
+	seq uint64
+}
+
+// maxTallies bounds the connections tallied one by one; past it, the half
+// that answered nothing for longest are folded into a summary.
+const maxTallies = 2 * maxKeptConns
+
+// connSummary sums the requests answered per connection.
+type connSummary struct {
+	conns, answered, min, max int
+}
+
+func (s *connSummary) add(n int) {
+	if n <= 0 {
+		return
+	}
+	if s.conns == 0 || n < s.min {
+		s.min = n
+	}
+	s.max = max(s.max, n)
+	s.conns++
+	s.answered += n
 }
 
 // evidence is what the findings need beyond the report's numbers.
 type evidence struct {
-	// setups are the connection setup times (DNS + connect + TLS) of the
-	// successful requests on new connections.
-	setups []time.Duration
+	// slowSetups counts the successful requests on new connections whose
+	// setup (DNS + connect + TLS) took more than half the timeout;
+	// slowestSetup is the longest of them.
+	slowSetups   int
+	slowestSetup time.Duration
 	// newConnTimeouts counts, by stage, the requests that ran out of
 	// their timeout while setting up a connection or later on a new one
 	// (not those the probe's deadline cut).
 	newConnTimeouts map[httptrace.Stage]int
 	// conns holds, by connection id, what the timelines say of each
-	// connection that carried a response.
-	conns map[uint64]*connTally
+	// connection that carried a response, up to maxTallies of them;
+	// folded sums up those folded out.
+	conns  map[uint64]*connTally
+	folded connSummary
 	// unconnected holds the ids of the timelines that failed before
 	// they got a connection (at most maxKeptConns of them; unconnectedAll
 	// is unset past that): only their failure can have cancelled a dial
 	// made for them.
 	unconnected    map[uint64]bool
 	unconnectedAll bool
+	// retries is the evidence on the hidden retries.
+	retries retryEvidence
+	// unusedListed counts the listed HTTP/2 connections closed unused;
+	// unusedSetup sums up how long they took to set up. idleDials counts
+	// the listed connections dialed (not failed) that carried no request.
+	unusedListed int
+	unusedSetup  time.Duration
+	idleDials    int
 }
 
 // failedUnconnected reports whether the timeline id failed before it got
@@ -81,51 +123,41 @@ func (ev *evidence) failedUnconnected(id uint64) bool {
 	return ev.unconnected[id] || !ev.unconnectedAll
 }
 
-// samples holds the stage durations of successful requests, one row per
-// request: a request appends one row (a single cache line) where a slice
-// per stage would touch eight.
-type samples struct {
-	rows []stageRow
-}
-
-// stageRow is one request's stage durations, in [StageSet]'s order.
-type stageRow [8]time.Duration
-
-func (s *samples) add(t httptrace.Timings) {
-	s.rows = append(s.rows, stageRow{t.DNS, t.Connect, t.TLS, t.PoolWait, t.Write, t.Server, t.Transfer, t.Total})
-}
-
-func (s *samples) set() StageSet {
-	col := make([]time.Duration, len(s.rows))
-	stage := func(i int) Percentiles {
-		for j, r := range s.rows {
-			col[j] = r[i]
-		}
-		return percentiles(col)
+// perConn sums up the requests answered per connection, over every
+// connection that answered one.
+func (ev *evidence) perConn() connSummary {
+	s := ev.folded
+	for _, t := range ev.conns {
+		s.add(t.answered)
 	}
+	return s
+}
+
+// stageHists holds the stage durations of successful requests, a histogram
+// per stage in [StageSet]'s order.
+type stageHists struct {
+	n int
+	h [8]histogram
+}
+
+func (s *stageHists) add(t httptrace.Timings) {
+	s.n++
+	for i, d := range [8]time.Duration{t.DNS, t.Connect, t.TLS, t.PoolWait, t.Write, t.Server, t.Transfer, t.Total} {
+		s.h[i].add(d)
+	}
+}
+
+func (s *stageHists) set() StageSet {
 	return StageSet{
-		Count: len(s.rows), DNS: stage(0), Connect: stage(1), TLS: stage(2),
-		PoolWait: stage(3), Write: stage(4), Server: stage(5),
-		Transfer: stage(6), Total: stage(7),
+		Count: s.n, DNS: s.h[0].percentiles(), Connect: s.h[1].percentiles(), TLS: s.h[2].percentiles(),
+		PoolWait: s.h[3].percentiles(), Write: s.h[4].percentiles(), Server: s.h[5].percentiles(),
+		Transfer: s.h[6].percentiles(), Total: s.h[7].percentiles(),
 	}
 }
 
-// percentiles sorts ds and returns its nearest-rank percentiles.
-func percentiles(ds []time.Duration) Percentiles {
-	if len(ds) == 0 {
-		return Percentiles{}
-	}
-	slices.Sort(ds)
-	rank := func(p int) time.Duration {
-		i := (p*len(ds) + 99) / 100 // ceil(p/100 * n)
-		return ds[max(0, i-1)]
-	}
-	return Percentiles{P50: rank(50), P90: rank(90), P99: rank(99), Max: ds[len(ds)-1]}
-}
-
-func newAggregator(ctx context.Context, keep bool) *aggregator {
+func newAggregator(ctx context.Context, keep bool, timeout time.Duration) *aggregator {
 	return &aggregator{
-		ctx: ctx, keep: keep,
+		ctx: ctx, keep: keep, timeout: timeout,
 		outcomes: map[httptrace.Class]int{},
 		statuses: map[int]int{},
 		ev: evidence{
@@ -162,8 +194,16 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 		cut = a.ctx.Err() != nil
 		errText = errorText(tl)
 	}
+	var verdict retryVerdict
+	if tl.Retries > 0 {
+		verdict = a.judgeRetry(tl)
+	}
+	if a.stream != nil {
+		a.stream(tl)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.seq++
 	if kept != nil {
 		a.timelines = append(a.timelines, kept)
 	}
@@ -175,6 +215,7 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if n := tl.Retries; n > 0 {
 		a.hidden++
 		a.extra += n
+		a.ev.retries.add(verdict)
 	}
 	if tl.Status > 0 && tl.Conn.ID != 0 {
 		// The response came on the request's final connection; an
@@ -185,12 +226,16 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 			// a map lookup.
 			c = a.ev.conns[tl.Conn.ID]
 			if c == nil {
+				if len(a.ev.conns) >= maxTallies {
+					a.foldTalliesLocked()
+				}
 				c = new(connTally)
 				a.ev.conns[tl.Conn.ID] = c
 			}
 			a.lastTally, a.lastTallyConn = c, tl.Conn.ID
 		}
 		c.answered++
+		c.seq = a.seq
 		if tl.ConnClose {
 			c.closeStatus = tl.Status
 		}
@@ -205,7 +250,10 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if ok {
 		if t.NewConn {
 			a.newConn.add(t)
-			a.ev.setups = append(a.ev.setups, t.DNS+t.Connect+t.TLS)
+			if d := t.DNS + t.Connect + t.TLS; d > a.timeout/2 {
+				a.ev.slowSetups++
+				a.ev.slowestSetup = max(a.ev.slowestSetup, d)
+			}
 		} else {
 			a.reused.add(t)
 		}
@@ -228,6 +276,25 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if len(a.failures) < maxFailures {
 		a.failures = append(a.failures, Failure{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Error: errText, Count: 1})
 	}
+}
+
+// foldTalliesLocked folds the half of the connection tallies that answered
+// nothing for longest into the summary: connections long gone, as a rule
+// (a connection still in use answers again, and stays). a.mu is held.
+func (a *aggregator) foldTalliesLocked() {
+	seqs := make([]uint64, 0, len(a.ev.conns))
+	for _, t := range a.ev.conns {
+		seqs = append(seqs, t.seq)
+	}
+	slices.Sort(seqs)
+	cut := seqs[len(seqs)/2]
+	for id, t := range a.ev.conns {
+		if t.seq < cut {
+			a.ev.folded.add(t.answered)
+			delete(a.ev.conns, id)
+		}
+	}
+	a.lastTally, a.lastTallyConn = nil, 0
 }
 
 // flushRunLocked moves the run of like requests into the outcome and

@@ -45,7 +45,7 @@ func (s *session) Observe(tl *httptrace.Timeline) {
 
 func (pr *prober) newSession(phase string, idle time.Duration) (*session, error) {
 	s := &session{pr: pr, phase: phase}
-	p, client, err := pr.newPool(s, 1, 1, idle)
+	p, client, err := pr.newPool(s, 1, 1, idle, false)
 	if err != nil {
 		return nil, err
 	}

@@ -59,15 +59,24 @@
 //	deadline_reached         the deadline stopped the probe
 //	cut_by_deadline          main-run requests the deadline ended
 //	interrupted              the caller's context ended the probe
+//	unreachable              no main-run request got a response (the caller's context aside)
+//	duration_ns              the Duration option (absent without it)
+//	requests_per_second      requests over main_elapsed_ns
 //	outcomes                 {class: count} over the main run ("ok", "connect-refused", …)
 //	statuses                 {"200": count} over the responses
 //	failures                 [{class, stage, error, count}], up to 10 distinct
 //	hidden_retries           requests the Transport retried by itself
 //	extra_attempts           their attempts beyond the first
+//	hidden_retries_not_processed, hidden_retries_possibly_processed
+//	                         the hidden retries judged on the evidence (they add up to hidden_retries)
+//	hidden_retries_not_processed_why
+//	                         {why: count}: "never-written", "server-closed-first", "stale-idle",
+//	                         "h2-goaway-or-refused" (see Report.HiddenRetriesWhy)
 //	dials, dial_errors       dials made by the main run, and those that failed
 //	dials_abandoned          dials or TLS handshakes the Transport cancelled once no request needed them (nothing failed)
 //	perfect_dials            dials with perfect keep-alive
-//	requests_per_connection  {min, max, mean} of the requests answered per connection, over those that answered one
+//	requests_per_connection  {min, max, mean} of the requests answered per connection, over every one that
+//	                         answered one (listed or not)
 //	protocols                {"HTTP/1.1" | "HTTP/1.0" | "h2": connections that carried a request}
 //	tls                      {versions {"TLS 1.3": n}, connections, resumed, resumable, alpn}; absent without TLS;
 //	                         resumable: connections whose handshake began after another's had finished, or that resumed
@@ -80,8 +89,11 @@
 //	closed_by                {close_reason: count} over every close
 //	stages                   {new: StageSet, reused: StageSet, reuse_saves_ns}: successful requests only;
 //	                         StageSet is {count, dns, connect, tls, pool_wait, write, server, transfer, total},
-//	                         each {p50_ns, p90_ns, p99_ns, max_ns} (nearest rank); reuse_saves_ns is the
-//	                         median total on new connections minus that on reused ones, absent unless both
+//	                         each {p50_ns, p90_ns, p99_ns, max_ns} (nearest rank, from a histogram: within 1 %;
+//	                         max_ns exact); reuse_saves_ns is the median total on new connections minus that
+//	                         on reused ones, absent unless both
+//	server_keep_alive        {header, responses, timeout_ns, max}: the server's Keep-Alive response header
+//	                         (absent when no response had one)
 //	discovery                {requests, dials,
 //	                          max_requests: {requests, bound, dials, found, limit, how, hidden_retry, error_responses, error},
 //	                          idle_timeout: {requests, trials, dials, max_ns, found, survived_ns, closed_ns, complete, error}}
@@ -94,5 +106,31 @@
 // "server-eof", "server-reset", "goaway", "early-body-close" (the client
 // closed a body before its end, as with a body over [MaxBody]),
 // "idle-timeout", "close-idle-connections" (the probe closing its idle
-// connections at the end), "request-error", and others.
+// connections at the end), "request-error", "protocol-error" (the client
+// gave the connection up over the server's protocol violation), "h2-unused"
+// (an HTTP/2 connection dialed beside another and closed unused), and
+// others.
+//
+// # Memory
+//
+// A run's memory does not grow with its number of requests: stage
+// durations go into fixed-size histograms, connections are tallied one by
+// one up to a bound and summed up beyond it, and the connections listed
+// are bounded. [KeepTimelines] alone keeps every timeline; [OnProgress]
+// hands each over as it finishes instead.
+//
+// # Hidden retries
+//
+// A request the Transport sent again by itself is judged on the evidence
+// of its first attempt ([Report].HiddenRetriesWhy): not processed when no
+// byte of it was written, when the server's close of the HTTP/1
+// connection came before it was written, when it was written to an HTTP/1
+// connection idle for the server's idle timeout (the smallest of what the
+// server advertises, what discovery found and what the run saw) that the
+// server closed without a response byte, or when its HTTP/2 stream was
+// above a GOAWAY's last stream id or refused (the Transport sends a written
+// stream again for those alone, and for a reset with PROTOCOL_ERROR, which
+// counts as possibly processed). The others were written to a live
+// connection that then failed: possibly processed, which the
+// "hidden-retries" finding reports.
 package probe

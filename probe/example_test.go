@@ -145,3 +145,32 @@ func ExampleReport_WriteJSON() {
 	// connaudit.probe/v1 3 /?token=REDACTED
 	// 3 responses, closed by the client: close-idle-connections
 }
+
+// OnProgress hands over each main-run timeline as its request ends, so that
+// a long run can write them as they come (a waterfall, a JSON line) instead
+// of keeping them all.
+func ExampleOnProgress() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	if err != nil {
+		panic(err)
+	}
+	timelines := 0
+	rep, err := probe.Run(context.Background(), req, probe.Requests(5),
+		probe.OnProgress(func(p probe.Progress) {
+			if p.Timeline != nil {
+				timelines++ // valid during the call: write it out, or keep a Clone
+			}
+		}))
+	if err != nil {
+		fmt.Println("probe:", err)
+		return
+	}
+	fmt.Println(timelines, "timelines seen,", len(rep.Timelines), "kept")
+	// Output:
+	// 5 timelines seen, 0 kept
+}

@@ -6,24 +6,38 @@ import "slices"
 // match on it; the ids, in the order they are drawn, with their severity:
 //
 //	request-errors                   error  some requests failed (the deadline's cuts aside)
+//	protocol-errors                  error  the client gave connections up over the server's protocol
+//	                                        violations (an HTTP/2 connection error, bytes sent when no
+//	                                        response was due, a body to HEAD), while requests got
+//	                                        responses
 //	error-responses                  warn   every response was an error (status 400 or more); the
 //	                                        server's closes announced on them are not taken for
 //	                                        keep-alive limits
 //	no-keep-alive                    warn   the server closed every connection after one response
-//	                                        (Connection: close, HTTP/1.0 without keep-alive, or a
-//	                                        close without notice)
+//	                                        (Connection: close, HTTP/1.0 without keep-alive, a close
+//	                                        without notice, or a close at once while idle)
 //	server-closes-every-n            warn   the server closes each connection after N ≥ 2 requests
 //	                                        (info from N = 100)
 //	server-idle-shorter-than-client  warn   the server closes idle connections sooner than the
-//	                                        client gives them up (IdleConnTimeout): the client may
-//	                                        pick one the server is closing, and the request fails or
-//	                                        is retried
+//	                                        client gives them up (IdleConnTimeout), as discovery or
+//	                                        the run saw or as its Keep-Alive header says: the client
+//	                                        may pick one the server is closing, and the request fails
+//	                                        or is retried; the advice takes the smaller of what it
+//	                                        says and what it does
 //	h2-not-offered                   info   over TLS, the server did not select HTTP/2 (error when
 //	                                        Protocols requires HTTP/2)
 //	hidden-retries                   warn   the Transport sent requests again on another connection
-//	                                        by itself (Report.HiddenRetries); the server may or may
-//	                                        not have processed the first attempt, so a request that
-//	                                        is not idempotent risks running twice
+//	                                        by itself after writing them to a live connection that
+//	                                        then failed (Report.HiddenRetriesPossiblyProcessed): the
+//	                                        server may have processed them twice (error when the
+//	                                        method is not idempotent); retries the evidence shows
+//	                                        were not processed are no finding
+//	h2-unused-dials                  warn   the Transport dialed HTTP/2 connections it never used:
+//	                                        closed once their handshake finished (close reason
+//	                                        "h2-unused") or abandoned during it; their cost and the fix
+//	keep-alive-header-differs        warn   the server's Keep-Alive header promises more than it
+//	                                        keeps: it closes idle connections sooner than its
+//	                                        timeout, or connections after fewer requests than its max
 //	slow-new-connection              warn   setting up a connection (DNS, connect, TLS) took more
 //	                                        than half the per-request timeout, or a request on a new
 //	                                        connection ran out of it

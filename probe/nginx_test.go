@@ -2,11 +2,22 @@ package probe_test
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +33,8 @@ import (
 // nginx is an nginx the test started on 127.0.0.1.
 type nginx struct {
 	URL       string
+	statusURL string      // its stub_status page, on a listener of its own
+	tls       *tls.Config // trusts its certificate, with TLS
 	accessLog string
 	cmd       *exec.Cmd
 	ready     chan struct{} // closed once nginx listens
@@ -56,14 +69,35 @@ func nginxBinary(t *testing.T) string {
 // the end of the test.
 func startNginx(t *testing.T, directives string) *nginx {
 	t.Helper()
+	return startNginxWith(t, directives, false)
+}
+
+// startNginxH2 is startNginx serving HTTP/2 (and HTTP/1.1) over TLS, with
+// a fresh self-signed certificate for 127.0.0.1.
+func startNginxH2(t *testing.T, directives string) *nginx {
+	t.Helper()
+	return startNginxWith(t, directives, true)
+}
+
+func startNginxWith(t *testing.T, directives string, useTLS bool) *nginx {
+	t.Helper()
 	bin := nginxBinary(t)
 	dir := t.TempDir()
 	addr := testserver.ClosedPort(t)
+	statusAddr := testserver.ClosedPort(t)
 	n := &nginx{
 		URL:       "http://" + addr,
+		statusURL: "http://" + statusAddr + "/status",
 		accessLog: filepath.Join(dir, "access.log"),
 		ready:     make(chan struct{}),
 		exited:    make(chan struct{}),
+	}
+	listen := addr
+	if useTLS {
+		certFile, keyFile, roots := selfSignedFiles(t, dir)
+		n.URL = "https://" + addr
+		n.tls = &tls.Config{RootCAs: roots}
+		listen = fmt.Sprintf("%s ssl http2;\n\t\tssl_certificate %s;\n\t\tssl_certificate_key %s", addr, certFile, keyFile)
 	}
 	user := ""
 	if os.Geteuid() == 0 {
@@ -91,8 +125,13 @@ http {
 		listen %[5]s;
 		location / { return 200 "ok"; }
 	}
+	server {
+		listen %[6]s;
+		access_log off;
+		location /status { stub_status; }
+	}
 }
-`, user, dir, n.accessLog, directives, addr)
+`, user, dir, n.accessLog, directives, listen, statusAddr)
 	confPath := filepath.Join(dir, "nginx.conf")
 	require.NoError(t, os.WriteFile(confPath, []byte(conf), 0o600))
 
@@ -177,7 +216,11 @@ func probeNginx(t *testing.T, n *nginx, opts ...probe.Option) *probe.Report {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, n.URL+"/", nil)
 	require.NoError(t, err)
-	rep, err := probe.Run(t.Context(), req, append([]probe.Option{probe.Deadline(guard)}, opts...)...)
+	all := []probe.Option{probe.Deadline(guard)}
+	if n.tls != nil {
+		all = append(all, probe.TLSConfig(n.tls))
+	}
+	rep, err := probe.Run(t.Context(), req, append(all, opts...)...)
 	require.NoError(t, err, n.diagnose())
 	select {
 	case <-n.exited:
@@ -230,4 +273,137 @@ func TestNginxNoKeepAlive(t *testing.T) {
 	requireFindings(t, rep, "no-keep-alive")
 	n.quit(t)
 	require.Len(t, n.connections(t), 4, "nginx connections = probe dials")
+}
+
+// selfSignedFiles writes a fresh self-signed certificate for 127.0.0.1
+// and its key, PEM, into dir, and returns their paths and a pool that
+// trusts the certificate.
+func selfSignedFiles(t *testing.T, dir string) (certFile, keyFile string, roots *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+	roots = x509.NewCertPool()
+	roots.AddCert(cert)
+	return certFile, keyFile, roots
+}
+
+// accepts returns the connections nginx accepted, as its stub_status
+// counts them (those that asked for it included).
+func (n *nginx) accepts(t *testing.T) int64 {
+	t.Helper()
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: guard}).Get(n.statusURL)
+	require.NoError(t, err, n.diagnose())
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	// "server accepts handled requests\n 12 12 40 \n"
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "server accepts") && i+1 < len(lines) {
+			f := strings.Fields(lines[i+1])
+			require.NotEmpty(t, f, "%q", b)
+			a, err := strconv.ParseInt(f[0], 10, 64)
+			require.NoError(t, err)
+			return a
+		}
+	}
+	t.Fatalf("no accepts in nginx status: %q", b)
+	return 0
+}
+
+// requireNginxAccepts checks that nginx accepted the connections the
+// probe's main run connected (disc: and its discovery): a dial the
+// Transport abandoned may or may not have reached it.
+func requireNginxAccepts(t *testing.T, n *nginx, rep *probe.Report, disc int64) {
+	t.Helper()
+	lo := rep.Dials - rep.DialErrors - rep.DialsAbandoned + disc
+	// nginx may accept the last connections a little after the probe
+	// ended: ask again until it has (bounded); each asking is one more.
+	deadline := time.Now().Add(guard)
+	var a int64
+	for asked := int64(1); ; asked++ {
+		a = n.accepts(t) - asked
+		if a >= lo || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, lo <= a && a <= lo+rep.DialsAbandoned,
+		"nginx accepted %d, probe dials %d (%d failed, %d abandoned): %+v", a, rep.Dials, rep.DialErrors, rep.DialsAbandoned, rep.Connections)
+}
+
+// requests returns the requests nginx logged, and the connections that
+// carried them, once it stopped.
+func (n *nginx) requests(t *testing.T) (requests int, conns int) {
+	t.Helper()
+	for _, r := range n.connections(t) {
+		requests += r
+		conns++
+	}
+	return requests, conns
+}
+
+// TestNginxH2Truth probes nginx over HTTP/2 with keepalive_requests 5, one
+// request at a time and eight at once: nginx closes each connection after
+// 5 requests with a GOAWAY, and the Transport sends again the streams it
+// sent above its last stream id. nginx's log shows each request processed
+// once: the report has no possibly processed retry, and the probe's dials
+// are nginx's accepts.
+func TestNginxH2Truth(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts []probe.Option
+	}{
+		{"sequential", []probe.Option{probe.Requests(20)}},
+		{"concurrent", []probe.Option{probe.Requests(40), probe.Concurrency(8), probe.MaxConnsPerHost(0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			n := startNginxH2(t, "keepalive_requests 5;")
+			rep := probeNginx(t, n, tc.opts...)
+			require.Equal(t, rep.Requests, rep.Outcomes[vocab.ClassOK], "%+v", rep.Failures)
+			require.Equal(t, map[string]int{"h2": len(servedH2(rep))}, rep.Protocols)
+			require.Zero(t, rep.HiddenRetriesPossiblyProcessed, "not processed: %v", rep.HiddenRetriesWhy)
+			require.NotContains(t, ids(rep), "hidden-retries")
+			requireNginxAccepts(t, n, rep, 0)
+			n.quit(t)
+			requests, conns := n.requests(t)
+			require.Equal(t, rep.Requests, requests, "nginx processed each request once")
+			require.Equal(t, len(servedH2(rep)), conns, "connections that carried a request")
+			t.Logf("%d dials, %d hidden retries (not processed: %v), closes %v",
+				rep.Dials, rep.HiddenRetries, rep.HiddenRetriesWhy, rep.ClosedBy)
+		})
+	}
+}
+
+// servedH2 returns the report's connections that answered a request.
+func servedH2(rep *probe.Report) []probe.Connection {
+	var out []probe.Connection
+	for _, c := range rep.Connections {
+		if c.Responses > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }

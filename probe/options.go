@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
 )
 
 // The probe's defaults and limits.
@@ -53,6 +55,8 @@ type config struct {
 	maxIdle       time.Duration
 	keepTimelines bool
 	progress      func(Progress)
+	duration      time.Duration
+	requestsSet   bool // Requests was given
 }
 
 func defaults() config {
@@ -74,6 +78,21 @@ func Requests(n int) Option {
 			return fmt.Errorf("probe: %d requests: want 1 to %d", n, maxRequests)
 		}
 		c.requests = n
+		c.requestsSet = true
+		return nil
+	})
+}
+
+// Duration makes the main run send requests until d has passed since it
+// began, as hey's -z does, rather than a number of them: at most 1,000,000
+// in all, or [Requests] if given. Requests in flight then end as usual;
+// the run is complete, not cut short. Discovery comes after it.
+func Duration(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("probe: duration %v must be positive", d)
+		}
+		c.duration = d
 		return nil
 	})
 }
@@ -251,7 +270,10 @@ func KeepTimelines() Option {
 }
 
 // OnProgress calls f after each request and before each idle wait of
-// discovery. Calls are serialised; f must return quickly.
+// discovery, and, with the Timeline field set, as each main-run request's
+// timeline is finished: a caller can write each as it comes instead of
+// keeping them ([KeepTimelines]). Calls are serialised; f must return
+// quickly.
 func OnProgress(f func(Progress)) Option {
 	return optionFunc(func(c *config) error {
 		if f == nil {
@@ -275,10 +297,17 @@ type Progress struct {
 	Idle time.Duration
 	// Elapsed is the time since the probe started.
 	Elapsed time.Duration
+	// Timeline is the finished timeline of a main-run request, set only
+	// on the call made for it (the other fields then say where the run
+	// was); it is valid during the call only: keep a Clone.
+	Timeline *httptrace.Timeline
 }
 
 // check validates the combination of options.
 func (c *config) check() error {
+	if c.duration > 0 && !c.requestsSet {
+		c.requests = maxRequests
+	}
 	if c.concurrency > c.requests {
 		return fmt.Errorf("probe: concurrency %d is more than the %d requests to send", c.concurrency, c.requests)
 	}

@@ -115,6 +115,7 @@ func Run(ctx context.Context, target *http.Request, opts ...Option) (*Report, er
 	if rep.Outcomes[vocab.ClassOK] == 0 && ctx.Err() == nil {
 		// Nothing answered, and not because the caller gave up.
 		unusable = pr.unusable(rep)
+		rep.Unreachable = true
 	}
 	if unusable == nil && (cfg.findMaxReqs > 0 || cfg.findIdle) {
 		rep.Discovery = &Discovery{}
@@ -140,6 +141,7 @@ func Run(ctx context.Context, target *http.Request, opts ...Option) (*Report, er
 		}
 	}
 	rep.Elapsed = time.Since(start)
+	pr.ev.retries.judge(rep, serverIdleTimeout(rep), pr.h2Resets.Load())
 	rep.Findings = findings(rep, &pr.cfg, &pr.ev, target.URL.Scheme == "https")
 	sortFindings(rep.Findings)
 	if unusable != nil {
@@ -178,6 +180,11 @@ type prober struct {
 	stopped atomic.Bool
 
 	ev evidence
+	// h2Resets counts the main run's HTTP/2 streams the server reset with
+	// PROTOCOL_ERROR (which the Transport may send again).
+	h2Resets atomic.Int64
+	// mainSent counts the main run's requests sent so far.
+	mainSent atomic.Int64
 
 	progressMu sync.Mutex
 	mainDials  func() int64
@@ -196,8 +203,15 @@ func (pr *prober) progress(p Progress) {
 	pr.cfg.progress(p)
 }
 
-// newPool returns a pool for one phase of the probe.
-func (pr *prober) newPool(obs httptrace.Observer, maxConns, maxIdle int, idle time.Duration) (*pool.Pool, *http.Client, error) {
+// progressTimeline hands the progress function a finished main-run
+// timeline.
+func (pr *prober) progressTimeline(tl *httptrace.Timeline) {
+	pr.progress(Progress{Phase: "requests", Done: int(pr.mainSent.Load()), Total: pr.cfg.requests, Timeline: tl})
+}
+
+// newPool returns a pool for one phase of the probe; the main run's
+// (main) counts the HTTP/2 streams reset with PROTOCOL_ERROR.
+func (pr *prober) newPool(obs httptrace.Observer, maxConns, maxIdle int, idle time.Duration, main bool) (*pool.Pool, *http.Client, error) {
 	tc := &tls.Config{}
 	if pr.cfg.tlsConfig != nil {
 		tc = pr.cfg.tlsConfig.Clone()
@@ -228,6 +242,13 @@ func (pr *prober) newPool(obs httptrace.Observer, maxConns, maxIdle int, idle ti
 	// A transport of the probe's own, with no proxy: the connections
 	// audited are the target's, never a proxy's.
 	base := &http.Transport{ForceAttemptHTTP2: true, MaxResponseHeaderBytes: maxResponseHeaderBytes}
+	if main {
+		base.HTTP2 = &http.HTTP2Config{CountError: func(errType string) {
+			if errType == "recv_rststream_PROTOCOL_ERROR" {
+				pr.h2Resets.Add(1)
+			}
+		}}
+	}
 	p, err := pool.Track(base, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("probe: %w", err)
@@ -265,6 +286,7 @@ type sender struct {
 	timer  *time.Timer   // ends ctx with errRequestTimeout
 	req    *http.Request // the target with ctx, reused when it has no body
 	body   io.LimitedReader
+	ka     keepAliveSeen
 }
 
 func (pr *prober) newSender(client *http.Client) *sender {
@@ -340,6 +362,9 @@ func (s *sender) send() bool {
 		}
 		return true
 	}
+	if v := resp.Header["Keep-Alive"]; len(v) > 0 {
+		s.ka.see(v[0])
+	}
 	// A 101 response's body is the connection, handed over to the
 	// protocol switched to: reading it waits for what the server sends
 	// next, and neither the request's timeout nor the run's deadline
@@ -376,26 +401,38 @@ func (pr *prober) sleep(d time.Duration) bool {
 // mainRun sends the requests and builds the report's main-run part.
 func (pr *prober) mainRun() (*Report, error) {
 	cfg := &pr.cfg
-	agg := newAggregator(pr.ctx, cfg.keepTimelines)
+	agg := newAggregator(pr.ctx, cfg.keepTimelines, cfg.timeout)
 	maxIdle := max(cfg.conns, cfg.concurrency)
-	p, client, err := pr.newPool(agg, cfg.conns, maxIdle, cfg.clientIdle)
+	p, client, err := pr.newPool(agg, cfg.conns, maxIdle, cfg.clientIdle, true)
 	if err != nil {
 		return nil, err
 	}
+	agg.pool = p
+	if cfg.progress != nil {
+		agg.stream = pr.progressTimeline
+	}
 	pr.mainDials = func() int64 { return p.Stats().Dials }
 	var (
-		next, sent atomic.Int64
-		wg         sync.WaitGroup
+		next    atomic.Int64
+		sent    = &pr.mainSent
+		wg      sync.WaitGroup
+		timeUp  atomic.Bool // the Duration has passed
+		senders = make([]*sender, cfg.concurrency)
 	)
-	for range cfg.concurrency {
+	if cfg.duration > 0 {
+		t := time.AfterFunc(cfg.duration, func() { timeUp.Store(true) })
+		defer t.Stop()
+	}
+	for i := range cfg.concurrency {
+		s := pr.newSender(client)
+		senders[i] = s
 		wg.Go(func() {
-			s := pr.newSender(client)
 			defer s.close()
 			for first := true; ; first = false {
-				if next.Add(1) > int64(cfg.requests) {
+				if timeUp.Load() || next.Add(1) > int64(cfg.requests) {
 					return
 				}
-				if !first && !pr.sleep(cfg.gap) {
+				if !first && (!pr.sleep(cfg.gap) || timeUp.Load()) {
 					return
 				}
 				if !s.send() {
@@ -426,10 +463,19 @@ func (pr *prober) mainRun() (*Report, error) {
 		Deadline:        cfg.deadline,
 		IdleConnTimeout: cfg.clientIdle,
 		MainElapsed:     mainElapsed,
+		Duration:        cfg.duration,
 	}
-	if rep.Requests < rep.Requested {
+	if mainElapsed > 0 {
+		rep.RequestsPerSecond = float64(rep.Requests) / mainElapsed.Seconds()
+	}
+	if rep.Requests < rep.Requested && !timeUp.Load() {
 		pr.stopped.Store(true)
 	}
+	var ka keepAliveSeen
+	for _, s := range senders {
+		ka.merge(&s.ka)
+	}
+	ka.fill(rep)
 	pr.ev = agg.fill(rep)
 	st := p.Stats()
 	rep.Dials, rep.DialErrors = st.Dials, st.DialErrors
@@ -476,8 +522,6 @@ func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
 		tlsSum TLSSummary
 		// firstDone is when the first TLS handshake finished.
 		firstDone time.Time
-		answered  int
-		total     int
 	)
 	tlsSum.Versions = map[string]int{}
 	for _, c := range conns {
@@ -500,6 +544,15 @@ func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
 		if c.CloseReason == vocab.ReasonServerClosedIdle {
 			conn.IdleBeforeClose = idleBeforeClose(c)
 		}
+		if c.Requests == 0 && (c.DialError == "" || c.Abandoned) {
+			ev.idleDials++
+		}
+		if c.CloseReason == vocab.ReasonH2Unused {
+			if at, ok := openedAt(c); ok && at.After(c.DialedAt) {
+				ev.unusedListed++
+				ev.unusedSetup += at.Sub(c.DialedAt)
+			}
+		}
 		if c.Abandoned && !ev.failedUnconnected(c.DialedFor) {
 			// The Transport cancelled a dial or handshake no request
 			// waited for any more (it closes its idle connections at the
@@ -518,14 +571,6 @@ func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
 		if c.Requests > 0 && c.Proto != "" {
 			rep.Protocols[c.Proto]++
 		}
-		if n := conn.Responses; n > 0 {
-			answered++
-			total += n
-			if answered == 1 || n < rep.PerConn.Min {
-				rep.PerConn.Min = n
-			}
-			rep.PerConn.Max = max(rep.PerConn.Max, n)
-		}
 		if c.TLSVersion != "" {
 			tlsSum.Connections++
 			tlsSum.Versions[c.TLSVersion]++
@@ -542,8 +587,9 @@ func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
 			}
 		}
 	}
-	if answered > 0 {
-		rep.PerConn.Mean = float64(total) / float64(answered)
+	if pc := ev.perConn(); pc.conns > 0 {
+		rep.PerConn.Min, rep.PerConn.Max = pc.min, pc.max
+		rep.PerConn.Mean = float64(pc.answered) / float64(pc.conns)
 	}
 	if tlsSum.Connections > 0 {
 		rep.TLS = &tlsSum

@@ -45,6 +45,14 @@ type Report struct {
 	Cut             int  `json:"cut_by_deadline"`
 	// Interrupted is set when the caller's context ended the probe.
 	Interrupted bool `json:"interrupted"`
+	// Unreachable is set when no main-run request got a response (Run
+	// then returns an [*UnusableError] too), the caller's context aside.
+	Unreachable bool `json:"unreachable"`
+	// Duration is the [Duration] option's setting, 0 without it: the main
+	// run sent requests until it had passed (at most Requested).
+	Duration time.Duration `json:"duration_ns,omitempty"`
+	// RequestsPerSecond is Requests over MainElapsed.
+	RequestsPerSecond float64 `json:"requests_per_second"`
 
 	// Outcomes counts the main-run requests by outcome class; Statuses
 	// the responses by status code.
@@ -60,6 +68,20 @@ type Report struct {
 	// connection pool's) and is sent once.
 	HiddenRetries int `json:"hidden_retries"`
 	ExtraAttempts int `json:"extra_attempts"`
+	// The hidden retries judged on the evidence: HiddenRetriesNotProcessed
+	// counts those the server certainly did not process the first time
+	// (HiddenRetriesWhy says why: "never-written", no byte of the attempt
+	// was written; "server-closed-first", the server's close came before
+	// it was written; "stale-idle", written to a connection idle for the
+	// server's idle timeout, which the server closed without a response
+	// byte; "h2-goaway-or-refused", an HTTP/2 stream above the last stream
+	// id of a GOAWAY, or refused with REFUSED_STREAM).
+	// HiddenRetriesPossiblyProcessed counts the others: written to a live
+	// connection, which then failed; the server may have run them twice.
+	// The two add up to HiddenRetries.
+	HiddenRetriesNotProcessed      int            `json:"hidden_retries_not_processed"`
+	HiddenRetriesPossiblyProcessed int            `json:"hidden_retries_possibly_processed"`
+	HiddenRetriesWhy               map[string]int `json:"hidden_retries_not_processed_why,omitempty"`
 
 	// Dials counts the connections the main run dialed (failed and
 	// abandoned dials included); DialErrors the dials that failed;
@@ -100,6 +122,19 @@ type Report struct {
 		Reused     StageSet       `json:"reused"`
 		ReuseSaves *time.Duration `json:"reuse_saves_ns,omitempty"`
 	} `json:"stages"`
+
+	// KeepAlive is what the server said of its own keep-alive limits in a
+	// Keep-Alive response header, as in "timeout=5, max=100" (absent from
+	// the JSON when no response had one). Header is the first such value
+	// (on one line, at most 200 bytes); Responses counts the responses
+	// that had one; Timeout and Max are its largest timeout and max (0
+	// when it gave none).
+	KeepAlive struct {
+		Header    string        `json:"header"`
+		Responses int           `json:"responses"`
+		Timeout   time.Duration `json:"timeout_ns,omitempty"`
+		Max       int           `json:"max,omitempty"`
+	} `json:"server_keep_alive,omitzero"`
 
 	// Discovery holds the results of the discovery phases that ran.
 	Discovery *Discovery `json:"discovery,omitempty"`

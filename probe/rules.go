@@ -2,6 +2,7 @@ package probe
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -23,7 +24,15 @@ const (
 	idSlowNewConnection           = "slow-new-connection"
 	idTLSNotResumed               = "tls-not-resumed"
 	idDeadlineReached             = "deadline-reached"
+	idProtocolErrors              = "protocol-errors"
+	idH2UnusedDials               = "h2-unused-dials"
+	idKeepAliveHeaderDiffers      = "keep-alive-header-differs"
 )
+
+// immediateClose is the idle time under which a server's close of an idle
+// connection right after its response is taken for no keep-alive, not an
+// idle timeout.
+const immediateClose = 10 * time.Millisecond
 
 // closesEveryNInfo is the requests-per-connection limit from which a
 // server that closes every N requests is only worth knowing about.
@@ -36,12 +45,15 @@ type rule func(f *facts) (Finding, bool)
 // before [sortFindings] puts the most severe first.
 var rules = []rule{
 	requestErrors,
+	protocolErrors,
 	errorResponses,
 	noKeepAlive,
 	serverClosesEveryN,
 	serverIdleShorterThanClient,
 	h2NotOffered,
 	hiddenRetries,
+	h2UnusedDials,
+	keepAliveHeaderDiffers,
 	slowNewConnection,
 	tlsNotResumed,
 	deadlineReached,
@@ -85,6 +97,10 @@ type facts struct {
 	// said so on each.
 	everyN    []Connection
 	announced bool
+	// idleClosed are how long the served connections the server closed
+	// while idle had been idle (not those taken for closes after N
+	// requests, nor immediate closes).
+	idleClosed []time.Duration
 }
 
 func newFacts(rep *Report, cfg *config, ev *evidence, https bool) *facts {
@@ -108,6 +124,15 @@ func newFacts(rep *Report, cfg *config, ev *evidence, https bool) *facts {
 			f.everyN, f.announced = silentAtOneCount(f.judged), false
 		}
 	}
+	closedAtN := make(map[uint64]bool, len(f.everyN))
+	for _, c := range f.everyN {
+		closedAtN[c.ID] = true
+	}
+	for _, c := range f.served {
+		if c.CloseReason == vocab.ReasonServerClosedIdle && !closedAtN[c.ID] && !f.noKeepAlive {
+			f.idleClosed = append(f.idleClosed, c.IdleBeforeClose)
+		}
+	}
 	return f
 }
 
@@ -115,7 +140,7 @@ func newFacts(rep *Report, cfg *config, ev *evidence, https bool) *facts {
 // connection answer one request and the server close it after that
 // response.
 func (f *facts) oneResponseEach() bool {
-	return len(f.judged) > 0 && f.ok > 0 && allOneAndServerClosed(f.judged)
+	return len(f.judged) > 0 && f.ok > 0 && allOneAndServerClosed(f.judged, f.cfg.gap)
 }
 
 // found returns a finding.
@@ -166,7 +191,7 @@ func noKeepAlive(f *facts) (Finding, bool) {
 	case f.oneResponseEach():
 		return found(idNoKeepAlive, severityWarn,
 			"the server closed every connection after one response (%s): %d dials for %d requests; with keep-alive %d would do",
-			reasonList(f.judged), rep.Dials, rep.Requests, rep.PerfectDials)
+			reasonList(f.judged, f.cfg.gap), rep.Dials, rep.Requests, rep.PerfectDials)
 	case f.noKeepAlive:
 		return found(idNoKeepAlive, severityWarn, "the server closed the connection after its first response (%s)", howText(f.maxReqs.How))
 	}
@@ -215,7 +240,7 @@ func serverClosesEveryN(f *facts) (Finding, bool) {
 	if hi != lo {
 		every = fmt.Sprintf("%d to %d", lo, hi)
 	}
-	msg := fmt.Sprintf("the server closed %d connection(s) after %s requests each (%s)", len(f.everyN), every, reasonList(f.everyN))
+	msg := fmt.Sprintf("the server closed %d connection(s) after %s requests each (%s)", len(f.everyN), every, reasonList(f.everyN, f.cfg.gap))
 	if !f.announced {
 		msg += ", without notice, so the next request on such a connection fails or is retried by the Transport"
 	}
@@ -227,29 +252,41 @@ func serverClosesEveryN(f *facts) (Finding, bool) {
 // below the client's; or the server closed idle connections the client
 // would have kept, other than those taken for closes after N requests.
 func serverIdleShorterThanClient(f *facts) (Finding, bool) {
-	clientIdle := f.cfg.clientIdle
-	if i := f.idle; i != nil && i.Found && i.Closed < clientIdle {
-		return found(idServerIdleShorterThanClient, severityWarn,
-			"the server's idle timeout is %s; the client keeps idle connections for %s, so it may send a request on a connection the server is closing (a failed request or a hidden retry): keep the client's idle timeout below %s",
-			bracket(i.Survived, i.Closed), human(clientIdle), human(max(i.Survived, i.Closed/2)))
-	}
-	closedAtN := make(map[uint64]bool, len(f.everyN))
-	for _, c := range f.everyN {
-		closedAtN[c.ID] = true
-	}
-	var idleClosed []time.Duration
-	for _, c := range f.served {
-		if c.CloseReason == vocab.ReasonServerClosedIdle && !closedAtN[c.ID] {
-			idleClosed = append(idleClosed, c.IdleBeforeClose)
-		}
-	}
-	if len(idleClosed) == 0 {
+	if f.noKeepAlive {
 		return Finding{}, false
 	}
-	slices.Sort(idleClosed)
+	clientIdle := f.cfg.clientIdle
+	adv := f.rep.KeepAlive.Timeout
+	said := ""
+	if adv > 0 {
+		said = fmt.Sprintf("; it advertises Keep-Alive: timeout=%d", int(adv/time.Second))
+	}
+	// The advice takes the smaller of what the server does (bound, a
+	// client idle timeout safely below it; 0 if unknown) and what it says
+	// (with room for a request to reach it).
+	advise := func(bound time.Duration) string {
+		if adv > 0 && (bound == 0 || adv-adv/4 < bound) {
+			return human(adv - adv/4)
+		}
+		return human(bound)
+	}
+	if i := f.idle; i != nil && i.Found && (i.Closed < clientIdle || (adv > 0 && adv < clientIdle)) {
+		return found(idServerIdleShorterThanClient, severityWarn,
+			"the server's idle timeout is %s%s; the client keeps idle connections for %s, so it may send a request on a connection the server is closing (a failed request or a hidden retry): keep the client's idle timeout below %s",
+			bracket(i.Survived, i.Closed), said, human(clientIdle), advise(max(i.Survived, i.Closed/2)))
+	}
+	if len(f.idleClosed) == 0 {
+		if adv > 0 && adv < clientIdle {
+			return found(idServerIdleShorterThanClient, severityWarn,
+				"the server advertises an idle timeout of %s (Keep-Alive: %s); the client keeps idle connections for %s, so it may send a request on a connection the server is closing (a failed request or a hidden retry): keep the client's idle timeout below %s",
+				human(adv), f.rep.KeepAlive.Header, human(clientIdle), advise(0))
+		}
+		return Finding{}, false
+	}
+	idle := slices.Sorted(slices.Values(f.idleClosed))
 	return found(idServerIdleShorterThanClient, severityWarn,
-		"the server closed %d idle connection(s), after %s idle; the client keeps idle connections for %s, so it may send a request on a connection the server is closing (a failed request or a hidden retry)",
-		len(idleClosed), spread(idleClosed), human(clientIdle))
+		"the server closed %d idle connection(s), after %s idle%s; the client keeps idle connections for %s, so it may send a request on a connection the server is closing (a failed request or a hidden retry): keep the client's idle timeout below %s",
+		len(idle), spread(idle), said, human(clientIdle), advise(idle[0]-idle[0]/4))
 }
 
 // h2NotOffered: over TLS, with HTTP/2 allowed, no connection negotiated
@@ -266,26 +303,180 @@ func h2NotOffered(f *facts) (Finding, bool) {
 	return found(idH2NotOffered, sev, "the server did not select HTTP/2 over TLS (ALPN: %s): each concurrent request needs its own connection", orNone(rep.TLS.ALPN))
 }
 
-// hiddenRetries: the Transport retried requests by itself.
+// hiddenRetries: the Transport sent requests again by itself after
+// writing them to a live connection that then failed: the server may have
+// processed them twice. Those the evidence shows the server did not
+// process (Report.HiddenRetriesWhy) are no finding.
 func hiddenRetries(f *facts) (Finding, bool) {
-	if f.rep.HiddenRetries <= 0 {
+	rep := f.rep
+	n := rep.HiddenRetriesPossiblyProcessed
+	if n <= 0 {
 		return Finding{}, false
 	}
-	return found(idHiddenRetries, severityWarn,
-		"the Transport sent %d request(s) again on another connection by itself (%d extra attempt(s)), after the connection it had sent them on failed before any response: the server may or may not have processed the first attempt, so a request that is not idempotent risks running twice",
-		f.rep.HiddenRetries, f.rep.ExtraAttempts)
+	sev := severityWarn
+	risk := "a request that is not idempotent risks running twice"
+	if !idempotent(rep.Method) {
+		sev = severityError
+		risk = fmt.Sprintf("%s is not idempotent: it may have run twice", rep.Method)
+	}
+	msg := fmt.Sprintf("the Transport sent %d request(s) again on another connection by itself after writing them to a connection that then failed before any response: the server may have processed the first attempt, so %s",
+		n, risk)
+	if m := rep.HiddenRetriesNotProcessed; m > 0 {
+		msg += fmt.Sprintf(" (%d more were sent again that the server certainly had not processed: %s)", m, whyList(rep.HiddenRetriesWhy))
+	}
+	return found(idHiddenRetries, sev, "%s", msg)
+}
+
+// idempotent reports whether method is idempotent (RFC 9110, 9.2.2).
+func idempotent(method string) bool {
+	switch method {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	return false
+}
+
+// whyList says the counts of not-processed retries by reason.
+func whyList(why map[string]int) string {
+	keys := slices.Sorted(maps.Keys(why))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, why[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// protocolErrors: the client gave connections up over the server's
+// protocol violations.
+func protocolErrors(f *facts) (Finding, bool) {
+	rep := f.rep
+	n := rep.ClosedBy[vocab.ReasonProtocolError]
+	if n <= 0 || f.ok == 0 {
+		// With no response at all, request-errors says it.
+		return Finding{}, false
+	}
+	detail := ""
+	for _, c := range rep.Connections {
+		if c.CloseReason == vocab.ReasonProtocolError {
+			if detail = c.CloseDetail; detail == "" {
+				detail = f.firstProtocolFailure()
+			}
+			break
+		}
+	}
+	every := ""
+	if served := int64(len(f.served)); served > 0 && n >= served {
+		every = ", every one that answered"
+	}
+	msg := fmt.Sprintf("the client gave up %d connection(s) over the server's protocol violations%s", n, every)
+	if detail != "" {
+		msg += " (" + detail + ")"
+	}
+	return found(idProtocolErrors, severityError, "%s: %d dials for %d requests, %d with perfect keep-alive; fix the server",
+		msg, rep.Dials, rep.Requests, rep.PerfectDials)
+}
+
+// firstProtocolFailure returns the first failure of class protocol, said
+// briefly, or "".
+func (f *facts) firstProtocolFailure() string {
+	for _, fl := range f.rep.Failures {
+		if fl.Class == vocab.ClassProtocol {
+			return fl.Error
+		}
+	}
+	return ""
+}
+
+// h2UnusedDials: the Transport dialed HTTP/2 connections it never used:
+// closed once their handshake finished ("h2-unused"), abandoned during it,
+// or kept beside the one it used.
+func h2UnusedDials(f *facts) (Finding, bool) {
+	rep := f.rep
+	if rep.Protocols["h2"] == 0 {
+		return Finding{}, false
+	}
+	unused := rep.ClosedBy[vocab.ReasonH2Unused]
+	n := max(int64(f.ev.idleDials), unused+rep.DialsAbandoned)
+	if n <= 0 {
+		return Finding{}, false
+	}
+	how := fmt.Sprintf("%d closed unused", unused)
+	if rep.DialsAbandoned > 0 {
+		how += fmt.Sprintf(", %d abandoned during their handshake", rep.DialsAbandoned)
+	}
+	cost := ""
+	if f.ev.unusedListed > 0 {
+		each := f.ev.unusedSetup / time.Duration(f.ev.unusedListed)
+		cost = fmt.Sprintf("; setting one up took about %s", human(each))
+	}
+	return found(idH2UnusedDials, severityWarn,
+		"the Transport dialed %d HTTP/2 connection(s) it never used (%s)%s: a TCP connect and a TLS handshake each, on both sides, for nothing; requests that found no connection to the host open dialed their own, and net/http keeps one HTTP/2 connection per host: set MaxConnsPerHost to 1 (the requests then wait for the one connection and share it), or send one request first and start the concurrent ones once it has its connection",
+		n, how, cost)
+}
+
+// keepAliveHeaderDiffers: the server's Keep-Alive header promises more
+// than it keeps: it closes idle connections sooner than its timeout, or
+// connections after fewer requests than its max.
+func keepAliveHeaderDiffers(f *facts) (Finding, bool) {
+	ka := &f.rep.KeepAlive
+	if ka.Responses == 0 || f.noKeepAlive {
+		return Finding{}, false
+	}
+	var parts []string
+	if ka.Timeout > 0 {
+		if idle := f.observedIdle(); idle > 0 && idle < ka.Timeout-ka.Timeout/8 {
+			parts = append(parts, fmt.Sprintf("it closed idle connections after %s, sooner than its timeout of %s", human(idle), human(ka.Timeout)))
+		}
+	}
+	if ka.Max > 0 {
+		if limit := f.observedLimit(); limit > 0 && limit < ka.Max {
+			parts = append(parts, fmt.Sprintf("it closed connections after %d requests, fewer than its max of %d", limit, ka.Max))
+		}
+	}
+	if len(parts) == 0 {
+		return Finding{}, false
+	}
+	return found(idKeepAliveHeaderDiffers, severityWarn,
+		"the server's Keep-Alive header (%s) promises more than it keeps: %s; a client that trusts the header sends requests on connections the server is closing",
+		ka.Header, strings.Join(parts, "; "))
+}
+
+// observedIdle returns the shortest idle time after which the server was
+// seen to close a connection (discovery's bound, or the main run's idle
+// closes), 0 if it was not.
+func (f *facts) observedIdle() time.Duration {
+	var t time.Duration
+	if i := f.idle; i != nil && i.Found {
+		t = i.Closed
+	}
+	for _, d := range f.idleClosed {
+		if t == 0 || d < t {
+			t = d
+		}
+	}
+	return t
+}
+
+// observedLimit returns the requests-per-connection limit the server was
+// seen to keep (discovery's, or the least of the main run's closes after
+// N requests), 0 if none.
+func (f *facts) observedLimit() int {
+	if d := f.maxReqs; d != nil && d.Found {
+		return d.Limit
+	}
+	lo := 0
+	for _, c := range f.everyN {
+		if lo == 0 || c.Responses < lo {
+			lo = c.Responses
+		}
+	}
+	return lo
 }
 
 // slowNewConnection: setting up a connection takes more than half of the
 // per-request budget, or a request on a new connection ran out of it.
 func slowNewConnection(f *facts) (Finding, bool) {
 	timeout := f.cfg.timeout
-	var slow []time.Duration
-	for _, d := range f.ev.setups {
-		if d > timeout/2 {
-			slow = append(slow, d)
-		}
-	}
 	// A timeout in a setup stage always counts; one later on a new
 	// connection only when requests on reused connections made it in
 	// time, so that the cost of the new connection is what tipped it.
@@ -297,7 +488,7 @@ func slowNewConnection(f *facts) (Finding, bool) {
 			timedOut += n
 		}
 	}
-	if len(slow) == 0 && timedOut == 0 {
+	if f.ev.slowSetups == 0 && timedOut == 0 {
 		return Finding{}, false
 	}
 	var parts []string
@@ -305,9 +496,8 @@ func slowNewConnection(f *facts) (Finding, bool) {
 		parts = append(parts, fmt.Sprintf("%d request(s) ran out of the %s timeout while setting up or on a new connection (%s)",
 			timedOut, human(timeout), stageCounts(timeouts)))
 	}
-	if len(slow) > 0 {
-		slices.Sort(slow)
-		parts = append(parts, fmt.Sprintf("%d connection setup(s) took more than half of it (up to %s)", len(slow), human(slow[len(slow)-1])))
+	if n := f.ev.slowSetups; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d connection setup(s) took more than half of it (up to %s)", n, human(f.ev.slowestSetup)))
 	}
 	return found(idSlowNewConnection, severityWarn, "%s: reuse hides it until a new connection is needed", strings.Join(parts, "; "))
 }
@@ -426,8 +616,9 @@ func announced(reason string) bool {
 }
 
 // allOneAndServerClosed reports whether every connection answered one
-// request and was closed by the server after it, not for being idle.
-func allOneAndServerClosed(cs []Connection) bool {
+// request and was closed by the server after it, not for being idle: a
+// close while idle counts when it came at once (closedAtOnce).
+func allOneAndServerClosed(cs []Connection, gap time.Duration) bool {
 	for _, c := range cs {
 		if c.Responses != 1 || c.ClosedBy != vocab.ClosedByServer {
 			return false
@@ -435,31 +626,41 @@ func allOneAndServerClosed(cs []Connection) bool {
 		switch c.CloseReason {
 		case vocab.ReasonConnectionClose, vocab.ReasonHTTP10, vocab.ReasonServerGoAway, vocab.ReasonServerEOF, vocab.ReasonServerReset:
 		default:
-			return false
+			if !closedAtOnce(c, gap) {
+				return false
+			}
 		}
 	}
 	return true
 }
 
+// closedAtOnce reports whether the server closed c while idle right after
+// its response: it says keep-alive and keeps none. Without a gap between
+// a worker's requests, any close of an idle connection came before the
+// next request could: at once.
+func closedAtOnce(c Connection, gap time.Duration) bool {
+	return c.CloseReason == vocab.ReasonServerClosedIdle && (gap == 0 || c.IdleBeforeClose < immediateClose)
+}
+
 // reasonList names the server close reasons among cs, most frequent first.
-func reasonList(cs []Connection) string {
-	counts := map[pool.CloseReason]int{}
-	var order []pool.CloseReason
+func reasonList(cs []Connection, gap time.Duration) string {
+	counts := map[string]int{}
+	var order []string
 	for _, c := range cs {
 		if c.ClosedBy != vocab.ClosedByServer {
 			continue
 		}
-		if counts[c.CloseReason] == 0 {
-			order = append(order, c.CloseReason)
+		how := howText(string(c.CloseReason))
+		if closedAtOnce(c, gap) {
+			how = "closed at once after the response, though it did not say Connection: close"
 		}
-		counts[c.CloseReason]++
+		if counts[how] == 0 {
+			order = append(order, how)
+		}
+		counts[how]++
 	}
-	slices.SortStableFunc(order, func(a, b pool.CloseReason) int { return counts[b] - counts[a] })
-	parts := make([]string, 0, len(order))
-	for _, r := range order {
-		parts = append(parts, howText(string(r)))
-	}
-	return strings.Join(parts, ", ")
+	slices.SortStableFunc(order, func(a, b string) int { return counts[b] - counts[a] })
+	return strings.Join(order, ", ")
 }
 
 // howText says a close reason in words.

@@ -43,8 +43,8 @@ func BenchmarkSendPaired(b *testing.B) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
 	defer cancel()
 	pr := &prober{cfg: defaults(), target: req, start: time.Now(), ctx: ctx}
-	agg := newAggregator(ctx, false)
-	p, client, err := pr.newPool(agg, 1, 1, pr.cfg.clientIdle)
+	agg := newAggregator(ctx, false, pr.cfg.timeout)
+	p, client, err := pr.newPool(agg, 1, 1, pr.cfg.clientIdle, true)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -43,7 +43,11 @@ func (r *Report) WriteText(w io.Writer, verbose bool) error {
 	if r.MaxConnsPerHost > 0 {
 		capText = fmt.Sprintf("capped at %d", r.MaxConnsPerHost)
 	}
-	fmt.Fprintf(&b, "  %d requests, concurrency %d, connections %s", r.Requested, r.Concurrency, capText)
+	if r.Duration > 0 {
+		fmt.Fprintf(&b, "  requests for %s (at most %d), concurrency %d, connections %s", human(r.Duration), r.Requested, r.Concurrency, capText)
+	} else {
+		fmt.Fprintf(&b, "  %d requests, concurrency %d, connections %s", r.Requested, r.Concurrency, capText)
+	}
 	if r.Gap > 0 {
 		fmt.Fprintf(&b, ", gap %s", human(r.Gap))
 	}
@@ -55,15 +59,27 @@ func (r *Report) WriteText(w io.Writer, verbose bool) error {
 
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	sent := fmt.Sprintf("%d", r.Requests)
-	if r.Requests != r.Requested {
+	if r.Requests != r.Requested && (r.Duration == 0 || r.DeadlineReached || r.Interrupted) {
 		sent = fmt.Sprintf("%d of %d", r.Requests, r.Requested)
 	}
-	fmt.Fprintf(tw, "requests\t%s in %s: %s\n", sent, human(r.MainElapsed), outcomeText(r))
+	perSecond := ""
+	if r.RequestsPerSecond > 0 {
+		perSecond = fmt.Sprintf(" (%s/s)", rate(r.RequestsPerSecond))
+	}
+	fmt.Fprintf(tw, "requests\t%s in %s%s: %s\n", sent, human(r.MainElapsed), perSecond, outcomeText(r))
 	for _, f := range r.Failures {
 		fmt.Fprintf(tw, "  failed\t%s @%s ×%d: %s\n", f.Class, f.Stage, f.Count, f.Error)
 	}
 	if r.HiddenRetries > 0 {
-		fmt.Fprintf(tw, "hidden retries\t%d request(s), %d extra attempt(s)\n", r.HiddenRetries, r.ExtraAttempts)
+		fmt.Fprintf(tw, "hidden retries\t%d request(s), %d extra attempt(s)", r.HiddenRetries, r.ExtraAttempts)
+		if r.HiddenRetriesPossiblyProcessed+r.HiddenRetriesNotProcessed > 0 {
+			fmt.Fprintf(tw, ": %d possibly processed twice, %d not processed the first time",
+				r.HiddenRetriesPossiblyProcessed, r.HiddenRetriesNotProcessed)
+		}
+		if len(r.HiddenRetriesWhy) > 0 {
+			fmt.Fprintf(tw, " (%s)", whyList(r.HiddenRetriesWhy))
+		}
+		tw.Write([]byte("\n"))
 	}
 	dials := fmt.Sprintf("%d", r.Dials)
 	var dialNotes []string
@@ -82,6 +98,9 @@ func (r *Report) WriteText(w io.Writer, verbose bool) error {
 	}
 	if len(r.Protocols) > 0 {
 		fmt.Fprintf(tw, "protocol\t%s\n", countList(r.Protocols))
+	}
+	if k := &r.KeepAlive; k.Responses > 0 {
+		fmt.Fprintf(tw, "server says\tKeep-Alive: %s (on %d response(s))\n", k.Header, k.Responses)
 	}
 	if t := r.TLS; t != nil {
 		fmt.Fprintf(tw, "tls\t%s; ALPN %s; resumed %d of %d connection(s) that could\n", countList(t.Versions), orNone(t.ALPN), t.Resumed, t.Resumable)
@@ -374,6 +393,14 @@ func writeStages(b *strings.Builder, r *Report) {
 	if s.ReuseSaves != nil {
 		fmt.Fprintf(b, "  reuse saves %s per request (median total, new minus reused)\n", ms(*s.ReuseSaves))
 	}
+}
+
+// rate writes a number of requests per second for reading.
+func rate(perSecond float64) string {
+	if perSecond >= 100 {
+		return fmt.Sprintf("%.0f", perSecond)
+	}
+	return fmt.Sprintf("%.1f", perSecond)
 }
 
 // ms writes d in milliseconds with three decimals.

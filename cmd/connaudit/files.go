@@ -71,6 +71,23 @@ func checkUserFile(name string, st os.FileInfo, limit int64) error {
 type outputFile struct {
 	f       *os.File
 	created bool
+	// streamed is set once something was written through streamTo: write
+	// then appends the report instead of replacing the content.
+	streamed bool
+}
+
+// streamTo returns the file to write to before the report (a probe's
+// timelines as they finish, with -v); its content is replaced first.
+func (o *outputFile) streamTo() (io.Writer, error) {
+	if !o.streamed {
+		if st, err := o.f.Stat(); err == nil && st.Mode().IsRegular() {
+			if err := o.f.Truncate(0); err != nil {
+				return nil, err
+			}
+		}
+		o.streamed = true
+	}
+	return o.f, nil
 }
 
 // openOutput opens name for writing, creating it if it does not exist.
@@ -92,7 +109,7 @@ func openOutput(name string) (*outputFile, error) {
 // write replaces the file's content (a regular file's: /dev/stdout has
 // none to replace) with what report writes, and closes the file.
 func (o *outputFile) write(report func(io.Writer) error) error {
-	if st, err := o.f.Stat(); err == nil && st.Mode().IsRegular() {
+	if st, err := o.f.Stat(); err == nil && st.Mode().IsRegular() && !o.streamed {
 		if err := o.f.Truncate(0); err != nil {
 			o.f.Close()
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/probe"
 )
@@ -41,6 +43,7 @@ type probeFlags struct {
 	maxIdle          time.Duration
 	failLevel        probe.Severity
 	failOnNeverFails bool
+	duration         time.Duration
 }
 
 func (pf *probeFlags) register(fs *flag.FlagSet) {
@@ -51,7 +54,7 @@ func (pf *probeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&pf.deadline, "deadline", 5*time.Minute, "bound on the whole probe, discovery included")
 	fs.DurationVar(&pf.clientIdle, "client-idle", defaultClientIdle, "your client's IdleConnTimeout, to compare with the server's idle timeout")
 	fs.BoolVar(&pf.asJSON, "json", false, "write the report as JSON (schema connaudit.probe/v1)")
-	fs.BoolVar(&pf.verbose, "v", false, "also write each request's waterfall (with -json: its timeline)")
+	fs.BoolVar(&pf.verbose, "v", false, "also stream each request's waterfall (-json: a JSON line each, then the report)")
 	fs.StringVar(&pf.out, "o", "", "write the report to this file instead of stdout")
 	fs.StringVar(&pf.failOn, "fail-on", "error", "exit 1 on a finding at or above this severity: info, warn, error or none")
 	fs.StringVar(&pf.cacert, "cacert", "", "PEM file of CA certificates to trust instead of the system's")
@@ -59,6 +62,7 @@ func (pf *probeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&pf.maxRequests, "max-requests", defaultMaxRequests, "most requests -find-max-requests sends")
 	fs.BoolVar(&pf.findIdleTimeout, "find-idle-timeout", false, "discover the server's keep-alive idle timeout")
 	fs.DurationVar(&pf.maxIdle, "max-idle", defaultMaxIdle, "longest idle gap -find-idle-timeout tries")
+	fs.DurationVar(&pf.duration, "duration", 0, "send requests for this long instead of -n of them (at most -n if given)")
 }
 
 // validate checks the values the flag package cannot, with one message
@@ -83,6 +87,8 @@ func (pf *probeFlags) validate() error {
 		return fmt.Errorf("-max-requests %d: want 2 to %d", pf.maxRequests, maxProbeRequests)
 	case pf.maxIdle <= 0:
 		return fmt.Errorf("-max-idle %v: must be positive", pf.maxIdle)
+	case pf.duration < 0:
+		return fmt.Errorf("-duration %v: must not be negative", pf.duration)
 	}
 	switch pf.failOn {
 	case "none":
@@ -105,6 +111,14 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	pf.register(fs.FlagSet)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
+	}
+	if pf.duration > 0 && !given(fs.FlagSet, "n") {
+		// -duration bounds the run; -n, when given, bounds its requests.
+		pf.n = maxProbeRequests
+	}
+	if pf.duration > 0 && !given(fs.FlagSet, "deadline") {
+		// The default deadline bounds what comes after the run's time.
+		pf.deadline += pf.duration
 	}
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(stderr, "connaudit probe: "+format+"\n", args...)
@@ -134,8 +148,28 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	progress := newProgressLine(stderr)
-	if progress != nil {
-		opts = append(opts, probe.OnProgress(progress.update))
+	var stream *timelineStream
+	if pf.verbose {
+		// Each timeline is written as it finishes, not kept for the end.
+		w := stdout
+		if outFile != nil {
+			if w, err = outFile.streamTo(); err != nil {
+				outFile.discard()
+				return fail("-o: %v", err)
+			}
+		}
+		stream = &timelineStream{w: w, json: pf.asJSON}
+	}
+	if progress != nil || stream != nil {
+		opts = append(opts, probe.OnProgress(func(p probe.Progress) {
+			if p.Timeline != nil {
+				stream.write(p.Timeline)
+				return
+			}
+			if progress != nil {
+				progress.update(p)
+			}
+		}))
 	}
 	rep, err := probe.Run(ctx, req, opts...)
 	progress.clear()
@@ -146,11 +180,13 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return fail("%s", rf.redact(err, req))
 	}
-	var werr error
+	werr := stream.err()
 	if outFile != nil {
-		werr = outFile.write(func(w io.Writer) error { return pf.write(w, rep) })
-	} else {
-		werr = pf.write(stdout, rep)
+		if err := outFile.write(func(w io.Writer) error { return pf.write(w, rep) }); werr == nil {
+			werr = err
+		}
+	} else if err := pf.write(stdout, rep); werr == nil {
+		werr = err
 	}
 	if werr != nil {
 		fmt.Fprintf(stderr, "connaudit probe: writing the report: %v\n", werr)
@@ -242,19 +278,63 @@ func (pf *probeFlags) options(rf *requestFlags) ([]probe.Option, error) {
 	if pf.findIdleTimeout {
 		opts = append(opts, probe.FindIdleTimeout(pf.maxIdle))
 	}
-	if pf.verbose {
-		opts = append(opts, probe.KeepTimelines())
+	if pf.duration > 0 {
+		opts = append(opts, probe.Duration(pf.duration))
 	}
 	return opts, nil
 }
 
 // write writes the report as JSON or text, the text coloured for a
-// terminal.
+// terminal. With -v and -json the report is one line, after the
+// timelines' lines: the whole is JSON Lines.
 func (pf *probeFlags) write(w io.Writer, rep *probe.Report) error {
+	if pf.asJSON && pf.verbose {
+		return json.NewEncoder(w).Encode(rep)
+	}
 	if pf.asJSON {
 		return rep.WriteJSON(w)
 	}
 	return writeProbeText(w, rep, pf.verbose, useColor(w))
+}
+
+// given reports whether the flag name was given on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// timelineStream writes each finished timeline of a probe, as -v asks: its
+// waterfall, or one line of JSON with -json. Calls are serialised (the
+// probe's progress calls are); the first error is kept and stops the
+// writing.
+type timelineStream struct {
+	w     io.Writer
+	json  bool
+	first error
+}
+
+func (s *timelineStream) write(tl *httptrace.Timeline) {
+	if s == nil || s.first != nil {
+		return
+	}
+	if s.json {
+		s.first = json.NewEncoder(s.w).Encode(tl)
+		return
+	}
+	var b strings.Builder
+	if s.first = tl.WriteText(&b, true); s.first == nil {
+		b.WriteByte('\n')
+		_, s.first = io.WriteString(s.w, b.String())
+	}
+}
+
+// err returns the first error of the writing, if any.
+func (s *timelineStream) err() error {
+	if s == nil {
+		return nil
+	}
+	return s.first
 }
 
 // progressLine rewrites one line on a terminal's stderr while a probe runs

@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/connaudit/connaudit/internal/vocab"
 )
@@ -87,3 +88,25 @@ func Attempt(ctx context.Context) int {
 	n, _ := ctx.Value(attemptKey{}).(int)
 	return n
 }
+
+// ConnAttempt is what a pool saw of the last request an HTTP/1 connection was
+// handed: the evidence on which a request the Transport sent again
+// elsewhere is judged processed or not by the server.
+type ConnAttempt struct {
+	// H2 is set on an HTTP/2 connection, of which the rest says nothing.
+	H2 bool
+	// Wrote is set when a byte of that request was written on it.
+	Wrote bool
+	// ServerClosed is set when the server closed the connection (an EOF
+	// or a reset read); ClosedFirst when that came before any byte of the
+	// request was written.
+	ServerClosed, ClosedFirst bool
+	// Idle is how long the connection had been idle when handed to the
+	// request, 0 if it was not idle.
+	Idle time.Duration
+}
+
+// LastAttempt, set by package pool, returns what the pool p (a
+// *pool.Pool) saw of the last request handed its connection id, and false
+// when it no longer knows the connection.
+var LastAttempt func(p any, id uint64) (ConnAttempt, bool)

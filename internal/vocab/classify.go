@@ -132,7 +132,11 @@ func Classify(err error, stage Stage) Class {
 	// "readLoopPeekFailLocked" is net/http's error for a connection on
 	// which the server sent bytes before any request was written (an
 	// "Unsolicited response").
+	// "connection error: FLOW_CONTROL_ERROR" is the bundled http2's
+	// ConnectionError (unexported): the client found the server breaking
+	// the protocol and closed the connection.
 	if strings.Contains(msg, "malformed") || strings.Contains(msg, "invalid") ||
+		strings.HasPrefix(msg, "connection error: ") || strings.Contains(msg, ": connection error: ") ||
 		strings.Contains(msg, "too large") || strings.Contains(msg, "HTTP/1.x transport connection broken") ||
 		strings.Contains(msg, "readLoopPeekFailLocked") {
 		return ClassProtocol

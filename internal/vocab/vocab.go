@@ -168,22 +168,23 @@ type CloseReason string
 
 // The close reasons. Client reasons first, then server reasons.
 const (
-	ReasonIdleTimeout       CloseReason = "idle-timeout"           // client: idle longer than IdleConnTimeout
-	ReasonEarlyBodyClose    CloseReason = "early-body-close"       // client: a body was closed before EOF
-	ReasonCloseIdle         CloseReason = "close-idle-connections" // client: CloseIdleConnections
-	ReasonIdlePoolFull      CloseReason = "idle-pool-full"         // client: no room in the idle pool
-	ReasonRequestError      CloseReason = "request-error"          // client: the request on it failed (detail: its class)
-	ReasonHandshakeFailed   CloseReason = "handshake-failed"       // client: the TLS handshake failed or timed out
-	ReasonHandshakeAbandon  CloseReason = "handshake-abandoned"    // client: the Transport cancelled the handshake, no request needing the connection
-	ReasonKeepAlivesOff     CloseReason = "keep-alives-disabled"   // client: DisableKeepAlives
-	ReasonClient            CloseReason = "client-close"           // client: closed for another reason
-	ReasonConnectionClose   CloseReason = "connection-close"       // server: "Connection: close"
-	ReasonHTTP10            CloseReason = "http1.0-no-keep-alive"  // server: HTTP/1.0 without keep-alive
-	ReasonServerClosedIdle  CloseReason = "server-closed-idle"     // server: closed while the connection was idle
-	ReasonServerEOF         CloseReason = "server-eof"             // server: closed during a request
-	ReasonServerReset       CloseReason = "server-reset"           // server: reset the connection
-	ReasonServerGoAway      CloseReason = "goaway"                 // server: HTTP/2 GOAWAY (inferred)
-	ReasonServerProtocolErr CloseReason = "protocol-error"         // server: sent something that is not HTTP
+	ReasonIdleTimeout      CloseReason = "idle-timeout"           // client: idle longer than IdleConnTimeout
+	ReasonEarlyBodyClose   CloseReason = "early-body-close"       // client: a body was closed before EOF
+	ReasonCloseIdle        CloseReason = "close-idle-connections" // client: CloseIdleConnections
+	ReasonIdlePoolFull     CloseReason = "idle-pool-full"         // client: no room in the idle pool
+	ReasonRequestError     CloseReason = "request-error"          // client: the request on it failed (detail: its class)
+	ReasonHandshakeFailed  CloseReason = "handshake-failed"       // client: the TLS handshake failed or timed out
+	ReasonHandshakeAbandon CloseReason = "handshake-abandoned"    // client: the Transport cancelled the handshake, no request needing the connection
+	ReasonKeepAlivesOff    CloseReason = "keep-alives-disabled"   // client: DisableKeepAlives
+	ReasonClient           CloseReason = "client-close"           // client: closed for another reason
+	ReasonProtocolError    CloseReason = "protocol-error"         // client: gave it up over the server's protocol violation
+	ReasonH2Unused         CloseReason = "h2-unused"              // client: an HTTP/2 connection dialed beside another and closed unused
+	ReasonConnectionClose  CloseReason = "connection-close"       // server: "Connection: close"
+	ReasonHTTP10           CloseReason = "http1.0-no-keep-alive"  // server: HTTP/1.0 without keep-alive
+	ReasonServerClosedIdle CloseReason = "server-closed-idle"     // server: closed while the connection was idle
+	ReasonServerEOF        CloseReason = "server-eof"             // server: closed during a request
+	ReasonServerReset      CloseReason = "server-reset"           // server: reset the connection
+	ReasonServerGoAway     CloseReason = "goaway"                 // server: HTTP/2 GOAWAY (inferred)
 )
 
 // SideOf returns the side that closes a connection for reason r: each
@@ -191,7 +192,7 @@ const (
 func SideOf(r CloseReason) Closer {
 	switch r {
 	case ReasonConnectionClose, ReasonHTTP10, ReasonServerClosedIdle, ReasonServerEOF,
-		ReasonServerReset, ReasonServerGoAway, ReasonServerProtocolErr:
+		ReasonServerReset, ReasonServerGoAway:
 		return ClosedByServer
 	}
 	return ClosedByClient

@@ -43,9 +43,10 @@ func TestKinds(t *testing.T) {
 // others the client's.
 func TestSideOf(t *testing.T) {
 	server := []CloseReason{ReasonConnectionClose, ReasonHTTP10, ReasonServerClosedIdle, ReasonServerEOF,
-		ReasonServerReset, ReasonServerGoAway, ReasonServerProtocolErr}
+		ReasonServerReset, ReasonServerGoAway}
 	client := []CloseReason{ReasonIdleTimeout, ReasonEarlyBodyClose, ReasonCloseIdle, ReasonIdlePoolFull,
-		ReasonRequestError, ReasonHandshakeFailed, ReasonHandshakeAbandon, ReasonKeepAlivesOff, ReasonClient}
+		ReasonRequestError, ReasonHandshakeFailed, ReasonHandshakeAbandon, ReasonKeepAlivesOff, ReasonClient,
+		ReasonProtocolError, ReasonH2Unused}
 	for _, r := range server {
 		if SideOf(r) != ClosedByServer {
 			t.Errorf("%s: %s", r, SideOf(r))
