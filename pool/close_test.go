@@ -203,3 +203,30 @@ func TestClientIdlePoolFull(t *testing.T) {
 	require.EqualValues(t, 1, s.ClosedBy[vocab.ReasonIdlePoolFull], "closed by: %v", s.ClosedBy)
 	require.NoError(t, s.Check())
 }
+
+// TestKeepClosed: the pool remembers the KeepClosed most recently closed
+// connections, forgetting the oldest first; its counts forget none.
+func TestKeepClosed(t *testing.T) {
+	srv := newServer(t, plainHTTP, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "ok")
+	}))
+	p := newPool(t, pool.KeepClosed(2))
+	for i := range 5 {
+		require.Equal(t, "ok", get(t, p, srv.URL))
+		waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == int64(i+1) })
+	}
+	var ids []uint64
+	for _, c := range p.Conns() {
+		ids = append(ids, c.ID)
+	}
+	require.Equal(t, []uint64{4, 5}, ids)
+	_, ok := p.Conn(3)
+	require.False(t, ok, "forgotten")
+	c, ok := p.Conn(5)
+	require.True(t, ok)
+	require.Equal(t, vocab.ReasonConnectionClose, c.CloseReason)
+	s := p.Stats()
+	require.EqualValues(t, 5, s.Closed)
+	require.EqualValues(t, 5, s.Dials)
+}

@@ -30,18 +30,19 @@ type Pool struct {
 	cfg     config
 	maxConn int
 
-	mu          sync.Mutex
-	nextConn    uint64
-	conns       map[uint64]*connState // open and dialing
-	lastConn    *connState            // the last of conns looked up (see connLocked)
-	closed      []*connState          // most recent closed, up to keepClosed
-	hosts       map[string]*counters
-	lastHost    hostCache // the host of the last request started
-	total       counters
-	reqs        reqSet // requests not yet finished
-	pendingTLS  map[uint64]*connState
-	closingIdle int
-	changes     notify.Changes // signalled at every change of state
+	mu           sync.Mutex
+	nextConn     uint64
+	conns        map[uint64]*connState // open and dialing
+	lastConn     *connState            // the last of conns looked up (see connLocked)
+	closed       []*connState          // most recent closed, up to keepClosed (a ring)
+	oldestClosed int                   // the index of the oldest of closed, once full
+	hosts        map[string]*counters
+	lastHost     hostCache // the host of the last request started
+	total        counters
+	reqs         reqSet // requests not yet finished
+	pendingTLS   map[uint64]*connState
+	closingIdle  int
+	changes      notify.Changes // signalled at every change of state
 }
 
 // request is the pool's record of a request not yet finished.
@@ -416,15 +417,19 @@ func (p *Pool) hostLocked(addr string) *counters {
 	return h
 }
 
+// rememberLocked keeps c among the closed connections the pool remembers,
+// in a ring of KeepClosed entries: once it is full, c takes the place of
+// the oldest. (Their order does not matter: Conns sorts by id.)
 func (p *Pool) rememberLocked(c *connState) {
 	if p.cfg.keepClosed == 0 {
 		return
 	}
-	if len(p.closed) >= p.cfg.keepClosed {
-		copy(p.closed, p.closed[1:])
-		p.closed = p.closed[:len(p.closed)-1]
+	if len(p.closed) < p.cfg.keepClosed {
+		p.closed = append(p.closed, c)
+		return
 	}
-	p.closed = append(p.closed, c)
+	p.closed[p.oldestClosed] = c
+	p.oldestClosed = (p.oldestClosed + 1) % len(p.closed)
 }
 
 // hostKey returns the address the Transport dials for a request to u's
