@@ -83,9 +83,11 @@ type Stats struct {
 	// OpenBodies counts response bodies handed out and not closed.
 	OpenBodies int `json:"open_bodies"`
 	// Waiting counts requests waiting for a connection now; WaitCount
-	// those that ever waited (not served at once from the idle pool, nor,
-	// over HTTP/2, by a connection already open) and WaitDuration their
-	// total wait.
+	// those that ever waited, that is, were not served at once by an idle
+	// connection (nor, over HTTP/2, by a connection already open): for a
+	// dial, their own or another's, or for a connection in use; and
+	// WaitDuration their total wait, dials included. (A timeline's
+	// Timings.PoolWait leaves out the request's own dial.)
 	Waiting      int           `json:"waiting"`
 	WaitCount    int64         `json:"wait_count"`
 	WaitDuration time.Duration `json:"wait_duration_ns"`

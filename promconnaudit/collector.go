@@ -14,7 +14,8 @@ import (
 type collector struct {
 	p *pool.Pool
 
-	maxOpen, open, inUse, idle, dialing  *prometheus.Desc
+	maxOpen, peakOpen, open, inUse, idle *prometheus.Desc
+	dialing                              *prometheus.Desc
 	dials, dialErrors, closed            *prometheus.Desc
 	waitCount, waitDuration, waiting     *prometheus.Desc
 	requests, reused, inFlight, openBody *prometheus.Desc
@@ -36,7 +37,8 @@ func NewCollector(p *pool.Pool, name string) (prometheus.Collector, error) {
 	}
 	return &collector{
 		p:            p,
-		maxOpen:      desc("max_open_connections", "The largest number of connections open at once."),
+		maxOpen:      desc("max_open_connections", "The cap on connections per host (MaxConnsPerHost); 0: no cap."),
+		peakOpen:     desc("peak_open_connections", "The largest number of connections open at once."),
 		open:         desc("open_connections", "The number of established connections both in use and idle."),
 		inUse:        desc("in_use_connections", "The number of connections currently in use."),
 		idle:         desc("idle_connections", "The number of idle connections."),
@@ -44,8 +46,8 @@ func NewCollector(p *pool.Pool, name string) (prometheus.Collector, error) {
 		dials:        desc("dials_total", "The total number of dials started."),
 		dialErrors:   desc("dial_errors_total", "The total number of dials that failed."),
 		closed:       desc("closed_total", "The total number of connections closed, by the side that closed them and why.", "side", "reason"),
-		waitCount:    desc("wait_count_total", "The total number of requests that waited for a connection."),
-		waitDuration: desc("wait_duration_seconds_total", "The total time requests waited for a connection."),
+		waitCount:    desc("wait_count_total", "The total number of requests not served at once by an idle connection: they waited for a dial or for a connection in use."),
+		waitDuration: desc("wait_duration_seconds_total", "The total time requests waited for a connection, dials included."),
 		waiting:      desc("waiting_requests", "The number of requests waiting for a connection."),
 		requests:     desc("requests_total", "The total number of requests."),
 		reused:       desc("reused_requests_total", "The total number of requests served by a connection that had served one before."),
@@ -56,7 +58,7 @@ func NewCollector(p *pool.Pool, name string) (prometheus.Collector, error) {
 
 // Describe implements [prometheus.Collector].
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.maxOpen, c.open, c.inUse, c.idle, c.dialing, c.dials, c.dialErrors,
+	for _, d := range []*prometheus.Desc{c.maxOpen, c.peakOpen, c.open, c.inUse, c.idle, c.dialing, c.dials, c.dialErrors,
 		c.closed, c.waitCount, c.waitDuration, c.waiting, c.requests, c.reused, c.inFlight, c.openBody} {
 		ch <- d
 	}
@@ -72,7 +74,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
-	gauge(c.maxOpen, s.MaxOpen)
+	gauge(c.maxOpen, c.p.MaxConnsPerHost())
+	gauge(c.peakOpen, s.MaxOpen)
 	gauge(c.open, s.Open)
 	gauge(c.inUse, s.Active)
 	gauge(c.idle, s.Idle)

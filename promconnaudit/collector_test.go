@@ -21,14 +21,15 @@ import (
 
 // exposition returns, in the text format, what the collector of a pool
 // named name must expose for the pool's Stats s.
-func exposition(name string, s pool.Stats) string {
+func exposition(name string, maxConns int, s pool.Stats) string {
 	var b strings.Builder
 	metric := func(typ, metric, help string, v any, labels ...string) {
 		full := "connaudit_pool_" + metric
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", full, help, full, typ)
 		fmt.Fprintf(&b, "%s{pool=%q%s} %v\n", full, name, strings.Join(labels, ""), v)
 	}
-	metric("gauge", "max_open_connections", "The largest number of connections open at once.", s.MaxOpen)
+	metric("gauge", "max_open_connections", "The cap on connections per host (MaxConnsPerHost); 0: no cap.", maxConns)
+	metric("gauge", "peak_open_connections", "The largest number of connections open at once.", s.MaxOpen)
 	metric("gauge", "open_connections", "The number of established connections both in use and idle.", s.Open)
 	metric("gauge", "in_use_connections", "The number of connections currently in use.", s.Active)
 	metric("gauge", "idle_connections", "The number of idle connections.", s.Idle)
@@ -52,8 +53,8 @@ func exposition(name string, s pool.Stats) string {
 		}
 		fmt.Fprintf(&b, "connaudit_pool_closed_total{pool=%q,reason=%q,side=%q} %d\n", name, r, side, s.ClosedBy[pool.CloseReason(r)])
 	}
-	metric("counter", "wait_count_total", "The total number of requests that waited for a connection.", s.WaitCount)
-	metric("counter", "wait_duration_seconds_total", "The total time requests waited for a connection.", s.WaitDuration.Seconds())
+	metric("counter", "wait_count_total", "The total number of requests not served at once by an idle connection: they waited for a dial or for a connection in use.", s.WaitCount)
+	metric("counter", "wait_duration_seconds_total", "The total time requests waited for a connection, dials included.", s.WaitDuration.Seconds())
 	metric("gauge", "waiting_requests", "The number of requests waiting for a connection.", s.Waiting)
 	metric("counter", "requests_total", "The total number of requests.", s.Requests)
 	metric("counter", "reused_requests_total", "The total number of requests served by a connection that had served one before.", s.ReusedRequests)
@@ -81,7 +82,7 @@ func TestCollectAndCompare(t *testing.T) {
 			} else {
 				require.EqualValues(t, 1, s.ClosedBy["server-closed-idle"])
 			}
-			require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(exposition("api", s))))
+			require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(exposition("api", p.MaxConnsPerHost(), s))))
 		})
 	}
 }
@@ -134,7 +135,8 @@ func TestScrape(t *testing.T) {
 		require.EqualValues(t, s.Open, value("connaudit_pool_open_connections", name))
 		require.EqualValues(t, s.Active, value("connaudit_pool_in_use_connections", name))
 		require.EqualValues(t, s.Idle, value("connaudit_pool_idle_connections", name))
-		require.EqualValues(t, s.MaxOpen, value("connaudit_pool_max_open_connections", name))
+		require.EqualValues(t, p.MaxConnsPerHost(), value("connaudit_pool_max_open_connections", name))
+		require.EqualValues(t, s.MaxOpen, value("connaudit_pool_peak_open_connections", name))
 		require.EqualValues(t, s.WaitCount, value("connaudit_pool_wait_count_total", name))
 		require.InDelta(t, s.WaitDuration.Seconds(), value("connaudit_pool_wait_duration_seconds_total", name), 1e-9)
 		require.EqualValues(t, s.Requests, value("connaudit_pool_requests_total", name))

@@ -10,7 +10,8 @@
 // It reads [pool.Pool.Stats] at each scrape, nothing on the request's
 // path, and needs no OpenTelemetry. The metrics, each labelled pool:
 //
-//	connaudit_pool_max_open_connections        gauge    the largest number of connections open at once (Stats.MaxOpen)
+//	connaudit_pool_max_open_connections        gauge    the cap on connections per host (MaxConnsPerHost; 0: none), as DBStats' MaxOpenConnections is the cap
+//	connaudit_pool_peak_open_connections       gauge    the largest number of connections open at once (Stats.MaxOpen)
 //	connaudit_pool_open_connections            gauge    connections established, in use or idle
 //	connaudit_pool_in_use_connections          gauge    connections serving a request
 //	connaudit_pool_idle_connections            gauge    connections serving none
@@ -18,8 +19,8 @@
 //	connaudit_pool_dials_total                 counter  dials started
 //	connaudit_pool_dial_errors_total           counter  dials that failed
 //	connaudit_pool_closed_total                counter  connections closed, by side (client, server) and reason (pool.CloseReason)
-//	connaudit_pool_wait_count_total            counter  requests that waited for a connection
-//	connaudit_pool_wait_duration_seconds_total counter  the time they waited
+//	connaudit_pool_wait_count_total            counter  requests not served at once by an idle connection (a dial, or a connection in use)
+//	connaudit_pool_wait_duration_seconds_total counter  the time they waited, dials included
 //	connaudit_pool_waiting_requests            gauge    requests waiting for a connection now
 //	connaudit_pool_requests_total              counter  requests
 //	connaudit_pool_reused_requests_total       counter  requests served by a connection that had served one before
