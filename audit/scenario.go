@@ -119,7 +119,8 @@ type Scenario struct {
 	Bounds []pool.Option
 	// Contract is the retry contract the scenario holds (A1…A9, W1…W4,
 	// H1; see [WithRetry]), empty for the scenarios that are not about
-	// a retry layer.
+	// a retry layer. Each also holds P1, as every scenario does: the same
+	// pool serves /ok afterwards with nothing left behind.
 	Contract string
 
 	server []faultserver.Option
