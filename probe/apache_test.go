@@ -1,14 +1,12 @@
 package probe_test
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,15 +19,9 @@ import (
 
 // apache is an Apache httpd the test started on 127.0.0.1.
 type apache struct {
+	*daemon
 	URL       string
 	accessLog string
-	cmd       *exec.Cmd
-	ready     chan struct{} // closed once it serves
-	exited    chan struct{} // closed when the process ended
-	waitErr   error
-
-	mu     sync.Mutex
-	output strings.Builder // its error log (stderr)
 }
 
 // apacheBinary returns the path of Apache httpd and of its modules, or
@@ -80,8 +72,6 @@ func startApache(t *testing.T, directives string) *apache {
 	a := &apache{
 		URL:       "http://" + addr + "/ok",
 		accessLog: filepath.Join(dir, "access.log"),
-		ready:     make(chan struct{}),
-		exited:    make(chan struct{}),
 	}
 	user := ""
 	if os.Geteuid() == 0 {
@@ -113,62 +103,18 @@ KeepAlive On
 	confPath := filepath.Join(dir, "httpd.conf")
 	require.NoError(t, os.WriteFile(confPath, []byte(conf), 0o644))
 
-	// In the foreground, a process group of its own: stop ends it whole.
+	// In the foreground, a process group of its own.
 	cmd := exec.Command(bin, "-DFOREGROUND", "-f", confPath)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = append(os.Environ(), "APACHE_RUN_DIR="+dir, "APACHE_LOCK_DIR="+dir, "APACHE_LOG_DIR="+dir)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	a.cmd = cmd
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		announced := false
-		for sc.Scan() {
-			a.mu.Lock()
-			a.output.WriteString(sc.Text() + "\n")
-			a.mu.Unlock()
-			if !announced && strings.Contains(sc.Text(), "resuming normal operations") {
-				announced = true
-				close(a.ready)
-			}
-		}
-		a.waitErr = cmd.Wait()
-		close(a.exited)
-	}()
-	t.Cleanup(a.stop)
-	select {
-	case <-a.ready:
-	case <-a.exited:
-		t.Fatalf("apache exited at start: %v\n%s", a.waitErr, a.diagnose())
-	case <-time.After(guard):
-		t.Fatalf("apache did not start within %s\n%s", guard, a.diagnose())
-	}
+	a.daemon = startDaemon(t, "apache", cmd, "resuming normal operations")
 	return a
-}
-
-func (a *apache) stop() {
-	syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-	<-a.exited
 }
 
 // quit stops Apache gracefully (SIGWINCH: it finishes the requests it
 // has, and logs them), so that its access log is complete.
 func (a *apache) quit(t *testing.T) {
 	t.Helper()
-	require.NoError(t, a.cmd.Process.Signal(syscall.SIGWINCH))
-	select {
-	case <-a.exited:
-	case <-time.After(guard):
-		a.stop()
-		t.Fatalf("apache did not quit within %s\n%s", guard, a.diagnose())
-	}
-}
-
-func (a *apache) diagnose() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return "apache error log:\n" + a.output.String()
+	a.daemon.quit(t, syscall.SIGWINCH)
 }
 
 // requests reads the access log once Apache stopped: the requests it

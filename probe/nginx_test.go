@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,13 +35,7 @@ type nginx struct {
 	statusURL string      // its stub_status page, on a listener of its own
 	tls       *tls.Config // trusts its certificate, with TLS
 	accessLog string
-	cmd       *exec.Cmd
-	ready     chan struct{} // closed once nginx listens
-	exited    chan struct{} // closed when the process ended
-	waitErr   error
-
-	mu     sync.Mutex
-	output strings.Builder // its error log (stderr)
+	*daemon
 }
 
 // nginxBinary returns the path of nginx, or skips the test saying why.
@@ -89,8 +82,6 @@ func startNginxWith(t *testing.T, directives string, useTLS bool) *nginx {
 		URL:       "http://" + addr,
 		statusURL: "http://" + statusAddr + "/status",
 		accessLog: filepath.Join(dir, "access.log"),
-		ready:     make(chan struct{}),
-		exited:    make(chan struct{}),
 	}
 	listen := addr
 	if useTLS {
@@ -137,40 +128,8 @@ http {
 
 	// -e: the error log before the configuration is read.
 	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", "stderr")
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	n.cmd = cmd
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		announced := false
-		for sc.Scan() {
-			n.mu.Lock()
-			n.output.WriteString(sc.Text() + "\n")
-			n.mu.Unlock()
-			if !announced && strings.Contains(sc.Text(), "getrlimit") {
-				announced = true
-				close(n.ready)
-			}
-		}
-		n.waitErr = cmd.Wait()
-		close(n.exited)
-	}()
-	t.Cleanup(n.stop)
-	select {
-	case <-n.ready:
-	case <-n.exited:
-		t.Fatalf("nginx exited at start: %v\n%s", n.waitErr, n.diagnose())
-	case <-time.After(guard):
-		t.Fatalf("nginx did not start within %s\n%s", guard, n.diagnose())
-	}
+	n.daemon = startDaemon(t, "nginx", cmd, "getrlimit")
 	return n
-}
-
-// stop kills nginx and waits for it to exit. Stopping twice is harmless.
-func (n *nginx) stop() {
-	n.cmd.Process.Kill()
-	<-n.exited
 }
 
 // quit stops nginx gracefully (SIGQUIT: it finishes, and logs, the
@@ -178,20 +137,7 @@ func (n *nginx) stop() {
 // it kills it if it has not exited within the guard.
 func (n *nginx) quit(t *testing.T) {
 	t.Helper()
-	require.NoError(t, n.cmd.Process.Signal(syscall.SIGQUIT))
-	select {
-	case <-n.exited:
-	case <-time.After(guard):
-		n.stop()
-		t.Fatalf("nginx did not quit within %s\n%s", guard, n.diagnose())
-	}
-}
-
-// diagnose returns what nginx logged, for a failure message.
-func (n *nginx) diagnose() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return "nginx error log:\n" + n.output.String()
+	n.daemon.quit(t, syscall.SIGQUIT)
 }
 
 // connections reads the access log: the requests per connection serial
