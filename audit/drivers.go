@@ -37,10 +37,16 @@ func single(ctx context.Context, e *Env) error {
 	return nil
 }
 
-// withDeadline makes the faulted request with its own deadline d.
+// withDeadline makes the faulted request with its own deadline d, or half
+// the transport's ResponseHeaderTimeout if that is no longer: the deadline
+// under audit must fire first, whatever the transport audited.
 func withDeadline(d time.Duration) func(context.Context, *Env) error {
 	return func(ctx context.Context, e *Env) error {
-		ctx, cancel := context.WithTimeout(ctx, d)
+		limit := d
+		if rht := e.Pool.Transport().ResponseHeaderTimeout; rht > 0 && rht <= d {
+			limit = rht / 2
+		}
+		ctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
 		return single(ctx, e)
 	}
