@@ -95,16 +95,16 @@ func shapes() []shape {
 					return http.DefaultTransport.(*http.Transport).Clone()
 				})}
 			}},
-		{name: "a service transport: own dialer, 5s timeouts, no ForceAttemptHTTP2",
-			code: "&http.Transport{DialContext: (&net.Dialer{Timeout: 5s}).DialContext, TLSHandshakeTimeout: 5s, " +
-				"ResponseHeaderTimeout: 5s, MaxIdleConnsPerHost: 10, IdleConnTimeout: 90s}, " +
-				"audit.Protocols: HTTP/1 and HTTP/2, audit.GuardDeadline(6s)",
+		{name: "a service transport: own dialer, 1s/1s/3s timeouts, no ForceAttemptHTTP2",
+			code: "&http.Transport{DialContext: (&net.Dialer{Timeout: 1s}).DialContext, TLSHandshakeTimeout: 1s, " +
+				"ResponseHeaderTimeout: 3s, MaxIdleConnsPerHost: 10, IdleConnTimeout: 90s}, " +
+				"audit.Protocols: HTTP/1 and HTTP/2",
 			readme: true,
 			opts: func() []audit.Option {
 				return []audit.Option{audit.WithTransport("a service transport", func() *http.Transport {
-					return &http.Transport{DialContext: dialer(5 * time.Second).DialContext, TLSHandshakeTimeout: 5 * time.Second,
-						ResponseHeaderTimeout: 5 * time.Second, MaxIdleConnsPerHost: 10, IdleConnTimeout: 90 * time.Second}
-				}), audit.Protocols(protocols(true, true)), audit.GuardDeadline(6 * time.Second)}
+					return &http.Transport{DialContext: dialer(time.Second).DialContext, TLSHandshakeTimeout: time.Second,
+						ResponseHeaderTimeout: 3 * time.Second, MaxIdleConnsPerHost: 10, IdleConnTimeout: 90 * time.Second}
+				}), audit.Protocols(protocols(true, true))}
 			}},
 	}
 }
