@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -76,7 +77,7 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 		for _, l := range wrap(fmt.Sprintf("%d skipped (%s): %s", len(g.names), nameList(g.names, 60), redact.Printable(g.reason)), "", "    ", textWidth) {
 			b.WriteString(l + "\n")
 		}
-		if g.fix != "" {
+		if g.fix != "" && !slices.ContainsFunc(r.Findings, func(f string) bool { return strings.HasSuffix(f, "; fix: "+g.fix) }) {
 			for _, l := range wrap(redact.Printable(g.fix), "  fix: ", "    ", textWidth) {
 				b.WriteString(l + "\n")
 			}

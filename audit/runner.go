@@ -93,11 +93,12 @@ func Protocols(p http.Protocols) Option {
 }
 
 // GuardDeadline sets how long a faulted request may run before the runner
-// ends it and reports the scenario unbounded. By default it is three
-// times the scenario's own wait plus a second, at least 2s, and for a scenario whose
-// bound is a ResponseHeaderTimeout or TLSHandshakeTimeout the audited
-// transport sets (up to 10s), that bound plus a second. It must exceed
-// every bound under audit.
+// ends it and reports the scenario unbounded. By default it is three times
+// the scenario's own wait plus a second, at least 2s; for a scenario whose
+// bound is a ResponseHeaderTimeout or TLSHandshakeTimeout that the audited
+// transport sets (up to 10s), at least that bound plus a second. It must
+// exceed every bound under audit: a dial bound of the transport's own
+// DialContext, which the runner cannot see, included.
 func GuardDeadline(d time.Duration) Option {
 	return optionFunc(func(r *Runner) error {
 		if d <= 0 {

@@ -95,7 +95,7 @@ func shapes() []shape {
 					return http.DefaultTransport.(*http.Transport).Clone()
 				})}
 			}},
-		{name: "a service transport: own dialer, 1s/1s/3s timeouts, no ForceAttemptHTTP2",
+		{name: "a service transport: own 1s dialer, 1s TLS and 3s header timeouts, no ForceAttemptHTTP2",
 			code: "&http.Transport{DialContext: (&net.Dialer{Timeout: 1s}).DialContext, TLSHandshakeTimeout: 1s, " +
 				"ResponseHeaderTimeout: 3s, MaxIdleConnsPerHost: 10, IdleConnTimeout: 90s}, " +
 				"audit.Protocols: HTTP/1 and HTTP/2",
