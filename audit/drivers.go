@@ -37,11 +37,40 @@ func single(ctx context.Context, e *Env) error {
 	return nil
 }
 
-// withDeadline makes the faulted request with its own deadline d.
+// withDeadline makes the faulted request with a deadline of its own, d
+// from the moment the client has written the request and the server's
+// handler was entered (or half the transport's ResponseHeaderTimeout, if
+// that is no longer): the request ends as a context's deadline does, its
+// context cancelled with cause context.DeadlineExceeded. Started at the
+// request's start instead, the deadline would also cover the dial and the
+// TLS handshake, and a machine that stalls for longer than d before the
+// request is written would end it at another stage.
 func withDeadline(d time.Duration) func(context.Context, *Env) error {
 	return func(ctx context.Context, e *Env) error {
-		ctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
+		limit := d
+		if rht := e.Pool.Transport().ResponseHeaderTimeout; rht > 0 && rht <= d {
+			limit = rht / 2
+		}
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		entered := e.Server.Entered(faultPath)
+		wrote := e.signals.on(vocab.KindWroteRequest)
+		go func() {
+			for _, ch := range []<-chan struct{}{entered, wrote} {
+				select {
+				case <-ch:
+				case <-ctx.Done():
+					return
+				}
+			}
+			t := time.NewTimer(limit)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel(context.DeadlineExceeded)
+			case <-ctx.Done():
+			}
+		}()
 		return single(ctx, e)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // each scenario's verdict. In a test, fail on !rep.OK() and write the
 // report with rep.WriteText(&b, false) into the failure message.
 func Example() {
-	scenarios, err := audit.Select(audit.Catalogue(), `^(ok|status-503|close-before-response)$`)
+	scenarios, err := audit.Select(audit.Catalogue(), `^(ok|status-503|close-before-response)$`, "")
 	if err != nil {
 		panic(err)
 	}
@@ -45,11 +46,47 @@ func ExampleWithTransport() {
 	if err != nil {
 		panic(err)
 	}
-	scenarios, _ := audit.Select(audit.Catalogue(), `^response-header-timeout$`)
+	scenarios, _ := audit.Select(audit.Catalogue(), `^response-header-timeout$`, "")
 	res := r.Run(context.Background(), scenarios).Results[0]
 	fmt.Println(res.Pass, res.Observed.Unbounded, res.Observed.UnboundedStage)
+	fmt.Println(res.Mismatches[0])
+	fmt.Println("fix:", res.Fix)
 	// Output:
 	// false true await-headers
+	// unbounded: no timeout fired at stage await-headers within the audit's guard deadline (300ms)
+	// fix: set ResponseHeaderTimeout: it bounds the wait for the response headers (the catalogue's reference bound: ResponseHeaderTimeout 150ms)
+}
+
+// ExampleProtocols declares the protocols a client is meant to speak. This
+// transport dials with a net.Dialer of its own, which turns net/http's
+// automatic HTTP/2 off: with HTTP/1 and HTTP/2 meant, that is one finding,
+// with its fix, and the HTTP/2 scenarios are skipped rather than failed one
+// by one. Declared HTTP/1 only, the same transport passes.
+func ExampleProtocols() {
+	yours := func() *http.Transport {
+		return &http.Transport{DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}
+	}
+	scenarios, _ := audit.Select(audit.Catalogue(), `^(h2/)?ok$`, "")
+	var both http.Protocols
+	both.SetHTTP1(true)
+	both.SetHTTP2(true)
+	r, err := audit.NewRunner(audit.WithTransport("ours", yours), audit.Protocols(both))
+	if err != nil {
+		panic(err)
+	}
+	rep := r.Run(context.Background(), scenarios)
+	fmt.Println(rep.OK(), rep.Passed, rep.Skipped)
+	fmt.Println(rep.Findings[0])
+
+	var h1 http.Protocols
+	h1.SetHTTP1(true)
+	r, _ = audit.NewRunner(audit.WithTransport("ours", yours), audit.Protocols(h1))
+	rep = r.Run(context.Background(), scenarios)
+	fmt.Println(rep.OK(), rep.Passed, rep.Skipped, rep.Results[1].Skipped)
+	// Output:
+	// false 1 1
+	// HTTP/2 is meant, but the transport cannot speak it: it has its own DialContext and ForceAttemptHTTP2 is false, so net/http does not attempt HTTP/2; fix: set ForceAttemptHTTP2: true (or Protocols with HTTP2)
+	// true 1 1 HTTP/2 is not meant (audit.Protocols: HTTP/1 only)
 }
 
 // ExampleWithRetry audits a retry layer of your own on the retry
@@ -73,7 +110,7 @@ func ExampleWithRetry() {
 	if err != nil {
 		panic(err)
 	}
-	scenarios, _ := audit.Select(audit.Catalogue(), `^retry/(503-503-ok|500)$`)
+	scenarios, _ := audit.Select(audit.Catalogue(), `^retry/(503-503-ok|500)$`, "")
 	for _, res := range r.Run(context.Background(), scenarios).Results {
 		fmt.Println(res.Contract, res.Pass, res.Mismatches)
 	}

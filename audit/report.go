@@ -5,77 +5,107 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
-// WriteText writes the report as a table — scenario, expected, observed,
-// stage, attempts client/server, dials, recovered, leaks, time — followed by
-// every mismatch of each failed scenario with its faulted request's
-// timeline, and the totals. A skipped scenario's row says "not run" and
-// SKIP. With verbose, every scenario's timeline is written.
+// textWidth is the width, in columns, that the text report fits: a row per
+// scenario, and under a failed row its reasons and fix, wrapped.
+const textWidth = 100
+
+// WriteText writes the report as a table that fits 100 columns — scenario,
+// observed outcome, requests the client sent and the server saw (with
+// writes committed and hidden retries), what became of the faulted
+// request's connection (reused, open, "-" for none, or why it was closed),
+// time, result — with every mismatch of a failed scenario and its fix
+// directly under its row, then the reasons scenarios were skipped, the
+// findings and the totals. A skipped scenario's row says "not run" and
+// SKIP. With verbose, each scenario's fault, reference bound, notes and
+// timeline follow the table: the full details, which the JSON holds too.
 func (r Report) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tEXPECTED\tOBSERVED\tSTAGE\tCLIENT/SERVER\tDIALS\tCONNECTION\tRECOVERED\tLEAKS\tTIME\tRESULT")
+	t := table{heads: []string{"SCENARIO", "OUTCOME", "SENT/SEEN", "CONNECTION", "TIME", "RESULT"},
+		right: []bool{false, false, false, false, true, false},
+		// The connection's close reason, then the outcome, give way
+		// (cut with "…") when the table is too wide.
+		shrink: []int{0, 2, 0, 1, 0, 0}}
+	var skips []skipGroup
 	for _, res := range r.Results {
-		o := res.Observed
-		exp := outcomeText(res.Expected.Class, res.Expected.Status)
+		name := redact.Printable(res.Name)
 		if res.Skipped != "" {
-			fmt.Fprintf(tw, "%s\t%s\tnot run\t-\t-\t-\t-\t-\t-\t-\tSKIP\n", redact.Printable(res.Name), exp)
+			t.add(name, "not run", "-", "-", "-", "SKIP")
+			skips = addSkip(skips, res)
 			continue
 		}
 		if res.NotConfigurable != "" {
-			fmt.Fprintf(tw, "%s\t%s\tnot configurable\t-\t-\t-\t-\t-\t-\t-\tN/A\n", redact.Printable(res.Name), exp)
+			t.add(name, "not configurable", "-", "-", "-", "N/A")
+			t.under(wrap(redact.Printable(firstLine(res.NotConfigurable)), "  - ", "    ", textWidth)...)
 			continue
 		}
+		o := res.Observed
 		got := outcomeText(o.Class, o.Status)
 		if o.Unbounded {
 			got = "unbounded"
 		}
-		attempts := fmt.Sprintf("%d/%d", o.ClientAttempts, o.ServerRequests)
+		sent := fmt.Sprintf("%d/%d", o.ClientAttempts, o.ServerRequests)
+		if res.Expected.Writes != nil {
+			sent += fmt.Sprintf(" w%d", o.Writes)
+		}
 		if o.HiddenRetry {
-			attempts += " hidden retry"
+			sent += " hidden"
 		}
 		result := "PASS"
 		if !res.Pass {
 			result = "FAIL"
 		}
-		leaks := "0"
-		if len(o.Leaks) > 0 {
-			leaks = fmt.Sprint(len(o.Leaks))
+		var under []string
+		if !res.Pass {
+			for _, m := range res.Mismatches {
+				under = append(under, wrap(redact.Printable(firstLine(m)), "  - ", "    ", textWidth)...)
+			}
+			if res.Fix != "" {
+				under = append(under, wrap(redact.Printable(res.Fix), "  fix: ", "    ", textWidth)...)
+			}
 		}
-		if len(o.LeakFound) > 0 {
-			leaks += fmt.Sprintf(" (found %d while leaking)", len(o.LeakFound))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", redact.Printable(res.Name), exp, got, orDash(string(o.Stage)), attempts,
-			o.Dials, redact.Printable(o.Fate.String()), yesNo(o.Recovered), leaks, fmt.Sprintf("%7.3fs", res.Elapsed.Seconds()), result)
+		t.add(name, got, sent, redact.Printable(connText(o)), fmt.Sprintf("%.3fs", res.Elapsed.Seconds()), result)
+		t.under(under...)
 	}
-	tw.Flush()
-	for _, res := range r.Results {
-		if (res.Pass && !verbose) || res.Skipped != "" {
-			continue
+	t.write(&b, textWidth)
+	for _, g := range skips {
+		b.WriteString("\n")
+		for _, l := range wrap(fmt.Sprintf("%d skipped (%s): %s", len(g.names), nameList(g.names, 60), redact.Printable(g.reason)), "", "    ", textWidth) {
+			b.WriteString(l + "\n")
 		}
-		if res.NotConfigurable != "" {
-			fmt.Fprintf(&b, "\n%s (%s): not configurable: %s\n", redact.Printable(res.Name), res.Contract, printableLines(res.NotConfigurable, "  "))
-			continue
+		if g.fix != "" && !slices.ContainsFunc(r.Findings, func(f string) bool { return strings.HasSuffix(f, "; fix: "+g.fix) }) {
+			for _, l := range wrap(redact.Printable(g.fix), "  fix: ", "    ", textWidth) {
+				b.WriteString(l + "\n")
+			}
 		}
-		fmt.Fprintf(&b, "\n%s (%s): fault: %s; bound: %s\n", redact.Printable(res.Name), res.Proto, redact.Printable(res.Fault), redact.Printable(res.Bound))
-		for _, m := range res.Mismatches {
-			fmt.Fprintf(&b, "  - %s\n", printableLines(m, "    "))
+	}
+	for _, f := range r.Findings {
+		b.WriteString("\n")
+		problem, fix, _ := strings.Cut(f, "; fix: ")
+		for _, l := range wrap(redact.Printable(problem), "FINDING: ", "    ", textWidth) {
+			b.WriteString(l + "\n")
 		}
-		for _, l := range res.Observed.LeakFound {
-			fmt.Fprintf(&b, "  found while leaking: %s\n", redact.Printable(firstLine(l)))
+		if fix != "" {
+			for _, l := range wrap(redact.Printable(fix), "  fix: ", "    ", textWidth) {
+				b.WriteString(l + "\n")
+			}
 		}
-		for _, nt := range res.Observed.Notes {
-			fmt.Fprintf(&b, "  note: %s\n", printableLines(nt, "    "))
+	}
+	if verbose {
+		for _, res := range r.Results {
+			if res.Skipped == "" && res.NotConfigurable == "" {
+				writeDetails(&b, res)
+			}
 		}
-		writeEvidence(&b, res)
 	}
 	skipped := ""
 	if r.Skipped > 0 {
@@ -84,14 +114,55 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	if r.NotConfigurable > 0 {
 		skipped += fmt.Sprintf(", %d not configurable", r.NotConfigurable)
 	}
-	client := redact.Printable(r.Transport)
-	if r.Retry != "" {
-		client += "; retry: " + redact.Printable(r.Retry)
+	findings := ""
+	if n := len(r.Findings); n > 0 {
+		findings = fmt.Sprintf(", %d finding%s", n, pluralSuffix(n))
 	}
-	fmt.Fprintf(&b, "\n%d passed, %d failed%s in %s (the scenarios inherently wait %s); %s, %s\n",
-		r.Passed, r.Failed, skipped, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond), client, r.GoVersion)
+	fmt.Fprintf(&b, "\n%d passed, %d failed%s%s in %s (the scenarios inherently wait %s)\n",
+		r.Passed, r.Failed, skipped, findings, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond))
+	meant := ""
+	if r.Protocols != "" {
+		meant = "; protocols meant: " + r.Protocols
+	}
+	retryLayer := ""
+	if r.Retry != "" {
+		retryLayer = "; retry: " + redact.Printable(r.Retry)
+	}
+	for _, l := range wrap(fmt.Sprintf("%s%s%s; %s", redact.Printable(r.Transport), meant, retryLayer, r.GoVersion), "", "    ", textWidth) {
+		b.WriteString(l + "\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeDetails writes a scenario's full details: fault, reference bound,
+// mismatches, fix, leaks found, notes and timeline.
+func writeDetails(b *strings.Builder, res Result) {
+	b.WriteString("\n")
+	head := fmt.Sprintf("%s (%s): fault: %s; reference bound: %s", redact.Printable(res.Name), res.Proto,
+		redact.Printable(res.Fault), redact.Printable(res.Bound))
+	for _, l := range wrap(head, "", "    ", textWidth) {
+		b.WriteString(l + "\n")
+	}
+	if res.Skipped != "" {
+		fmt.Fprintf(b, "  skipped: %s\n", printableLines(res.Skipped, "    "))
+	}
+	for _, m := range res.Mismatches {
+		fmt.Fprintf(b, "  - %s\n", printableLines(m, "    "))
+	}
+	if res.Fix != "" {
+		fmt.Fprintf(b, "  fix: %s\n", printableLines(res.Fix, "    "))
+	}
+	for _, l := range res.Observed.LeakFound {
+		fmt.Fprintf(b, "  found while leaking: %s\n", redact.Printable(firstLine(l)))
+	}
+	for _, l := range res.Observed.Leaks {
+		fmt.Fprintf(b, "  left after recovery: %s\n", printableLines(l, "    "))
+	}
+	for _, nt := range res.Observed.Notes {
+		fmt.Fprintf(b, "  note: %s\n", printableLines(nt, "    "))
+	}
+	writeEvidence(b, res)
 }
 
 // writeEvidence writes what the server saw of a scenario's writes, and
@@ -128,6 +199,193 @@ func writeEvidence(b *strings.Builder, res Result) {
 	}
 }
 
+// pluralSuffix returns "s" unless n is one.
+func pluralSuffix(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// connText says in a word what became of the faulted request's connection:
+// reused, open, "-" when it had none, the reason it was closed, or
+// "dialing" when the guard ended the request while nothing bounded its
+// dial.
+func connText(o Observed) string {
+	f := o.Fate
+	switch {
+	case o.Unbounded && (o.UnboundedStage == vocab.StageConnect || o.UnboundedStage == vocab.StageTLS ||
+		o.UnboundedStage == vocab.StageDNS):
+		return "dialing"
+	case f.None:
+		return "-"
+	case f.ClosedBy != "":
+		return string(f.Reason)
+	case f.Reused:
+		return "reused"
+	}
+	return "open"
+}
+
+// skipGroup is one reason scenarios were skipped for, and which.
+type skipGroup struct {
+	reason, fix string
+	names       []string
+}
+
+func addSkip(gs []skipGroup, res Result) []skipGroup {
+	name := redact.Printable(res.Name)
+	for i := range gs {
+		if gs[i].reason == res.Skipped && gs[i].fix == res.Fix {
+			gs[i].names = append(gs[i].names, name)
+			return gs
+		}
+	}
+	return append(gs, skipGroup{reason: res.Skipped, fix: res.Fix, names: []string{name}})
+}
+
+// nameList joins the names that fit in about width runes, and says how
+// many more there are.
+func nameList(names []string, width int) string {
+	out := names[0]
+	for i, n := range names[1:] {
+		more := fmt.Sprintf(" and %d more", len(names)-1-i)
+		if runeLen(out)+2+runeLen(n) > width-runeLen(more) && i < len(names)-2 {
+			return out + "," + more
+		}
+		out += ", " + n
+	}
+	return out
+}
+
+// table lays out rows of cells in columns, each as wide as its widest
+// cell, with lines of text under a row that do not count in the widths.
+type table struct {
+	heads  []string
+	right  []bool // right-aligned columns
+	shrink []int  // the order in which columns give way (0: never)
+	rows   [][]string
+	unders [][]string
+}
+
+func (t *table) add(cells ...string) {
+	t.rows = append(t.rows, cells)
+	t.unders = append(t.unders, nil)
+}
+
+func (t *table) under(lines ...string) {
+	t.unders[len(t.unders)-1] = append(t.unders[len(t.unders)-1], lines...)
+}
+
+// write writes the table, cutting the cells of the columns that give way
+// until the rows fit width, as far as the others let them.
+func (t *table) write(b *strings.Builder, width int) {
+	const gap = 2
+	w := make([]int, len(t.heads))
+	for i, h := range t.heads {
+		w[i] = runeLen(h)
+	}
+	for _, row := range t.rows {
+		for i, c := range row {
+			w[i] = max(w[i], runeLen(c))
+		}
+	}
+	total := func() int {
+		n := gap * (len(w) - 1)
+		for _, x := range w {
+			n += x
+		}
+		return n
+	}
+	for order := 1; order <= len(w) && total() > width; order++ {
+		for i := range w {
+			if t.shrink[i] == order {
+				w[i] = max(runeLen(t.heads[i]), w[i]-(total()-width))
+			}
+		}
+	}
+	line := func(cells []string) {
+		var l strings.Builder
+		for i, c := range cells {
+			c = cut(c, w[i])
+			pad := strings.Repeat(" ", w[i]-runeLen(c))
+			switch {
+			case t.right[i]:
+				l.WriteString(pad + c)
+			case i < len(cells)-1:
+				l.WriteString(c + pad)
+			default:
+				l.WriteString(c)
+			}
+			if i < len(cells)-1 {
+				l.WriteString(strings.Repeat(" ", gap))
+			}
+		}
+		b.WriteString(strings.TrimRight(l.String(), " ") + "\n")
+	}
+	line(t.heads)
+	for i, row := range t.rows {
+		line(row)
+		for _, u := range t.unders[i] {
+			b.WriteString(u + "\n")
+		}
+	}
+}
+
+func runeLen(s string) int { return utf8.RuneCountInString(s) }
+
+// cut shortens s to n runes, ending it with "…" if it was longer.
+func cut(s string, n int) string {
+	if runeLen(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// wrap breaks s into lines of at most width runes at spaces, the first
+// starting with first and the others with rest; a word longer than a line
+// is cut across lines.
+func wrap(s, first, rest string, width int) []string {
+	var lines []string
+	cur := first
+	empty := true
+	for _, word := range strings.Fields(s) {
+		for {
+			room := width - runeLen(cur)
+			if !empty {
+				room-- // the space before the word
+			}
+			if runeLen(word) <= room {
+				if !empty {
+					cur += " "
+				}
+				cur += word
+				empty = false
+				break
+			}
+			if !empty {
+				lines = append(lines, cur)
+				cur, empty = rest, true
+				continue
+			}
+			// A word longer than a whole line: cut it.
+			r := []rune(word)
+			n := max(1, width-runeLen(cur))
+			lines = append(lines, cur+string(r[:n]))
+			word = string(r[n:])
+			cur = rest
+			if word == "" {
+				break
+			}
+		}
+	}
+	if !empty || len(lines) == 0 {
+		lines = append(lines, cur)
+	}
+	return lines
+}
+
 // printableLines is redact.Printable for a text of several lines
 // (a mismatch or note may quote a server or a user's transport), each line
 // after the first indented by indent.
@@ -147,20 +405,6 @@ func outcomeText(c httptrace.Class, status int) string {
 		return "-"
 	}
 	return string(c)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
 }
 
 func firstLine(s string) string {
@@ -218,9 +462,10 @@ type junitFailure struct {
 }
 
 // WriteJUnit writes the report as JUnit XML, one test case per scenario,
-// for CI systems. A failed case carries every mismatch and the faulted
-// request's timeline; a skipped one a <skipped> element with the reason,
-// counted in the suite's skipped attribute.
+// for CI systems. A failed case carries every mismatch, the fix and the
+// faulted request's timeline; a skipped one a <skipped> element with the
+// reason, counted in the suite's skipped attribute. Findings fail a case
+// of their own, "findings".
 func (r Report) WriteJUnit(w io.Writer) error {
 	s := junitSuite{Name: "connaudit", Tests: len(r.Results), Failures: r.Failed, Skipped: r.Skipped, Time: secs(r.Elapsed)}
 	for _, res := range r.Results {
@@ -235,14 +480,23 @@ func (r Report) WriteJUnit(w io.Writer) error {
 			continue
 		}
 		var out strings.Builder
-		if tl := res.Observed.Timeline; tl != nil {
-			tl.WriteText(&out, true)
-		}
+		writeEvidence(&out, res)
 		c.SystemOut = out.String()
 		if !res.Pass {
-			c.Failure = &junitFailure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: strings.Join(res.Mismatches, "\n")}
+			text := strings.Join(res.Mismatches, "\n")
+			if res.Fix != "" {
+				text += "\nfix: " + res.Fix
+			}
+			c.Failure = &junitFailure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
 		}
 		s.Cases = append(s.Cases, c)
+	}
+	if len(r.Findings) > 0 {
+		// The findings fail the run as a whole: a case of their own.
+		s.Tests++
+		s.Failures++
+		s.Cases = append(s.Cases, junitCase{Name: "findings", Classname: "connaudit.transport", Time: secs(0),
+			Failure: &junitFailure{Message: firstLine(r.Findings[0]), Text: strings.Join(r.Findings, "\n")}})
 	}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err

@@ -74,10 +74,12 @@ type Observed struct {
 
 // Result is the outcome of one scenario.
 type Result struct {
-	Name     string   `json:"name"`
-	Contract string   `json:"contract,omitempty"`
-	Proto    Proto    `json:"proto"`
-	Fault    string   `json:"fault"`
+	Name     string `json:"name"`
+	Contract string `json:"contract,omitempty"`
+	Proto    Proto  `json:"proto"`
+	Fault    string `json:"fault"`
+	// Bound is the catalogue's reference bound ([Scenario.Bound]): the
+	// reference pool's, not the audited transport's.
 	Bound    string   `json:"bound"`
 	Pass     bool     `json:"pass"`
 	Expected Expect   `json:"expected"`
@@ -85,10 +87,19 @@ type Result struct {
 	// Mismatches lists every difference between Expected and Observed,
 	// and every recovery failure.
 	Mismatches []string `json:"mismatches,omitempty"`
+	// Fix, on a failed result, says what fixes it: what bounds the stage
+	// in an http.Transport and how to set it (ResponseHeaderTimeout,
+	// TLSHandshakeTimeout, a net.Dialer's Timeout, connaudit's body-idle
+	// watchdog…), or the setting that explains the connection's fate. On
+	// a result skipped because the transport cannot speak its protocol,
+	// it says how to make it.
+	Fix string `json:"fix,omitempty"`
 	// Skipped, when set, says why the scenario was not run: the run's
 	// context ended before it started ("not started: context deadline
-	// exceeded"). A skipped result does not pass, has no mismatches and
-	// an empty Observed, and counts in [Report.Skipped], not in Failed.
+	// exceeded"), its protocol is not meant ("HTTP/2 is not meant"), or
+	// the transport cannot speak it ([Protocols]). A skipped result does
+	// not pass, has no mismatches and an empty Observed, and counts in
+	// [Report.Skipped], not in Failed.
 	Skipped string `json:"skipped,omitempty"`
 	// NotConfigurable, when set, says why a retry contract was not run:
 	// the retry layer under audit has no equivalent of a setting the
@@ -108,24 +119,37 @@ type Report struct {
 	Results []Result `json:"results"`
 	Passed  int      `json:"passed"`
 	Failed  int      `json:"failed"`
-	// Skipped counts the scenarios not run because the run's context
-	// ended first ([Result.Skipped]).
+	// Skipped counts the scenarios not run ([Result.Skipped]).
 	Skipped int `json:"skipped"`
 	// NotConfigurable counts the retry contracts the retry layer could
 	// not be configured for ([Result.NotConfigurable]); they do not make
 	// the report fail.
 	NotConfigurable int `json:"not_configurable,omitempty"`
+	// Incomplete is set when the run's context ended before every
+	// scenario was started.
+	Incomplete bool `json:"incomplete,omitempty"`
+	// Findings are problems of the audited client as a whole, each with
+	// its fix: a protocol meant that the transport cannot speak
+	// ([Protocols]).
+	Findings []string `json:"findings,omitempty"`
 	// Elapsed is the run's wall time; Wait the sum of the scenarios'
 	// inherent waits.
 	Elapsed time.Duration `json:"elapsed_ns"`
 	Wait    time.Duration `json:"wait_ns"`
-	// Transport names the client configuration audited; Retry the retry
-	// layer that ran the retry contracts.
+	// Transport names the client configuration audited; Protocols the
+	// protocols it is meant to speak: "either" (not declared), "HTTP/1
+	// only", "HTTP/2 only" or "HTTP/1 and HTTP/2"; Retry the retry layer
+	// that ran the retry contracts.
 	Transport string `json:"transport"`
+	Protocols string `json:"protocols"`
 	Retry     string `json:"retry,omitempty"`
 	// GoVersion is the runtime that ran it.
 	GoVersion string `json:"go_version"`
 }
 
-// OK reports whether every scenario ran and passed.
-func (r Report) OK() bool { return r.Failed == 0 && r.Skipped == 0 && len(r.Results) > 0 }
+// OK reports whether the run is complete, with no finding, no failure and
+// at least one pass: scenarios skipped for their protocol do not count
+// against it.
+func (r Report) OK() bool {
+	return r.Failed == 0 && !r.Incomplete && len(r.Findings) == 0 && r.Passed > 0
+}

@@ -17,7 +17,7 @@ import (
 
 func retryContracts(t *testing.T) []audit.Scenario {
 	t.Helper()
-	all, err := audit.Select(audit.Catalogue(), "^retry/")
+	all, err := audit.Select(audit.Catalogue(), "^retry/", "")
 	require.NoError(t, err)
 	return all
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"encoding/xml"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -49,19 +50,49 @@ func TestCatalogueNamesAreUniqueAndComplete(t *testing.T) {
 
 func TestSelect(t *testing.T) {
 	all := audit.Catalogue()
-	got, err := audit.Select(all, "^h2/")
+	got, err := audit.Select(all, "^h2/", "")
 	require.NoError(t, err)
 	require.NotEmpty(t, got)
 	for _, s := range got {
 		require.True(t, strings.HasPrefix(s.Name, "h2/"))
 	}
-	got, err = audit.Select(all, "")
+	got, err = audit.Select(all, "", "")
 	require.NoError(t, err)
 	require.Len(t, got, len(all))
-	_, err = audit.Select(all, "(")
-	require.ErrorContains(t, err, "bad scenario pattern")
-	_, err = audit.Select(all, "no-such-scenario")
-	require.ErrorContains(t, err, "no scenario matches")
+
+	// Excluded by name: what -run keeps, -skip leaves out.
+	got, err = audit.Select(all, "reset", "^h2/")
+	require.NoError(t, err)
+	require.Equal(t, []string{"reset"}, audit.Names(got))
+
+	// By protocol: over HTTP/2 only, or over HTTP/1 only.
+	h2, err := audit.Select(all, "", "", audit.HTTP2)
+	require.NoError(t, err)
+	h1, err := audit.Select(all, "", "", audit.HTTP1)
+	require.NoError(t, err)
+	require.Len(t, append(h1, h2...), len(all))
+	for _, s := range h2 {
+		require.Equal(t, audit.HTTP2, s.Proto, s.Name)
+	}
+	for _, s := range h1 {
+		require.Equal(t, audit.HTTP1, s.Proto, s.Name)
+	}
+	got, err = audit.Select(all, "trickle", "", audit.HTTP1, audit.HTTP2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"trickle-body", "h2/trickle-body"}, audit.Names(got))
+
+	_, err = audit.Select(all, "(", "")
+	require.ErrorContains(t, err, "bad run pattern")
+	_, err = audit.Select(all, "", "[")
+	require.ErrorContains(t, err, "bad skip pattern")
+	_, err = audit.Select(all, "", "", "h3")
+	require.ErrorContains(t, err, `unknown protocol "h3"`)
+	_, err = audit.Select(all, "no-such-scenario", "")
+	require.ErrorContains(t, err, `no scenario is selected by run "no-such-scenario"`)
+	_, err = audit.Select(all, "", ".")
+	require.ErrorContains(t, err, `no scenario is selected by skip "."`)
+	_, err = audit.Select(all, "^h2/", "", audit.HTTP1)
+	require.ErrorContains(t, err, `no scenario is selected by run "^h2/", protocols [http1]`)
 }
 
 func TestNewRunnerRejectsNonsense(t *testing.T) {
@@ -71,6 +102,8 @@ func TestNewRunnerRejectsNonsense(t *testing.T) {
 	require.Error(t, err)
 	_, err = audit.NewRunner(nil)
 	require.Error(t, err)
+	_, err = audit.NewRunner(audit.Protocols(http.Protocols{}))
+	require.ErrorContains(t, err, "neither HTTP1 nor HTTP2")
 }
 
 // A transport without ResponseHeaderTimeout is audited: the runner reports
@@ -80,15 +113,17 @@ func TestUnboundedTransportIsReported(t *testing.T) {
 		audit.WithTransport("no timeouts", func() *http.Transport { return &http.Transport{} }),
 		audit.GuardDeadline(500*time.Millisecond))
 	require.NoError(t, err)
-	for _, tc := range []struct{ name, stage string }{
-		{"response-header-timeout", "await-headers"},
-		{"stall-mid-body", "body"},
+	for _, tc := range []struct{ name, stage, fix string }{
+		{"response-header-timeout", "await-headers", "set ResponseHeaderTimeout"},
+		{"stall-mid-body", "body", "pool.BodyIdleTimeout(d)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := r.RunOne(context.Background(), scenario(t, tc.name))
 			require.False(t, res.Pass)
 			require.True(t, res.Observed.Unbounded)
-			require.Contains(t, res.Mismatches, "unbounded: no timeout fired at stage "+tc.stage)
+			require.Contains(t, res.Mismatches,
+				"unbounded: no timeout fired at stage "+tc.stage+" within the audit's guard deadline (500ms)")
+			require.Contains(t, res.Fix, tc.fix)
 			require.True(t, res.Observed.Recovered, "the pool recovers after the guard ended the request")
 			require.Empty(t, res.Observed.Leaks)
 		})
@@ -240,7 +275,7 @@ func TestRunReportsScenariosNotStarted(t *testing.T) {
 		t.Fatalf("no row for %s in\n%s", name, text.String())
 		return nil
 	}
-	require.Equal(t, []string{"status-404", "ok(404)", "not", "run", "-", "-", "-", "-", "-", "-", "-", "SKIP"}, row("status-404"))
+	require.Equal(t, []string{"status-404", "not", "run", "-", "-", "-", "SKIP"}, row("status-404"))
 	require.Equal(t, "SKIP", row("h2/ok")[len(row("h2/ok"))-1])
 	require.Equal(t, "PASS", row("ok")[len(row("ok"))-1])
 	require.NotContains(t, text.String(), "status-404 (", "no detail section for a scenario not run")
@@ -286,9 +321,9 @@ func TestRunReportsScenariosNotStarted(t *testing.T) {
 
 // A transport audited as it is shipped speaks HTTP/2 in the h2 scenarios
 // when it would in service (a plain http.Transport does, though the
-// audit's TLS configuration would turn net/http's automatic HTTP/2 off);
-// one that turned HTTP/2 off fails them as not HTTP/2, rather than passing
-// them over HTTP/1.
+// audit's TLS configuration would turn net/http's automatic HTTP/2 off).
+// One that turned HTTP/2 off has its h2 scenarios skipped, with the reason
+// and the fix, rather than passed over HTTP/1 or failed one by one.
 func TestUserTransportInHTTP2Scenarios(t *testing.T) {
 	plain, err := audit.NewRunner(audit.WithTransport("plain", func() *http.Transport { return &http.Transport{} }))
 	require.NoError(t, err)
@@ -302,7 +337,111 @@ func TestUserTransportInHTTP2Scenarios(t *testing.T) {
 	require.NoError(t, err)
 	res = h1.RunOne(context.Background(), scenario(t, "h2/ok"))
 	require.False(t, res.Pass)
-	require.Contains(t, res.Mismatches, "not HTTP/2: the transport spoke HTTP/1.1 to a server that offers h2")
+	require.Empty(t, res.Mismatches)
+	require.Equal(t, `the transport does not speak HTTP/2: its TLSNextProto is a non-nil map without "h2", which turns HTTP/2 off`,
+		res.Skipped)
+	require.Contains(t, res.Fix, "leave TLSNextProto nil")
+}
+
+// shapes of transport whose protocols the tests declare.
+func customDialer(force bool) func() *http.Transport {
+	return func() *http.Transport {
+		d := &net.Dialer{Timeout: 500 * time.Millisecond}
+		return &http.Transport{DialContext: d.DialContext, ForceAttemptHTTP2: force,
+			ResponseHeaderTimeout: 500 * time.Millisecond, TLSHandshakeTimeout: 500 * time.Millisecond}
+	}
+}
+
+func httpProtocols(h1, h2 bool) http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(h1)
+	p.SetHTTP2(h2)
+	return p
+}
+
+// TestProtocolsMeant: the scenarios of a protocol not meant are skipped,
+// not failed; a protocol meant that the transport cannot speak is one
+// finding that names why and the fix, and its scenarios are skipped.
+func TestProtocolsMeant(t *testing.T) {
+	sel, err := audit.Select(audit.Catalogue(), "^(h2/)?(ok|status-404)$", "")
+	require.NoError(t, err)
+
+	// An HTTP/1-only transport declared as such passes, its h2 rows
+	// skipped as not meant.
+	r, err := audit.NewRunner(audit.WithTransport("h1", customDialer(false)), audit.Protocols(httpProtocols(true, false)))
+	require.NoError(t, err)
+	rep := r.Run(context.Background(), sel)
+	require.True(t, rep.OK(), "%+v", rep)
+	require.Equal(t, 2, rep.Passed)
+	require.Equal(t, 2, rep.Skipped)
+	require.Empty(t, rep.Findings)
+	require.Equal(t, "HTTP/1 only", rep.Protocols)
+	for _, res := range rep.Results[2:] {
+		require.Equal(t, "HTTP/2 is not meant (audit.Protocols: HTTP/1 only)", res.Skipped, res.Name)
+	}
+
+	// The same transport with HTTP/2 meant: one finding, naming
+	// ForceAttemptHTTP2, and the h2 rows skipped with the reason.
+	r, err = audit.NewRunner(audit.WithTransport("h1", customDialer(false)), audit.Protocols(httpProtocols(true, true)))
+	require.NoError(t, err)
+	rep = r.Run(context.Background(), sel)
+	require.False(t, rep.OK())
+	require.Equal(t, 2, rep.Passed)
+	require.Zero(t, rep.Failed)
+	require.Equal(t, 2, rep.Skipped)
+	require.Equal(t, []string{"HTTP/2 is meant, but the transport cannot speak it: it has its own DialContext and " +
+		"ForceAttemptHTTP2 is false, so net/http does not attempt HTTP/2; fix: set ForceAttemptHTTP2: true " +
+		"(or Protocols with HTTP2)"}, rep.Findings)
+	var text bytes.Buffer
+	require.NoError(t, rep.WriteText(&text, false))
+	require.Contains(t, text.String(), "FINDING: HTTP/2 is meant, but the transport cannot speak it")
+	require.Contains(t, text.String(), "  fix: set ForceAttemptHTTP2: true")
+	require.Contains(t, text.String(), "2 passed, 0 failed, 2 skipped, 1 finding in ")
+	suites := junitOf(t, rep)
+	require.Equal(t, 1, suites.Suites[0].Failures, "the finding fails a case of its own")
+	require.Equal(t, "findings", suites.Suites[0].Cases[4].Name)
+	var js bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&js))
+	var decoded struct {
+		Findings  []string `json:"findings"`
+		Protocols string   `json:"protocols"`
+		Results   []struct {
+			Skipped string `json:"skipped"`
+			Fix     string `json:"fix"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &decoded))
+	require.Equal(t, rep.Findings, decoded.Findings)
+	require.Equal(t, "HTTP/1 and HTTP/2", decoded.Protocols)
+	require.Contains(t, decoded.Results[3].Skipped, "the transport cannot speak HTTP/2, which is meant")
+	require.Contains(t, decoded.Results[3].Fix, "ForceAttemptHTTP2")
+
+	// ForceAttemptHTTP2 with the same dialer speaks HTTP/2: no finding.
+	r, err = audit.NewRunner(audit.WithTransport("h2", customDialer(true)), audit.Protocols(httpProtocols(true, true)))
+	require.NoError(t, err)
+	rep = r.Run(context.Background(), sel)
+	require.True(t, rep.OK(), "%+v", rep)
+	require.Equal(t, 4, rep.Passed)
+
+	// HTTP/2 only: the HTTP/1 rows are not meant.
+	r, err = audit.NewRunner(audit.WithTransport("h2", customDialer(true)), audit.Protocols(httpProtocols(false, true)))
+	require.NoError(t, err)
+	rep = r.Run(context.Background(), sel)
+	require.True(t, rep.OK(), "%+v", rep)
+	require.Equal(t, []string{"HTTP/1 is not meant (audit.Protocols: HTTP/2 only)", "HTTP/1 is not meant (audit.Protocols: HTTP/2 only)", "", ""},
+		[]string{rep.Results[0].Skipped, rep.Results[1].Skipped, rep.Results[2].Skipped, rep.Results[3].Skipped})
+
+	// A transport whose Protocols leave HTTP/1 out, with HTTP/1 meant.
+	r, err = audit.NewRunner(audit.WithTransport("no h1", func() *http.Transport {
+		p := httpProtocols(false, true)
+		return &http.Transport{Protocols: &p}
+	}), audit.Protocols(httpProtocols(true, true)))
+	require.NoError(t, err)
+	rep = r.Run(context.Background(), sel)
+	require.False(t, rep.OK())
+	require.Equal(t, []string{"HTTP/1 is meant, but the transport cannot speak it: its Protocols, {HTTP2}, leaves HTTP1 " +
+		"out; fix: call SetHTTP1(true) on its Protocols"}, rep.Findings)
+	require.Equal(t, 2, rep.Passed, "the h2 rows pass")
 }
 
 // The runner's checks fail a scenario whose expectation is not met: each

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/connaudit/connaudit/faultserver"
@@ -106,7 +108,9 @@ type Scenario struct {
 	Name string
 	// Proto is the protocol it runs over.
 	Proto Proto
-	// Fault says what the server does; Bound what bounds the client.
+	// Fault says what the server does; Bound what bounds the client on
+	// the reference pool: the catalogue's reference bound, which an
+	// audited transport replaces with its own.
 	Fault, Bound string
 	// Wait is the time the scenario inherently needs (a 150 ms header
 	// timeout needs 150 ms): the catalogue's time is measured against the
@@ -199,26 +203,69 @@ func Catalogue() []Scenario {
 }
 
 // Select returns the scenarios whose name matches the regular expression
-// pattern ("" matches all). A pattern that does not compile, or that
-// matches no scenario, is an error.
-func Select(scenarios []Scenario, pattern string) ([]Scenario, error) {
-	if pattern == "" {
-		return scenarios, nil
-	}
-	re, err := regexp.Compile(pattern)
+// run ("" matches all) and not skip ("" skips none), over one of protos
+// (none given: any), as go test's -run and -skip select tests:
+//
+//	audit.Select(audit.Catalogue(), "", `trickle`, audit.HTTP1)
+//
+// A pattern that does not compile, a protocol not in the catalogue, or a
+// selection that keeps no scenario is an error.
+func Select(scenarios []Scenario, run, skip string, protos ...Proto) ([]Scenario, error) {
+	runRE, err := compilePattern("run", run)
 	if err != nil {
-		return nil, fmt.Errorf("audit: bad scenario pattern: %w", err)
+		return nil, err
+	}
+	skipRE, err := compilePattern("skip", skip)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range protos {
+		if p != HTTP1 && p != HTTP2 {
+			return nil, fmt.Errorf("audit: unknown protocol %q (want %q or %q)", p, HTTP1, HTTP2)
+		}
 	}
 	var out []Scenario
 	for _, s := range scenarios {
-		if re.MatchString(s.Name) {
-			out = append(out, s)
+		switch {
+		case runRE != nil && !runRE.MatchString(s.Name),
+			skipRE != nil && skipRE.MatchString(s.Name),
+			len(protos) > 0 && !slices.Contains(protos, s.Proto):
+			continue
 		}
+		out = append(out, s)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("audit: no scenario matches %q", pattern)
+		return nil, fmt.Errorf("audit: no scenario is selected by %s", describeSelection(run, skip, protos))
 	}
 	return out, nil
+}
+
+func compilePattern(name, pattern string) (*regexp.Regexp, error) {
+	if pattern == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("audit: bad %s pattern: %w", name, err)
+	}
+	return re, nil
+}
+
+func describeSelection(run, skip string, protos []Proto) string {
+	var parts []string
+	if run != "" {
+		parts = append(parts, fmt.Sprintf("run %q", run))
+	}
+	if skip != "" {
+		parts = append(parts, fmt.Sprintf("skip %q", skip))
+	}
+	if len(protos) > 0 {
+		parts = append(parts, fmt.Sprintf("protocols %v", protos))
+	}
+	if len(parts) == 0 {
+		return "an empty list"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Names returns the names of scenarios.

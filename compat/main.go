@@ -94,7 +94,7 @@ type contractResult struct {
 
 // auditAll runs the retry contracts against every client.
 func auditAll(ctx context.Context) ([]clientResult, error) {
-	scenarios, err := audit.Select(audit.Catalogue(), "^retry/")
+	scenarios, err := audit.Select(audit.Catalogue(), "^retry/", "")
 	if err != nil {
 		return nil, err
 	}

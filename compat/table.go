@@ -11,7 +11,7 @@ import (
 // contractRows returns, for each contract id in order, the contract's own
 // cell: what a client that holds it shows.
 func contractRows() []row {
-	scenarios, err := audit.Select(audit.Catalogue(), "^retry/")
+	scenarios, err := audit.Select(audit.Catalogue(), "^retry/", "")
 	if err != nil {
 		return nil
 	}

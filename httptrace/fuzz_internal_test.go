@@ -607,7 +607,10 @@ func fuzzRecorder(data []byte) error {
 			}
 			before := obs.eventCount()
 			observes := obs.observeCount()
-			reuse := r.bodyClose(gen)
+			reuse, cancel := r.bodyClose(gen)
+			if cancel != nil {
+				cancel(nil)
+			}
 			finished := obs.observeCount() > observes
 			if sequential && gen != r.gen && (reuse || obs.eventCount() != before) {
 				return fmt.Errorf("a Close of a stale body (gen %d, now %d) recorded an event or allowed reuse", gen, r.gen)

@@ -160,3 +160,44 @@ func TestUnclosedBodyWarning(t *testing.T) {
 	assert.NotContains(t, log.String(), "tok-SECRET")
 	require.Len(t, c.Timelines(), 1, "only the closed body finished its timeline")
 }
+
+// closeProbe is a response body that records whether its request's context
+// had ended when it was closed.
+type closeProbe struct {
+	io.Reader
+	ctx        context.Context
+	errAtClose error
+}
+
+func (b *closeProbe) Close() error {
+	b.errAtClose = b.ctx.Err()
+	return nil
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestBodyIdleContextOutlivesTheBaseClose: the body idle watchdog's context
+// ends only once the base body's Close returned. An HTTP/2 body's Close
+// waits for its stream's clean-up (which closes a connection the server
+// sent GOAWAY on) unless the request's context has ended: ending it first
+// would make the traced Transport return from Close before net/http
+// finished, as it does not without the watchdog.
+func TestBodyIdleContextOutlivesTheBaseClose(t *testing.T) {
+	var probe *closeProbe
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		probe = &closeProbe{Reader: strings.NewReader("ok"), ctx: r.Context()}
+		return &http.Response{StatusCode: 200, Proto: "HTTP/2.0", ProtoMajor: 2, Body: probe, Request: r}, nil
+	})
+	tr, c := traced(t, base, nil, httptrace.BodyIdleTimeout(time.Hour))
+	resp, err := tr.RoundTrip(newRequest(t, guardCtx(t), http.MethodGet, "https://127.0.0.1:1/", nil))
+	require.NoError(t, err)
+	_, err = io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.NoError(t, probe.errAtClose, "the request's context was live while the base body closed")
+	assert.Error(t, probe.ctx.Err(), "and ended once it had: the watchdog holds nothing")
+	tls := waitTimelines(t, c, 1)
+	assert.Equal(t, httptrace.Class("ok"), tls[0].Outcome.Class)
+}

@@ -563,13 +563,20 @@ func (r *recorder) bodyRead(gen uint64, n int, err error) {
 }
 
 // bodyClose records the Close of the body of generation gen and finishes
-// the timeline. It returns whether r may be reused.
-func (r *recorder) bodyClose(gen uint64) bool {
+// the timeline. It returns whether r may be reused, and the cancel of the
+// request's own context (the body idle watchdog's), which the caller calls
+// once the Transport's Close returned: an HTTP/2 body's Close waits for
+// its stream's clean-up (and the close of a connection the server sent
+// GOAWAY on) unless the request's context has ended, as it would not have
+// without the watchdog.
+func (r *recorder) bodyClose(gen uint64) (bool, context.CancelCauseFunc) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.gen != gen || r.tl.BodyClosed {
-		return false
+		return false, nil
 	}
+	cancel := r.cancel
+	r.cancel = nil
 	r.tl.BodyClosed = true
 	r.tl.ClosedEarly = !r.tl.BodyEOF
 	at := time.Since(r.tl.Start)
@@ -591,7 +598,7 @@ func (r *recorder) bodyClose(gen uint64) bool {
 	// connection's own goroutines), the request was fully written and
 	// answered, and the trace was never composed with a caller's.
 	return !r.tl.Composed && r.roundTrips == 1 && r.tl.GetConns > 0 && r.gotIdle == r.tl.GetConns &&
-		!r.netEvents && r.connects == 0 && r.wrote && r.firstByte && r.tl.Proto == "HTTP/1.1"
+		!r.netEvents && r.connects == 0 && r.wrote && r.firstByte && r.tl.Proto == "HTTP/1.1", cancel
 }
 
 // finishLocked sets the outcome, records the done event at offset at (0:

@@ -24,7 +24,11 @@ func closeForRecycle(t *testing.T, resp *http.Response) bool {
 	b, ok := resp.Body.(*body)
 	require.True(t, ok)
 	require.NoError(t, b.rc.Close())
-	return b.r.bodyClose(b.gen)
+	reuse, cancel := b.r.bodyClose(b.gen)
+	if cancel != nil {
+		cancel(nil)
+	}
+	return reuse
 }
 
 // TestRecycleDecision checks, on real connections, when a recorder is

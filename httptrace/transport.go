@@ -347,8 +347,11 @@ func (b *body) Close() error {
 	// Record the close first, so that an observer knows the body was
 	// closed early before the Transport closes the connection because of
 	// it. No hook of this request fires during the underlying Close.
-	reuse := b.r.bodyClose(b.gen)
+	reuse, cancel := b.r.bodyClose(b.gen)
 	err := b.rc.Close()
+	if cancel != nil {
+		cancel(nil)
+	}
 	if reuse {
 		r := b.r
 		r.reset()

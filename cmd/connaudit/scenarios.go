@@ -4,19 +4,23 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
 )
 
 func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("scenarios", stdout, stderr, "[-run PATTERN] [-json] [-junit FILE] [-v] [-list] [-deadline D]")
+	fs := newFlagSet("scenarios", stdout, stderr, "[-run PATTERN] [-skip PATTERN] [-proto LIST] [-json] [-junit FILE]\n"+
+		"                           [-v] [-list] [-deadline D]")
 	pattern := fs.String("run", "", "run only the scenarios whose name matches this regular expression")
+	skip := fs.String("skip", "", "leave out the scenarios whose name matches this regular expression")
+	protoList := fs.String("proto", "", "run only the scenarios over these protocols, comma-separated: http1, h2")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	junit := fs.String("junit", "", "also write the report as JUnit XML to this file")
-	verbose := fs.Bool("v", false, "print each scenario's timeline")
+	verbose := fs.Bool("v", false, "also print every scenario's fault, reference bound, notes and timeline")
 	list := fs.Bool("list", false, "list the scenarios and exit")
-	deadline := fs.Duration("deadline", 5*time.Minute, "bound on the whole run; scenarios not started by then are reported skipped")
+	deadline := fs.Duration("deadline", 5*time.Minute, "bound on the whole run; the scenarios not started by then are skipped")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -30,15 +34,19 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, *deadline)
 	defer cancel()
-	scenarios, err := audit.Select(audit.Catalogue(), *pattern)
+	var protos []audit.Proto
+	if *protoList != "" {
+		for _, p := range strings.Split(*protoList, ",") {
+			protos = append(protos, audit.Proto(strings.TrimSpace(p)))
+		}
+	}
+	scenarios, err := audit.Select(audit.Catalogue(), *pattern, *skip, protos...)
 	if err != nil {
 		fmt.Fprintf(stderr, "connaudit scenarios: %v\n", err)
 		return exitUsage
 	}
 	if *list {
-		for _, s := range scenarios {
-			fmt.Fprintf(stdout, "%-30s %-5s %s; bound: %s\n", s.Name, s.Proto, s.Fault, s.Bound)
-		}
+		writeList(stdout, scenarios)
 		return exitOK
 	}
 	r, err := audit.NewRunner()
@@ -84,4 +92,48 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return exitFail
 	}
 	return exitOK
+}
+
+// listWidth is the width the scenario list fits.
+const listWidth = 100
+
+// writeList writes one entry per scenario: its name and protocol, then
+// what the server does and the catalogue's reference bound, wrapped under
+// them to fit listWidth.
+func writeList(w io.Writer, scenarios []audit.Scenario) {
+	nameW := len("SCENARIO")
+	for _, s := range scenarios {
+		nameW = max(nameW, len(s.Name))
+	}
+	indent := strings.Repeat(" ", nameW+2+5+2)
+	fmt.Fprintf(w, "%-*s  %-5s  %s\n", nameW, "SCENARIO", "PROTO", "FAULT; REFERENCE BOUND")
+	for _, s := range scenarios {
+		text := s.Fault
+		if s.Bound != "" && s.Bound != "-" {
+			text += "; " + s.Bound
+		}
+		lines := wrapWords(text, listWidth-len(indent))
+		fmt.Fprintf(w, "%-*s  %-5s  %s\n", nameW, s.Name, s.Proto, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "%s%s\n", indent, l)
+		}
+	}
+}
+
+// wrapWords breaks s into lines of at most width bytes at spaces (a word
+// longer than that stands alone).
+func wrapWords(s string, width int) []string {
+	var lines []string
+	cur := ""
+	for _, word := range strings.Fields(s) {
+		if cur != "" && len(cur)+1+len(word) > width {
+			lines = append(lines, cur)
+			cur = ""
+		}
+		if cur != "" {
+			cur += " "
+		}
+		cur += word
+	}
+	return append(lines, cur)
 }

@@ -193,3 +193,66 @@ func TestScenariosJUnitFailsFast(t *testing.T) {
 		require.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
 	}
 }
+
+// TestScenariosSelection: -run keeps, -skip leaves out, -proto keeps the
+// scenarios over the protocols listed.
+func TestScenariosSelection(t *testing.T) {
+	code, out, errOut := runCLI(t, "scenarios", "-list", "-run", "reset|trickle", "-skip", "^h2/trickle")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, []string{"reset", "trickle-body", "h2/reset"}, listed(out))
+
+	code, out, errOut = runCLI(t, "scenarios", "-list", "-run", "reset", "-proto", "h2")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, []string{"h2/reset"}, listed(out))
+
+	code, out, errOut = runCLI(t, "scenarios", "-list", "-run", "^(h2/)?ok$", "-proto", "http1, h2")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, []string{"ok", "h2/ok"}, listed(out))
+
+	code, out, errOut = runCLI(t, "scenarios", "-run", "^(h2/)?status-404$", "-skip", "^h2/")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "1 passed, 0 failed in ")
+	require.NotContains(t, out, "h2/status-404")
+
+	for _, args := range [][]string{
+		{"-proto", "h3"},
+		{"-skip", "("},
+		{"-skip", "."},
+		{"-run", "^h2/", "-proto", "http1"},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"scenarios"}, args...)...)
+		require.Equal(t, exitUsage, code, "%q", args)
+		require.Empty(t, out, "%q", args)
+		require.True(t, strings.HasPrefix(errOut, "connaudit scenarios: audit: "), "%q: %s", args, errOut)
+	}
+}
+
+// listed returns the scenario names of a -list output.
+func listed(out string) []string {
+	var names []string
+	for _, l := range strings.Split(out, "\n")[1:] {
+		if l != "" && l[0] != ' ' {
+			names = append(names, strings.Fields(l)[0])
+		}
+	}
+	return names
+}
+
+// TestScenariosFitHundredColumns: the whole catalogue's report, its list
+// and the command's usage fit a terminal 100 columns wide.
+func TestScenariosFitHundredColumns(t *testing.T) {
+	code, out, errOut := runCLI(t, "scenarios")
+	require.Equal(t, exitOK, code, "stderr: %s\nstdout: %s", errOut, out)
+	_, list, _ := runCLI(t, "scenarios", "-list")
+	_, usage, _ := runCLI(t, "scenarios", "-h") // help goes to stdout
+	for name, text := range map[string]string{"report": out, "list": list, "usage": usage} {
+		require.NotEmpty(t, text, name)
+		for _, l := range strings.Split(text, "\n") {
+			require.LessOrEqual(t, len([]rune(strings.ReplaceAll(l, "\t", "        "))), 100, "%s: %q", name, l)
+		}
+	}
+	for _, name := range []string{"ok", "h2/connection-close", "retry/response-header-timeout"} {
+		row := rowOf(t, out, name)
+		require.Equal(t, "PASS", row[len(row)-1], name)
+	}
+}

@@ -1,0 +1,406 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/pool"
+)
+
+var (
+	stressRuns = flag.Int("stress", 1, "run the catalogue this many times per transport shape of the stress set "+
+		"and fail on any scenario whose verdict flips")
+	update = flag.Bool("update", false, "rewrite docs/shapes.md and the README's table of common transports")
+)
+
+// A shape is a client configuration the catalogue is run against.
+type shape struct {
+	name string // as the docs call it
+	code string // the Go that builds it, for the docs
+	opts func() []audit.Option
+	// stress: one of the shapes whose verdicts must not flip; readme: one
+	// of the README's common transports.
+	stress, readme bool
+}
+
+// serviceBound is the bound the stress shapes set on every stage: short,
+// so the stress test runs in reasonable time, and far from the catalogue's
+// other bounds (150ms context deadlines, a 1s retry attempt limit, the 2s
+// guard), so that no two of them race.
+const serviceBound = 500 * time.Millisecond
+
+func protocols(h1, h2 bool) http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(h1)
+	p.SetHTTP2(h2)
+	return p
+}
+
+func shapes() []shape {
+	dialer := func(d time.Duration) *net.Dialer { return &net.Dialer{Timeout: d, KeepAlive: 30 * time.Second} }
+	own := func(force bool) func() *http.Transport {
+		return func() *http.Transport {
+			return &http.Transport{DialContext: dialer(serviceBound).DialContext, ForceAttemptHTTP2: force,
+				TLSHandshakeTimeout: serviceBound, ResponseHeaderTimeout: serviceBound, IdleConnTimeout: 90 * time.Second}
+		}
+	}
+	return []shape{
+		{name: "connaudit's defaults (the reference pool)", code: "audit.NewRunner()", stress: true, readme: true,
+			opts: func() []audit.Option { return nil }},
+		{name: "HTTP/1 only, own dialer and timeouts",
+			code: "&http.Transport{DialContext: (&net.Dialer{Timeout: 500ms}).DialContext, TLSHandshakeTimeout: 500ms, " +
+				"ResponseHeaderTimeout: 500ms, IdleConnTimeout: 90s} with pool.BodyIdleTimeout(500ms), " +
+				"audit.Protocols: HTTP/1 only",
+			stress: true,
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("HTTP/1 only, own dialer", own(false), pool.BodyIdleTimeout(serviceBound)),
+					audit.Protocols(protocols(true, false))}
+			}},
+		{name: "ForceAttemptHTTP2, own dialer and timeouts",
+			code:   "the same with ForceAttemptHTTP2: true, audit.Protocols: HTTP/1 and HTTP/2",
+			stress: true,
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("ForceAttemptHTTP2, own dialer", own(true), pool.BodyIdleTimeout(serviceBound)),
+					audit.Protocols(protocols(true, true))}
+			}},
+		{name: "http.DefaultTransport's clone, timeouts set",
+			code: "http.DefaultTransport.(*http.Transport).Clone() with DialContext (Timeout 500ms), TLSHandshakeTimeout " +
+				"and ResponseHeaderTimeout 500ms, pool.BodyIdleTimeout(500ms)",
+			stress: true,
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("http.DefaultTransport clone, timeouts set", func() *http.Transport {
+					t := http.DefaultTransport.(*http.Transport).Clone()
+					t.DialContext = dialer(serviceBound).DialContext
+					t.TLSHandshakeTimeout, t.ResponseHeaderTimeout = serviceBound, serviceBound
+					return t
+				}, pool.BodyIdleTimeout(serviceBound))}
+			}},
+		{name: "&http.Transport{}", code: "&http.Transport{}", stress: true, readme: true,
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("&http.Transport{}", func() *http.Transport { return &http.Transport{} })}
+			}},
+		{name: "http.DefaultTransport", code: "http.DefaultTransport.(*http.Transport).Clone()", readme: true,
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("http.DefaultTransport", func() *http.Transport {
+					return http.DefaultTransport.(*http.Transport).Clone()
+				})}
+			}},
+		{name: "a service transport: own 1s dialer, 1s TLS and 3s header timeouts, no ForceAttemptHTTP2",
+			code: "&http.Transport{DialContext: (&net.Dialer{Timeout: 1s}).DialContext, TLSHandshakeTimeout: 1s, " +
+				"ResponseHeaderTimeout: 3s, MaxIdleConnsPerHost: 10, IdleConnTimeout: 90s}, " +
+				"audit.Protocols: HTTP/1 and HTTP/2",
+			readme: true,
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("a service transport", func() *http.Transport {
+					return &http.Transport{DialContext: dialer(time.Second).DialContext, TLSHandshakeTimeout: time.Second,
+						ResponseHeaderTimeout: 3 * time.Second, MaxIdleConnsPerHost: 10, IdleConnTimeout: 90 * time.Second}
+				}), audit.Protocols(protocols(true, true))}
+			}},
+	}
+}
+
+// verdict is one scenario's verdict, with the kinds of its reasons (each
+// mismatch up to its first colon) and its fix: what must not change from
+// run to run.
+type verdict struct {
+	result, reasons, fix string
+}
+
+func verdictOf(res audit.Result) verdict {
+	v := verdict{result: "PASS", fix: res.Fix}
+	switch {
+	case res.Skipped != "":
+		v.result, v.reasons = "SKIP", res.Skipped
+	case !res.Pass:
+		v.result = "FAIL"
+		var kinds []string
+		for _, m := range res.Mismatches {
+			k, _, _ := strings.Cut(m, ":")
+			kinds = append(kinds, k)
+		}
+		v.reasons = strings.Join(kinds, "; ")
+	}
+	return v
+}
+
+// TestTransportShapes runs the catalogue against common transport shapes.
+// Every scenario must give one verdict per shape: run with -stress=N, the
+// stress set runs N times and any verdict, reason or fix that changes from
+// one run to another fails the test. Each shape's verdicts, failures and
+// fixes are what docs/shapes.md and the README's table say (-update
+// rewrites both), so a verdict that changed, or a stale table, fails it
+// too.
+func TestTransportShapes(t *testing.T) {
+	if *stressRuns < 1 {
+		t.Fatalf("-stress=%d: want at least 1", *stressRuns)
+	}
+	start := time.Now()
+	var reports []audit.Report
+	var all []shape
+	flips := 0
+	runs := 0
+	scenarios := audit.Catalogue()
+	for _, sh := range shapes() {
+		if *stressRuns > 1 && !sh.stress {
+			continue
+		}
+		all = append(all, sh)
+		n := 1
+		if sh.stress {
+			n = *stressRuns
+		}
+		first := map[string]verdict{}
+		var rep audit.Report
+		for i := range n {
+			r, err := audit.NewRunner(sh.opts()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep = r.Run(context.Background(), scenarios)
+			runs += len(rep.Results)
+			for _, res := range rep.Results {
+				v := verdictOf(res)
+				if i == 0 {
+					first[res.Name] = v
+					continue
+				}
+				if v != first[res.Name] {
+					flips++
+					t.Errorf("%s: %s flipped on run %d: %+v, first %+v\n  mismatches: %q",
+						sh.name, res.Name, i+1, v, first[res.Name], res.Mismatches)
+				}
+			}
+			if n > 1 && (i+1)%10 == 0 {
+				fmt.Fprintf(os.Stderr, "stress: %s: %d of %d runs, %d flips so far, %s\n",
+					sh.name, i+1, n, flips, time.Since(start).Round(time.Second))
+			}
+		}
+		reports = append(reports, rep)
+	}
+	if *stressRuns > 1 {
+		stressShapes := len(all)
+		t.Logf("stress: %d scenarios × %d shapes × %d runs = %d scenario runs, %d verdict flips, in %s",
+			len(scenarios), stressShapes, *stressRuns, runs, flips, time.Since(start).Round(time.Second))
+		fmt.Fprintf(os.Stderr, "stress: %d scenarios × %d shapes × %d runs = %d scenario runs, %d verdict flips, in %s\n",
+			len(scenarios), stressShapes, *stressRuns, runs, flips, time.Since(start).Round(time.Second))
+	}
+
+	// Every failure names its fix; no line of a report is wider than 100.
+	for i, rep := range reports {
+		for _, res := range rep.Results {
+			if !res.Pass && res.Skipped == "" && res.Fix == "" {
+				t.Errorf("%s: %s failed with no fix: %q", all[i].name, res.Name, res.Mismatches)
+			}
+		}
+		var b bytes.Buffer
+		if err := rep.WriteText(&b, false); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(b.String(), "\n") {
+			if n := len([]rune(l)); n > 100 {
+				t.Errorf("%s: a line of %d columns:\n%s", all[i].name, n, l)
+			}
+		}
+	}
+	if *stressRuns > 1 {
+		return // the documents cover every shape; the stress set is a part
+	}
+	doc := shapesDoc(all, reports)
+	readme := readmeTable(all, reports)
+	checkGenerated(t, "../docs/shapes.md", "", "", doc)
+	checkGenerated(t, "../README.md", "<!-- shapes: begin -->\n", "<!-- shapes: end -->\n", readme)
+}
+
+// checkGenerated compares the part of the file at path between the
+// markers begin and end (the whole file if they are "") with want, or
+// rewrites it with -update.
+func checkGenerated(t *testing.T, path, begin, end, want string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !(*update && begin == "") {
+		t.Fatal(err)
+	}
+	old := string(b)
+	pre, post := "", ""
+	if begin != "" {
+		i, j := strings.Index(old, begin), strings.Index(old, end)
+		if i < 0 || j < i {
+			t.Fatalf("%s has no %q … %q section", path, strings.TrimSpace(begin), strings.TrimSpace(end))
+		}
+		pre, post = old[:i+len(begin)], old[j:]
+		old = old[i+len(begin) : j]
+	}
+	if old == want {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(pre+want+post), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s is stale (a verdict changed, or the table did not follow the catalogue): "+
+		"go test ./audit -run TestTransportShapes -update rewrites it; it should read:\n%s", path, want)
+}
+
+// settings are the settings a fix names, in the order the README lists
+// them, with how it writes them.
+var settings = []struct{ in, as string }{
+	{"ForceAttemptHTTP2", "`ForceAttemptHTTP2: true`"},
+	{"net.Dialer", "a `net.Dialer` `Timeout`"},
+	{"TLSHandshakeTimeout", "`TLSHandshakeTimeout`"},
+	{"ResponseHeaderTimeout", "`ResponseHeaderTimeout`"},
+	{"pool.BodyIdleTimeout", "`pool.BodyIdleTimeout(d)`"},
+	{"IdleConnTimeout", "`IdleConnTimeout`"},
+	{"DisableKeepAlives", "no `DisableKeepAlives`"},
+	{"MaxIdleConnsPerHost", "`MaxIdleConnsPerHost`"},
+}
+
+// fixesOf lists the settings the fixes of rep's failures and findings
+// name.
+func fixesOf(rep audit.Report) []string {
+	var text []string
+	for _, res := range rep.Results {
+		if !res.Pass && res.Skipped == "" {
+			text = append(text, res.Fix)
+		}
+	}
+	for _, f := range rep.Findings {
+		if _, fix, ok := strings.Cut(f, "; fix: "); ok {
+			text = append(text, fix)
+		}
+	}
+	all := strings.Join(text, "\n")
+	var out []string
+	for _, s := range settings {
+		if strings.Contains(all, s.in) {
+			out = append(out, s.as)
+		}
+	}
+	return out
+}
+
+// failedNames lists the scenarios rep failed, those that failed the same
+// way over both protocols once, as "stall-mid-body (and h2/)".
+func failedNames(rep audit.Report) []string {
+	var names []string
+	for _, res := range rep.Results {
+		if !res.Pass && res.Skipped == "" {
+			names = append(names, res.Name)
+		}
+	}
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "h2/") && slices.Contains(names, strings.TrimPrefix(n, "h2/")) {
+			continue
+		}
+		if slices.Contains(names, "h2/"+n) {
+			n += " (and h2/)"
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func counts(rep audit.Report) string {
+	return fmt.Sprintf("%d / %d / %d", rep.Passed, rep.Failed, rep.Skipped)
+}
+
+// readmeTable is the README's table of common transports.
+func readmeTable(all []shape, reports []audit.Report) string {
+	var b strings.Builder
+	b.WriteString("| transport | passed / failed / skipped | fails | the fix |\n|---|---|---|---|\n")
+	for i, sh := range all {
+		if !sh.readme {
+			continue
+		}
+		rep := reports[i]
+		fails := strings.Join(failedNames(rep), ", ")
+		if len(rep.Findings) > 0 {
+			fails = strings.TrimPrefix(fails+", finding: HTTP/2 not spoken", ", ")
+		}
+		fix := strings.Join(fixesOf(rep), ", ")
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(sh.name), counts(rep), orNone(fails), orNone(fix))
+	}
+	return b.String()
+}
+
+// shapesDoc is docs/shapes.md: every shape's verdict on every scenario,
+// then each shape's failures and their fixes.
+func shapesDoc(all []shape, reports []audit.Report) string {
+	var b strings.Builder
+	b.WriteString("# Common transports against the catalogue\n\n")
+	b.WriteString("Generated by `go test ./audit -run TestTransportShapes -update`, which fails when this file is\n")
+	b.WriteString("stale. The first five shapes are the stress set: `go test ./audit -run TestTransportShapes\n")
+	b.WriteString("-stress=200` runs each 200 times and fails on any verdict that flips ([reliability](reliability.md)).\n\n")
+	for i, sh := range all {
+		fmt.Fprintf(&b, "%d. **%s**: `%s`\n", i+1, sh.name, sh.code)
+	}
+	b.WriteString("\n| scenario |")
+	for i := range all {
+		fmt.Fprintf(&b, " %d |", i+1)
+	}
+	b.WriteString("\n|---|")
+	for range all {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for j, res := range reports[0].Results {
+		fmt.Fprintf(&b, "| %s |", res.Name)
+		for i := range all {
+			fmt.Fprintf(&b, " %s |", verdictOf(reports[i].Results[j]).result)
+		}
+		b.WriteString("\n")
+	}
+	for i, sh := range all {
+		rep := reports[i]
+		fmt.Fprintf(&b, "\n## %d. %s\n\n%d passed, %d failed, %d skipped.\n", i+1, sh.name, rep.Passed, rep.Failed, rep.Skipped)
+		for _, f := range rep.Findings {
+			fmt.Fprintf(&b, "\n- **finding**: %s\n", f)
+		}
+		skips := map[string][]string{}
+		var reasons []string
+		for _, res := range rep.Results {
+			if res.Skipped != "" {
+				if _, ok := skips[res.Skipped]; !ok {
+					reasons = append(reasons, res.Skipped)
+				}
+				skips[res.Skipped] = append(skips[res.Skipped], res.Name)
+			}
+		}
+		for _, r := range reasons {
+			fmt.Fprintf(&b, "\n- skipped (%d): %s\n", len(skips[r]), r)
+		}
+		for _, res := range rep.Results {
+			if res.Pass || res.Skipped != "" {
+				continue
+			}
+			fmt.Fprintf(&b, "\n- **%s**: %s\n  - fix: %s\n", res.Name, strings.Join(res.Mismatches, "; "), res.Fix)
+		}
+	}
+	return b.String()
+}
+
+func cell(s string) string {
+	if strings.HasPrefix(s, "&") || strings.HasPrefix(s, "http.") {
+		return "`" + s + "`"
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}

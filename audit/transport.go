@@ -1,0 +1,266 @@
+package audit
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
+)
+
+// subject is what the runner knows of the client under audit, read from
+// the caller's transport before the pool tracks (and so clones and
+// changes) it. The reference pool's is the zero value with reference set.
+type subject struct {
+	reference bool
+	// noH1 and noH2 say why the transport cannot speak HTTP/1 or HTTP/2
+	// over TLS ("" when it can); fixH1 and fixH2 how to make it.
+	noH1, fixH1 string
+	noH2, fixH2 string
+	// ownDial is set when the transport dials with a function of its own,
+	// whose bounds the runner cannot see.
+	ownDial bool
+	// The transport's bounds, and how long it keeps idle connections.
+	rht, tlsht, idle time.Duration
+}
+
+// describe reads t's protocols and bounds as net/http will use them.
+func describe(t *http.Transport) subject {
+	s := subject{
+		rht: t.ResponseHeaderTimeout, tlsht: t.TLSHandshakeTimeout, idle: t.IdleConnTimeout,
+		ownDial: t.DialContext != nil || oldDial(t),
+	}
+	if t.Protocols != nil && !t.Protocols.HTTP1() {
+		s.noH1 = fmt.Sprintf("its Protocols, %s, leaves HTTP1 out", t.Protocols)
+		s.fixH1 = "call SetHTTP1(true) on its Protocols"
+	}
+	s.noH2, s.fixH2 = whyNoHTTP2(t)
+	return s
+}
+
+// whyNoHTTP2 says why t, as configured, does not speak HTTP/2 over TLS, by
+// net/http's rules, and how to make it; both "" when it does.
+func whyNoHTTP2(t *http.Transport) (why, fix string) {
+	if godebug("http2client") == "0" {
+		return "GODEBUG has http2client=0, which turns net/http's HTTP/2 client off",
+			"remove http2client=0 from GODEBUG"
+	}
+	switch {
+	case t.Protocols != nil:
+		if !t.Protocols.HTTP2() {
+			return fmt.Sprintf("its Protocols, %s, leaves HTTP2 out", t.Protocols),
+				"call SetHTTP2(true) on its Protocols"
+		}
+		return "", ""
+	case t.TLSNextProto != nil:
+		if t.TLSNextProto["h2"] == nil {
+			return `its TLSNextProto is a non-nil map without "h2", which turns HTTP/2 off`,
+				"leave TLSNextProto nil, or set Protocols with HTTP2"
+		}
+		return "", ""
+	case t.ForceAttemptHTTP2:
+		return "", ""
+	}
+	var own []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"DialContext", t.DialContext != nil}, {"Dial", oldDial(t)},
+		{"DialTLSContext", t.DialTLSContext != nil}, {"DialTLS", oldDialTLS(t)},
+		{"TLSClientConfig", t.TLSClientConfig != nil},
+	} {
+		if f.set {
+			own = append(own, f.name)
+		}
+	}
+	if len(own) == 0 {
+		return "", ""
+	}
+	return fmt.Sprintf("it has its own %s and ForceAttemptHTTP2 is false, so net/http does not attempt HTTP/2",
+			strings.Join(own, " and ")),
+		"set ForceAttemptHTTP2: true (or Protocols with HTTP2)"
+}
+
+// oldDial reports whether t sets the deprecated Dial, which net/http still
+// reads.
+func oldDial(t *http.Transport) bool {
+	//lint:ignore SA1019 Dial is deprecated, not gone: net/http still reads it.
+	return t.Dial != nil
+}
+
+// oldDialTLS reports whether t sets the deprecated DialTLS, which net/http
+// still reads.
+func oldDialTLS(t *http.Transport) bool {
+	//lint:ignore SA1019 DialTLS is deprecated, not gone: net/http still reads it.
+	return t.DialTLS != nil
+}
+
+// godebug returns the value of the GODEBUG setting name in the
+// environment: the last one given, as the runtime reads it.
+func godebug(name string) string {
+	v := ""
+	for _, kv := range strings.Split(os.Getenv("GODEBUG"), ",") {
+		if k, val, ok := strings.Cut(strings.TrimSpace(kv), "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
+}
+
+// speaks reports whether the client can speak p, and if not why and how
+// to make it.
+func (s subject) speaks(p Proto) (ok bool, why, fix string) {
+	if p == HTTP2 {
+		return s.noH2 == "", s.noH2, s.fixH2
+	}
+	return s.noH1 == "", s.noH1, s.fixH1
+}
+
+// maxOwnGuard is the longest bound of the transport's own that the guard
+// deadline waits for by default.
+const maxOwnGuard = 10 * time.Second
+
+// ownBound returns the transport's own bound on the failure s expects, if
+// the runner can see it: ResponseHeaderTimeout, TLSHandshakeTimeout.
+func (sub subject) ownBound(s Scenario) (string, time.Duration) {
+	if sub.reference {
+		return "", 0
+	}
+	switch s.Expect.Class {
+	case vocab.ClassResponseHeaderTimeout:
+		return "ResponseHeaderTimeout", sub.rht
+	case vocab.ClassTLSHandshakeTimeout:
+		return "TLSHandshakeTimeout", sub.tlsht
+	}
+	return "", 0
+}
+
+// stageFix says what bounds stage in an http.Transport and how to set it.
+func (sub subject) stageFix(stage httptrace.Stage) string {
+	switch stage {
+	case vocab.StageDNS, vocab.StageConnect:
+		if sub.ownDial {
+			return "the transport's own DialContext did not end the dial: give its net.Dialer a Timeout, " +
+				"shorter than the audit's guard deadline (or raise audit.GuardDeadline above it)"
+		}
+		return "a net.Dialer's Timeout bounds DNS and connect: set DialContext to the DialContext " +
+			"of a net.Dialer with a Timeout"
+	case vocab.StageTLS:
+		return "set TLSHandshakeTimeout: it bounds the TLS handshake"
+	case vocab.StageAwaitHeaders:
+		return "set ResponseHeaderTimeout: it bounds the wait for the response headers"
+	case vocab.StageBody:
+		return "no http.Transport field bounds a stalled body: pass connaudit's body-idle watchdog, " +
+			"pool.BodyIdleTimeout(d), to audit.WithTransport after the factory (in service, to pool.Track)"
+	case vocab.StagePoolWait:
+		return "no http.Transport field bounds a wait for a connection: give the request a context " +
+			"deadline; MaxConnsPerHost caps the connections it waits for"
+	case vocab.StageWrite:
+		return "no http.Transport field bounds writing the request: give the request a context deadline"
+	}
+	return ""
+}
+
+// classSetting names the setting whose timeout is the class c, or "".
+func classSetting(c httptrace.Class) string {
+	switch c {
+	case vocab.ClassResponseHeaderTimeout:
+		return "ResponseHeaderTimeout"
+	case vocab.ClassTLSHandshakeTimeout:
+		return "TLSHandshakeTimeout"
+	case vocab.ClassConnectTimeout:
+		return "net.Dialer.Timeout"
+	case vocab.ClassBodyIdleTimeout:
+		return "pool.BodyIdleTimeout"
+	}
+	return ""
+}
+
+// yours says the transport's own value of a bound: "yours: none" or
+// "yours: 10s".
+func yours(d time.Duration) string {
+	if d <= 0 {
+		return "yours: none"
+	}
+	return "yours: " + d.String()
+}
+
+// fixFor says what fixes the failure of scenario s as observed, with the
+// guard deadline g that was used: what bounds the stage in an
+// http.Transport and how to set it, or what setting explains the
+// connection's fate.
+func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Duration) string {
+	var fixes []string
+	add := func(f string) {
+		for _, x := range fixes {
+			if x == f {
+				return
+			}
+		}
+		fixes = append(fixes, f)
+	}
+	ref := ""
+	if s.Bound != "" && s.Bound != "-" {
+		ref = " (the catalogue's reference bound: " + s.Bound + ")"
+	}
+	e := s.Expect
+	switch {
+	case o.Unbounded:
+		f := sub.stageFix(o.UnboundedStage)
+		if name, own := sub.ownBound(s); own > 0 {
+			f = fmt.Sprintf("the transport's %s, %v, is longer than the audit's guard deadline (%v): "+
+				"audit.GuardDeadline(%v) lets it fire", name, own, g, own+time.Second)
+		}
+		add(f + ref)
+	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
+		name := classSetting(e.Class)
+		_, own := sub.ownBound(s)
+		add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
+			"request's own deadline or attempt limit (%s)%s", name, yours(own), ref))
+	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(o.Class) != "":
+		add(fmt.Sprintf("the transport's %s ended the request before the bound under audit: "+
+			"keep it longer than that%s", classSetting(o.Class), ref))
+	}
+	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
+		switch o.Fate.Reason {
+		case vocab.ReasonKeepAlivesOff:
+			add("DisableKeepAlives closes every connection after one request: unset it to reuse connections")
+		case vocab.ReasonIdleTimeout:
+			add(fmt.Sprintf("IdleConnTimeout (%s) closed the connection before it was reused: keep it "+
+				"longer than the gap between requests and shorter than the server's keep-alive", yours(sub.idle)))
+		case vocab.ReasonIdlePoolFull:
+			add("MaxIdleConnsPerHost (and MaxIdleConns) left no room to keep the connection: raise them")
+		}
+	}
+	if o.HiddenRetry && !e.HiddenRetry {
+		add("net/http sent a replayable request again on a new connection by itself, which nothing " +
+			"turns off: make the endpoint idempotent or send an Idempotency-Key")
+	}
+	for _, m := range mismatches {
+		switch {
+		case strings.HasPrefix(m, "not HTTP/2"):
+			if sub.fixH2 != "" {
+				add(sub.fixH2)
+			} else {
+				add("net/http spoke HTTP/1 where HTTP/2 was offered: check GODEBUG http2client, " +
+					"Protocols, TLSNextProto and ForceAttemptHTTP2")
+			}
+		case strings.Contains(m, "connections open to") && strings.Contains(m, ", cap "):
+			add("MaxConnsPerHost caps HTTP/1 connections only; HTTP/2 dials past it")
+		case strings.HasPrefix(m, "leak after recovery: open body"), strings.HasPrefix(m, "leak after recovery: active connection"):
+			add("close every response body: one left open pins its connection")
+		}
+	}
+	if len(fixes) == 0 {
+		if f := sub.stageFix(e.Stage); f != "" && classSetting(e.Class) != "" {
+			add(f + ref)
+		} else {
+			add("no transport setting explains this: -v shows the faulted request's timeline")
+		}
+	}
+	return strings.Join(fixes, "; ")
+}

@@ -1,0 +1,167 @@
+package audit
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/connaudit/connaudit/internal/vocab"
+)
+
+// TestWhyNoHTTP2 follows net/http's rules for when a Transport attempts
+// HTTP/2 over TLS, and checks them against net/http itself: the clone of
+// each transport has an "h2" upgrade after its HTTP/2 set-up exactly when
+// whyNoHTTP2 says it speaks HTTP/2.
+func TestWhyNoHTTP2(t *testing.T) {
+	dial := (&net.Dialer{}).DialContext
+	dialTLS := func(context.Context, string, string) (net.Conn, error) { return nil, nil }
+	var h1, both http.Protocols
+	h1.SetHTTP1(true)
+	both.SetHTTP1(true)
+	both.SetHTTP2(true)
+	for _, tc := range []struct {
+		name string
+		t    *http.Transport
+		why  string // "" when it speaks HTTP/2
+		fix  string
+	}{
+		{"zero", &http.Transport{}, "", ""},
+		{"own dialer", &http.Transport{DialContext: dial},
+			"it has its own DialContext and ForceAttemptHTTP2 is false, so net/http does not attempt HTTP/2",
+			"set ForceAttemptHTTP2: true (or Protocols with HTTP2)"},
+		{"own dialer and TLS config", &http.Transport{DialContext: dial, TLSClientConfig: &tls.Config{}},
+			"it has its own DialContext and TLSClientConfig and ForceAttemptHTTP2 is false", "set ForceAttemptHTTP2"},
+		{"own TLS dialer", &http.Transport{DialTLSContext: dialTLS}, "it has its own DialTLSContext and", "ForceAttemptHTTP2"},
+		{"forced", &http.Transport{DialContext: dial, ForceAttemptHTTP2: true}, "", ""},
+		{"empty TLSNextProto", &http.Transport{TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}},
+			`its TLSNextProto is a non-nil map without "h2"`, "leave TLSNextProto nil"},
+		{"empty TLSNextProto, forced", &http.Transport{ForceAttemptHTTP2: true,
+			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}, `its TLSNextProto is a non-nil map`, "leave TLSNextProto nil"},
+		{"Protocols without HTTP2", &http.Transport{Protocols: &h1}, "its Protocols, {HTTP1}, leaves HTTP2 out",
+			"call SetHTTP2(true) on its Protocols"},
+		{"Protocols with HTTP2, own dialer", &http.Transport{Protocols: &both, DialContext: dial}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why, fix := whyNoHTTP2(tc.t)
+			if tc.why == "" {
+				require.Empty(t, why)
+				require.Empty(t, fix)
+			} else {
+				require.Contains(t, why, tc.why)
+				require.Contains(t, fix, tc.fix)
+			}
+			c := tc.t.Clone() // runs net/http's HTTP/2 set-up on tc.t
+			defer c.CloseIdleConnections()
+			require.Equal(t, why == "", tc.t.TLSNextProto["h2"] != nil, "net/http agrees")
+		})
+	}
+}
+
+func TestGodebug(t *testing.T) {
+	t.Setenv("GODEBUG", "http2client=0, x=1,http2client=1")
+	require.Equal(t, "1", godebug("http2client"), "the last one counts")
+	t.Setenv("GODEBUG", "x=1,http2client=0")
+	require.Equal(t, "0", godebug("http2client"))
+	why, fix := whyNoHTTP2(&http.Transport{})
+	require.Contains(t, why, "GODEBUG has http2client=0")
+	require.Equal(t, "remove http2client=0 from GODEBUG", fix)
+	t.Setenv("GODEBUG", "")
+	require.Empty(t, godebug("http2client"))
+}
+
+// TestFixFor: every kind of failure names what fixes it.
+func TestFixFor(t *testing.T) {
+	rht := Scenario{Name: "response-header-timeout", Bound: "ResponseHeaderTimeout 150ms",
+		Expect: Expect{Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}}
+	tlsStall := Scenario{Name: "tls-handshake-stall", Bound: "TLSHandshakeTimeout 150ms",
+		Expect: Expect{Class: vocab.ClassTLSHandshakeTimeout, Stage: vocab.StageTLS}}
+	connect := Scenario{Name: "connect-hang", Expect: Expect{Class: vocab.ClassConnectTimeout, Stage: vocab.StageConnect}}
+	stall := Scenario{Name: "stall-mid-body", Expect: Expect{Class: vocab.ClassBodyIdleTimeout, Stage: vocab.StageBody}}
+	okReused := Scenario{Name: "ok", Bound: "-", Expect: Expect{Class: vocab.ClassOK, Fate: &Fate{Reused: true}}}
+	unbounded := func(stage vocab.Stage) Observed {
+		return Observed{ClientAttempts: 1, Unbounded: true, UnboundedStage: stage, Class: vocab.ClassDeadline, Stage: stage}
+	}
+	plain := describe(&http.Transport{})
+	own := describe(&http.Transport{DialContext: (&net.Dialer{}).DialContext})
+	for _, tc := range []struct {
+		name string
+		sub  subject
+		s    Scenario
+		o    Observed
+		m    []string
+		want []string
+	}{
+		{"no header bound", plain, rht, unbounded(vocab.StageAwaitHeaders), nil,
+			[]string{"set ResponseHeaderTimeout", "the catalogue's reference bound: ResponseHeaderTimeout 150ms"}},
+		{"a header bound past the guard", describe(&http.Transport{ResponseHeaderTimeout: time.Minute}), rht,
+			unbounded(vocab.StageAwaitHeaders), nil,
+			[]string{"the transport's ResponseHeaderTimeout, 1m0s, is longer than the audit's guard deadline (2s)",
+				"audit.GuardDeadline(1m1s)"}},
+		{"no TLS bound", plain, tlsStall, unbounded(vocab.StageTLS), nil, []string{"set TLSHandshakeTimeout"}},
+		{"no dial bound", plain, connect, unbounded(vocab.StageConnect), nil, []string{"net.Dialer", "Timeout"}},
+		{"own dialer", own, connect, unbounded(vocab.StageConnect), nil,
+			[]string{"the transport's own DialContext did not end the dial", "audit.GuardDeadline"}},
+		{"no body bound", plain, stall, unbounded(vocab.StageBody), nil, []string{"pool.BodyIdleTimeout(d)"}},
+		{"a context's deadline first", plain, rht,
+			Observed{ClientAttempts: 1, Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}, nil,
+			[]string{"ResponseHeaderTimeout must end this request before anything else does", "yours: none"}},
+		{"keep-alives off", plain, okReused,
+			Observed{ClientAttempts: 1, Class: vocab.ClassOK, Fate: Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonKeepAlivesOff}}, nil,
+			[]string{"DisableKeepAlives"}},
+		{"idle timeout", describe(&http.Transport{IdleConnTimeout: time.Millisecond}), okReused,
+			Observed{ClientAttempts: 1, Class: vocab.ClassOK, Fate: Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonIdleTimeout}}, nil,
+			[]string{"IdleConnTimeout (yours: 1ms)", "server's keep-alive"}},
+		{"idle pool full", plain, okReused,
+			Observed{ClientAttempts: 1, Class: vocab.ClassOK, Fate: Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonIdlePoolFull}}, nil,
+			[]string{"MaxIdleConnsPerHost"}},
+		{"hidden retry", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK, HiddenRetry: true}, nil,
+			[]string{"Idempotency-Key"}},
+		{"not HTTP/2", own, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
+			[]string{"not HTTP/2: the transport spoke HTTP/1.1 to a server that offers h2"}, []string{"ForceAttemptHTTP2"}},
+		{"over the cap", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
+			[]string{"leak after recovery: 2 connections open to 127.0.0.1:1, cap 1"}, []string{"MaxConnsPerHost"}},
+		{"open body", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
+			[]string{"leak after recovery: open body: GET /x pins connection #1"}, []string{"close every response body"}},
+		{"anything else", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
+			[]string{"the server did not observe the client's cancel"}, []string{"no transport setting explains this"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fix := tc.sub.fixFor(tc.s, tc.o, tc.m, 2*time.Second)
+			for _, w := range tc.want {
+				require.Contains(t, fix, w)
+			}
+		})
+	}
+}
+
+// TestTableFits: the table's rows fit the width asked, the connection's
+// reason and then the outcome giving way, and wrapped lines do too.
+func TestTableFits(t *testing.T) {
+	tb := table{heads: []string{"SCENARIO", "OUTCOME", "CONNECTION", "RESULT"}, right: make([]bool, 4), shrink: []int{0, 2, 1, 0}}
+	tb.add("a-scenario-with-a-long-name", "response-header-timeout", "close-idle-connections", "FAIL")
+	tb.under(wrap(strings.Repeat("word ", 30)+strings.Repeat("x", 130), "  - ", "    ", 40)...)
+	var b strings.Builder
+	tb.write(&b, 75)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	for _, l := range lines {
+		require.LessOrEqual(t, len([]rune(l)), 75, "%q", l)
+	}
+	require.Equal(t, "a-scenario-with-a-long-name  response-header-timeout  close-idle-c…  FAIL", lines[1],
+		"the connection column gave way")
+	b.Reset()
+	tb.write(&b, 60)
+	require.Equal(t, "a-scenario-with-a-long-name  response-h…  close-idl…  FAIL", strings.Split(b.String(), "\n")[1],
+		"then the outcome, down to their headings")
+	for _, l := range lines[2:] {
+		require.LessOrEqual(t, len([]rune(l)), 40, "%q", l)
+		require.True(t, strings.HasPrefix(l, "  - ") || strings.HasPrefix(l, "    "), "%q", l)
+	}
+	require.Equal(t, []string{"  - a b"}, wrap("a   b", "  - ", "    ", 40))
+	require.Equal(t, []string{"  - "}, wrap("", "  - ", "    ", 40))
+}
