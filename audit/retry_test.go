@@ -125,9 +125,12 @@ func TestUserRetryLayerJudged(t *testing.T) {
 	var text bytes.Buffer
 	require.NoError(t, rep.WriteText(&text, false))
 	out := text.String()
-	require.Regexp(t, `retry/total-budget +deadline +not configurable .* N/A`, out)
-	require.Contains(t, out, "retry/total-budget (A8): not configurable: no total budget")
+	require.Regexp(t, `retry/total-budget +not configurable +- +- +- +N/A\n  - no total budget\n`, out)
+	require.Contains(t, out, "  fix: in the retry layer: retry 503 only: a 500 is final")
 	require.Contains(t, out, "1 passed, 2 failed, 1 not configurable in ")
+	text.Reset()
+	require.NoError(t, rep.WriteText(&text, true))
+	out = text.String()
 	require.Contains(t, out, "  server: 2 requests, 2 writes committed; idempotency keys received: none")
 	require.Contains(t, out, "  attempt 2 of 2:\n    POST http://")
 

@@ -255,6 +255,11 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Du
 			add("close every response body: one left open pins its connection")
 		}
 	}
+	if len(fixes) == 0 && s.Contract != "" {
+		if f := contractFix[s.Contract]; f != "" {
+			add("in the retry layer: " + f)
+		}
+	}
 	if len(fixes) == 0 {
 		if f := sub.stageFix(e.Stage); f != "" && classSetting(e.Class) != "" {
 			add(f + ref)
@@ -263,4 +268,23 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Du
 		}
 	}
 	return strings.Join(fixes, "; ")
+}
+
+// contractFix says, for each retry contract, what a retry layer that broke
+// it must do.
+var contractFix = map[string]string{
+	"A1": "make one attempt for a response that is not retried, and hand its body over",
+	"A2": "retry a 503, up to MaxRetries times, waiting Delay between attempts",
+	"A3": "stop after MaxRetries retries and hand the caller the last 503 itself, not an error",
+	"A4": "retry 503 only: a 404 is final and reaches the caller as it is",
+	"A5": "retry 503 only: a 500 is final (the request may have run) and reaches the caller",
+	"A6": "bound each attempt by AttemptTimeout, and end the call when it fires",
+	"A7": "let the transport's read bound end the attempt first, and report its error, not the attempt's",
+	"A8": "count the delays in the total budget: end the call with a deadline error when it runs out during a delay",
+	"A9": "restart the attempt limit on each retry: it bounds one attempt, not all of them",
+	"W1": "replay a POST once when the policy allows it, with its body (GetBody)",
+	"W2": "keep the Idempotency-Key across attempts, so that the server commits once",
+	"W3": "a new Idempotency-Key per attempt defeats it: generate the key once per call",
+	"W4": "never replay a POST unless asked: the server may have committed its write",
+	"H1": "net/http's own re-send cannot be turned off: make the endpoint idempotent",
 }
