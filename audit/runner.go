@@ -327,10 +327,11 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	res = Result{Name: s.Name, Contract: s.Contract, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound, Expected: s.Expect, Wait: s.Wait}
 	sub := subject{reference: true}
 	var t *http.Transport
+	cut := false // the run's context ended during the scenario
 	defer func() {
 		res.Elapsed = time.Since(start)
 		res.Pass = len(res.Mismatches) == 0 && res.Skipped == "" && res.NotConfigurable == ""
-		if !res.Pass && res.Skipped == "" && res.NotConfigurable == "" {
+		if !res.Pass && res.Skipped == "" && res.NotConfigurable == "" && !cut {
 			res.Fix = sub.fixFor(s, res.Observed, res.Mismatches, r.guardFor(s, sub))
 		}
 	}()
@@ -456,6 +457,12 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 		exp.Dials, exp.Fate = nil, nil
 	}
 	res.Mismatches = append(res.Mismatches, verdicts(s, *obs, compare(exp, *obs))...)
+	if ctx.Err() != nil {
+		// What the scenario saw after the run's own deadline or cancel
+		// is that, not the fault's doing: no verdict.
+		cut = true
+		res.Mismatches = []string{fmt.Sprintf("cut: the run ended (%v) before the scenario did; no verdict", context.Cause(ctx))}
+	}
 	return res
 }
 

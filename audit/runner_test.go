@@ -542,3 +542,17 @@ func TestWriteTextTimeColumn(t *testing.T) {
 	require.Equal(t, ends[0], ends[1], b.String())
 	require.Equal(t, ends[0], ends[2], b.String())
 }
+
+// TestRunOneCutByTheRun: a scenario that the run's own context ends (its
+// -deadline, an interrupt) has no verdict: one mismatch says so, with no
+// fix, instead of every mismatch the cut itself caused.
+func TestRunOneCutByTheRun(t *testing.T) {
+	r, err := audit.NewRunner()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := r.RunOne(ctx, scenario(t, "trickle-body"))
+	require.False(t, res.Pass)
+	require.Equal(t, []string{"cut: the run ended (context canceled) before the scenario did; no verdict"}, res.Mismatches)
+	require.Empty(t, res.Fix)
+}
