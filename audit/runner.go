@@ -527,7 +527,9 @@ func plural(n int64, noun string) string {
 // newPool returns the pool under audit: a tracked clone of t, the
 // caller's transport, or the reference pool when t is nil.
 func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Observer, t *http.Transport) (*pool.Pool, error) {
-	opts := []pool.Option{pool.MaxConnsPerHost(1), pool.WithObserver(obs), pool.CaptureStacks()}
+	// No CaptureStacks: where the runner made a request says nothing of
+	// the client under audit.
+	opts := []pool.Option{pool.MaxConnsPerHost(1), pool.WithObserver(obs)}
 	if t != nil {
 		if s.Proto == HTTP2 && speaksHTTP2(t) {
 			// The TLS configuration the audit adds would turn net/http's
