@@ -20,7 +20,8 @@ import (
 var (
 	stressRuns = flag.Int("stress", 1, "run the catalogue this many times per transport shape of the stress set "+
 		"and fail on any scenario whose verdict flips")
-	update = flag.Bool("update", false, "rewrite docs/shapes.md and the README's table of common transports")
+	stressPattern = flag.String("stress.run", "", "with -stress, run only the scenarios whose name matches this regular expression")
+	update        = flag.Bool("update", false, "rewrite docs/shapes.md and the README's table of common transports")
 )
 
 // A shape is a client configuration the catalogue is run against.
@@ -150,6 +151,12 @@ func TestTransportShapes(t *testing.T) {
 	flips := 0
 	runs := 0
 	scenarios := audit.Catalogue()
+	if *stressRuns > 1 && *stressPattern != "" {
+		var err error
+		if scenarios, err = audit.Select(scenarios, *stressPattern, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, sh := range shapes() {
 		if *stressRuns > 1 && !sh.stress {
 			continue
