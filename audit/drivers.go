@@ -53,15 +53,10 @@ func withDeadline(d time.Duration) func(context.Context, *Env) error {
 		}
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
-		entered := e.Server.Entered(faultPath)
-		wrote := e.signals.on(vocab.KindWroteRequest)
+		inHandler := e.inHandler(ctx)
 		go func() {
-			for _, ch := range []<-chan struct{}{entered, wrote} {
-				select {
-				case <-ch:
-				case <-ctx.Done():
-					return
-				}
+			if !inHandler() {
+				return
 			}
 			t := time.NewTimer(limit)
 			defer t.Stop()
@@ -80,19 +75,32 @@ func withDeadline(d time.Duration) func(context.Context, *Env) error {
 func cancelInHandler(ctx context.Context, e *Env) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	inHandler := e.inHandler(ctx)
+	go func() {
+		if inHandler() {
+			cancel()
+		}
+	}()
+	return single(ctx, e)
+}
+
+// inHandler subscribes, before the faulted request starts, to the server's
+// entering its handler and the client's recording the request as written.
+// The function it returns waits for both and reports whether they came
+// before ctx ended.
+func (e *Env) inHandler(ctx context.Context) func() bool {
 	entered := e.Server.Entered(faultPath)
 	wrote := e.signals.on(vocab.KindWroteRequest)
-	go func() {
+	return func() bool {
 		for _, ch := range []<-chan struct{}{entered, wrote} {
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return
+				return false
 			}
 		}
-		cancel()
-	}()
-	return single(ctx, e)
+		return true
+	}
 }
 
 // cancelWaitingForConn occupies the pool's one connection with a request

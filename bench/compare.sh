@@ -39,6 +39,8 @@ root=$(dirname "$here")
 tmp=$(mktemp -d)
 # shellcheck source=okserver.sh
 . "$here/okserver.sh"
+# shellcheck source=stats.sh
+. "$here/stats.sh"
 cleanup() {
 	stop_okserver
 	rm -rf "$tmp"
@@ -76,7 +78,6 @@ run_probe() {
 	fi
 }
 rps() { awk -v n="$N" -v ns="$1" 'BEGIN { printf "%.0f", n * 1e9 / ns }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
 echo "server $url, N=$N, $ROUNDS rounds, plain loop timeout $PLAIN_TIMEOUT; $(nproc) CPUs; $(go version)"
 printf "%-5s %-11s %12s %12s %7s   %12s %12s %7s\n" round first "plain req/s" "probe req/s" ratio "plain(self)" "probe(self)" ratio
@@ -100,19 +101,5 @@ for r in $(seq "$ROUNDS"); do
 		"$(rps "$plain_wall")" "$(rps "$probe_wall")" "$w" \
 		"$(rps "$plain_self")" "$(rps "$probe_self")" "$s"
 done
-median() { printf "%s\n" "$@" | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-# ci prints the 95 % confidence interval of the median of its arguments:
-# [x(k), x(n+1-k)] of the sorted values, k the largest rank with
-# P(Binomial(n, 1/2) <= k-1) <= 0.025; "n/a" below 6 values.
-ci() {
-	printf "%s\n" "$@" | sort -g | awk '
-		{ a[NR] = $1 }
-		END {
-			n = NR; k = 0; p = 0.5 ^ n; cdf = p
-			for (j = 1; j <= n && cdf <= 0.025; j++) { k = j; p = p * (n - j + 1) / j; cdf += p }
-			if (k < 1) { print "n/a (fewer than 6 rounds)"; exit }
-			printf "[%s, %s]\n", a[k], a[n + 1 - k]
-		}'
-}
 echo "median ratio (probe req/s / plain req/s), wall time: $(median "${walls[@]}")  95% CI $(ci "${walls[@]}")"
 echo "median ratio, each program's own elapsed time:      $(median "${selfs[@]}")  95% CI $(ci "${selfs[@]}")"

@@ -67,17 +67,7 @@ func TestHangCancel(t *testing.T) {
 	s.Handle("/hang", faultserver.Hang{})
 	c := newClient(t, s)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := c.getCtx(t, ctx, s.URL()+"/hang")
-		errc <- err
-	}()
-	<-s.Entered("/hang")
-	cancel()
-	require.ErrorIs(t, <-errc, context.Canceled)
-	awaitCancel(t, s, "/hang")
+	cancelHanging(t, s, c)
 	require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1, HandlersEntered: 1, CancelsObserved: 1}, s.Counters("/hang"))
 }
 
@@ -344,6 +334,24 @@ func TestHandleRejects(t *testing.T) {
 
 // awaitCancel waits until the server observed the client leave path,
 // failing the test past testserver.AwaitBound.
+// cancelHanging sends GET /hang, cancels it once the server's handler is
+// entered, and waits until the request has failed with context.Canceled and
+// the server has observed the client leave.
+func cancelHanging(t *testing.T, s *faultserver.Server, c *client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := c.getCtx(t, ctx, s.URL()+"/hang")
+		errc <- err
+	}()
+	<-s.Entered("/hang")
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	awaitCancel(t, s, "/hang")
+}
+
 func awaitCancel(t *testing.T, s *faultserver.Server, path string) {
 	t.Helper()
 	testserver.Await(t, s.CancelObserved(path), "the server's observing the client leave "+path)

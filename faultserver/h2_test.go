@@ -1,7 +1,6 @@
 package faultserver_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -113,17 +112,7 @@ func TestRawH2HangCancel(t *testing.T) {
 	s.Handle("/ok", faultserver.OK{})
 	c := newClient(t, s, h2)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := c.getCtx(t, ctx, s.URL()+"/hang")
-		errc <- err
-	}()
-	<-s.Entered("/hang")
-	cancel()
-	require.ErrorIs(t, <-errc, context.Canceled)
-	awaitCancel(t, s, "/hang") // the client's RST_STREAM(CANCEL)
+	cancelHanging(t, s, c) // on HTTP/2, the client's RST_STREAM(CANCEL)
 	require.Equal(t, int64(1), s.Counters("/hang").CancelsObserved)
 
 	_, body, err := c.get(t, s.URL()+"/ok")

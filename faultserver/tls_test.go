@@ -1,7 +1,6 @@
 package faultserver_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"syscall"
@@ -76,17 +75,7 @@ func TestH2StdHangCancel(t *testing.T) {
 	s.Handle("/ok", faultserver.OK{})
 	c := newClient(t, s, h2)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := c.getCtx(t, ctx, s.URL()+"/hang")
-		errc <- err
-	}()
-	<-s.Entered("/hang")
-	cancel()
-	require.ErrorIs(t, <-errc, context.Canceled)
-	awaitCancel(t, s, "/hang")
+	cancelHanging(t, s, c)
 
 	resp, _, err := c.get(t, s.URL()+"/ok")
 	require.NoError(t, err)
