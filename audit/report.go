@@ -25,8 +25,8 @@ const textWidth = 100
 // request's connection (reused, open, "-" for none, or why it was closed),
 // time, result — with every mismatch of a failed scenario and its fix
 // directly under its row, then the reasons scenarios were skipped, the
-// findings and the totals. A skipped scenario's row says "not run" and
-// SKIP. With verbose, each scenario's fault, reference bound, notes and
+// findings and the totals. A skipped scenario's row says "not run" (or
+// "cut: no verdict", when the run ended while it ran) and SKIP. With verbose, each scenario's fault, reference bound, notes and
 // timeline follow the table: the full details, which the JSON holds too.
 func (r Report) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
@@ -39,7 +39,11 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	for _, res := range r.Results {
 		name := redact.Printable(res.Name)
 		if res.Skipped != "" {
-			t.add(name, "not run", "-", "-", "-", "SKIP")
+			outcome := "not run"
+			if strings.HasPrefix(res.Skipped, "cut: ") {
+				outcome = "cut: no verdict"
+			}
+			t.add(name, outcome, "-", "-", "-", "SKIP")
 			skips = addSkip(skips, res)
 			continue
 		}

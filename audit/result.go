@@ -94,12 +94,13 @@ type Result struct {
 	// a result skipped because the transport cannot speak its protocol,
 	// it says how to make it.
 	Fix string `json:"fix,omitempty"`
-	// Skipped, when set, says why the scenario was not run: the run's
+	// Skipped, when set, says why the scenario has no verdict: the run's
 	// context ended before it started ("not started: context deadline
-	// exceeded"), its protocol is not meant ("HTTP/2 is not meant"), or
-	// the transport cannot speak it ([Protocols]). A skipped result does
-	// not pass, has no mismatches and an empty Observed, and counts in
-	// [Report.Skipped], not in Failed.
+	// exceeded") or while it ran ("cut: …"), its protocol is not meant
+	// ("HTTP/2 is not meant"), or the transport cannot speak it
+	// ([Protocols]). A skipped result does not pass, has no mismatches,
+	// and counts in [Report.Skipped], not in Failed; its Observed is empty
+	// unless it was cut.
 	Skipped string `json:"skipped,omitempty"`
 	// NotConfigurable, when set, says why a retry contract was not run:
 	// the retry layer under audit has no equivalent of a setting the
@@ -149,7 +150,9 @@ type Report struct {
 
 // OK reports whether the run is complete, with no finding, no failure and
 // at least one pass: scenarios skipped for their protocol do not count
-// against it.
+// against it, nor do retry contracts the retry layer could not be
+// configured for (NotConfigurable counts them; a test that wants every
+// contract judged checks that it is 0).
 func (r Report) OK() bool {
 	return r.Failed == 0 && !r.Incomplete && len(r.Findings) == 0 && r.Passed > 0
 }

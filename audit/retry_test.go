@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/retry"
 )
 
@@ -170,4 +172,53 @@ func TestBrokenRetryLayers(t *testing.T) {
 	require.Error(t, err)
 	_, err = audit.NewRunner(audit.WithRetry("", func(p retry.Policy) (audit.RetryFunc, error) { return p.Do, nil }))
 	require.Error(t, err)
+}
+
+// A layer that ignores the attempt limit and retries every error, on a
+// transport whose ResponseHeaderTimeout ends each attempt: the call
+// outlasts the guard. The verdict names the layer, not the transport: it
+// retried what it must not, and went on after its context had ended.
+func TestRetryLayerPastItsBounds(t *testing.T) {
+	var a6 audit.Scenario
+	for _, s := range retryContracts(t) {
+		if s.Contract == "A6" {
+			a6 = s
+		}
+	}
+	stubborn := func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+		var err error
+		for range 50 {
+			var resp *http.Response
+			if resp, err = c.Do(req.Clone(ctx)); err == nil {
+				return resp, nil
+			}
+		}
+		return nil, err
+	}
+	r, err := audit.NewRunner(
+		audit.WithTransport("header bound 300ms", func() *http.Transport {
+			return &http.Transport{ResponseHeaderTimeout: 300 * time.Millisecond}
+		}),
+		audit.WithRetry("stubborn", func(retry.Policy) (audit.RetryFunc, error) { return stubborn, nil }))
+	require.NoError(t, err)
+	res := r.RunOne(context.Background(), a6)
+	require.False(t, res.Pass)
+	require.True(t, res.Observed.Unbounded)
+	require.Equal(t, httptrace.Stage("await-headers"), res.Observed.UnboundedStage, "the stage of the attempt in flight, not of the last")
+	require.Equal(t, 50, res.Observed.ClientAttempts)
+	var unbounded, late string
+	for _, m := range res.Mismatches {
+		switch {
+		case strings.HasPrefix(m, "unbounded: "):
+			unbounded = m
+		case strings.HasPrefix(m, "retry layer: "):
+			late = m
+		}
+	}
+	require.Regexp(t, `^unbounded: the call had not ended within the audit's guard deadline \(2s\): attempt \d+ of 50 was at stage await-headers$`, unbounded)
+	require.Regexp(t, `^retry layer: \d+ attempts after the call's context had ended$`, late)
+	require.Contains(t, res.Fix, "in the retry layer: bound each attempt by AttemptTimeout")
+	require.Contains(t, res.Fix, "check ctx.Err() before each attempt")
+	require.NotContains(t, res.Fix, "set ResponseHeaderTimeout", "the transport has one")
+	require.NotContains(t, res.Fix, "GuardDeadline", "the transport's bound is shorter than the guard")
 }

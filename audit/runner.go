@@ -175,9 +175,9 @@ func NewRunner(opts ...Option) (*Runner, error) {
 }
 
 // Run runs scenarios one after the other and reports on all of them. It
-// stops early only when ctx ends: the scenarios not started by then are
-// reported skipped ([Result.Skipped]), the report is incomplete and not
-// OK. Scenarios over a protocol not meant, or that the transport cannot
+// stops early only when ctx ends: the scenario it cut and those not
+// started by then are reported skipped ([Result.Skipped]), with no
+// verdict; the report is incomplete and not OK. Scenarios over a protocol not meant, or that the transport cannot
 // speak, are reported skipped ([Protocols]).
 func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 	start := time.Now()
@@ -199,6 +199,9 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 		}
 		res := r.RunOne(ctx, s)
 		rep.Results = append(rep.Results, res)
+		if ctx.Err() != nil {
+			rep.Incomplete = true
+		}
 		switch {
 		case res.Skipped != "":
 			rep.Skipped++
@@ -313,7 +316,11 @@ func (r *Runner) guardFor(s Scenario, sub subject) time.Duration {
 	// Three times the scenario's own wait: a loaded machine's timers
 	// fire late, and a trickle of 24 waits must not meet the guard.
 	g := max(2*time.Second, 3*s.Wait+time.Second)
-	if _, own := sub.ownBound(s); own > 0 && own <= maxOwnGuard {
+	_, own := sub.ownBound(s)
+	if _, d := sub.stageBound(s.Expect.Stage); d > own {
+		own = d
+	}
+	if own > 0 && own <= maxOwnGuard {
 		g = max(g, own+time.Second)
 	}
 	return g
@@ -399,16 +406,33 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	e.markFaulted()
 	guard := r.guardFor(s, sub)
 	gctx, cancel := context.WithTimeoutCause(ctx, guard, errGuard)
+	guardEnd, _ := gctx.Deadline()
 	driveErr := s.drive(gctx, e)
 	unbounded := errors.Is(context.Cause(gctx), errGuard)
 	cancel()
 	if driveErr != nil {
 		res.Mismatches = append(res.Mismatches, "run: "+driveErr.Error())
 	}
-	r.observe(s, e, unbounded)
+	var late, inFlight int
 	if unbounded {
+		late, inFlight = r.observe(s, e, guardEnd)
+	} else {
+		r.observe(s, e, time.Time{})
+	}
+	switch {
+	case unbounded && obs.ClientAttempts > 1:
+		// A retry layer's call: the attempts before may have ended at
+		// their bounds; the call as a whole did not end in time.
+		res.Mismatches = append(res.Mismatches, fmt.Sprintf(
+			"unbounded: the call had not ended within the audit's guard deadline (%v): attempt %d of %d was at stage %s",
+			guard, inFlight, obs.ClientAttempts, obs.UnboundedStage))
+	case unbounded:
 		res.Mismatches = append(res.Mismatches, fmt.Sprintf(
 			"unbounded: no timeout fired at stage %s within the audit's guard deadline (%v)", obs.UnboundedStage, guard))
+	}
+	if late > 0 {
+		res.Mismatches = append(res.Mismatches, fmt.Sprintf(
+			"%s%d attempts after the call's context had ended", lateAttempts, late))
 	}
 	if msg := notHTTP2(s, p, obs); msg != "" {
 		res.Mismatches = append(res.Mismatches, msg)
@@ -461,7 +485,8 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 		// What the scenario saw after the run's own deadline or cancel
 		// is that, not the fault's doing: no verdict.
 		cut = true
-		res.Mismatches = []string{fmt.Sprintf("cut: the run ended (%v) before the scenario did; no verdict", context.Cause(ctx))}
+		res.Mismatches = nil
+		res.Skipped = fmt.Sprintf("cut: the run ended (%v) before the scenario did; no verdict", context.Cause(ctx))
 	}
 	return res
 }
@@ -575,8 +600,15 @@ func notHTTP2(s Scenario, p *pool.Pool, o *Observed) string {
 	return ""
 }
 
-// observe fills in what the faulted request did.
-func (r *Runner) observe(s Scenario, e *Env, unbounded bool) {
+// lateAttempts begins the mismatch of a retry layer that went on trying
+// once the call's context had ended.
+const lateAttempts = "retry layer: "
+
+// observe fills in what the faulted request did. When the guard deadline
+// ended the call (guardEnd is not zero), it returns how many attempts
+// started after that, and which attempt (counted from 1) was in flight
+// when it did, whose stage is the unbounded one.
+func (r *Runner) observe(s Scenario, e *Env, guardEnd time.Time) (late, inFlight int) {
 	obs := e.obs
 	var faulted []*httptrace.Timeline
 	for _, tl := range e.collector.Timelines() {
@@ -619,9 +651,17 @@ func (r *Runner) observe(s Scenario, e *Env, unbounded bool) {
 	if e.retries >= 0 && e.retries != obs.ClientAttempts {
 		obs.Notes = append(obs.Notes, fmt.Sprintf("retry policy reported %d attempts, tracer saw %d round trips", e.retries, obs.ClientAttempts))
 	}
-	if unbounded {
+	if !guardEnd.IsZero() {
 		obs.Unbounded = true
 		obs.UnboundedStage = obs.Stage
+		for i, tl := range faulted {
+			if tl.Start.Before(guardEnd) {
+				inFlight = i + 1
+				obs.UnboundedStage = tl.Outcome.Stage
+			} else {
+				late++
+			}
+		}
 	}
 	c := e.Server.Counters(faultPath)
 	obs.ServerRequests = c.RequestsRead - e.counters.RequestsRead
@@ -649,6 +689,7 @@ func (r *Runner) observe(s Scenario, e *Env, unbounded bool) {
 		t.Stop()
 	}
 	obs.Dials = e.Pool.Stats().Dials
+	return late, inFlight
 }
 
 func pathOf(tl *httptrace.Timeline) string {

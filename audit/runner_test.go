@@ -553,6 +553,11 @@ func TestRunOneCutByTheRun(t *testing.T) {
 	cancel()
 	res := r.RunOne(ctx, scenario(t, "trickle-body"))
 	require.False(t, res.Pass)
-	require.Equal(t, []string{"cut: the run ended (context canceled) before the scenario did; no verdict"}, res.Mismatches)
+	require.Equal(t, "cut: the run ended (context canceled) before the scenario did; no verdict", res.Skipped)
+	require.Empty(t, res.Mismatches)
 	require.Empty(t, res.Fix)
+
+	var text strings.Builder
+	require.NoError(t, audit.Report{Results: []audit.Result{res}, Skipped: 1, Incomplete: true}.WriteText(&text, false))
+	require.Regexp(t, `(?m)^trickle-body +cut: no verdict +- +- +- +SKIP$`, text.String())
 }

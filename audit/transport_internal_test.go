@@ -83,6 +83,8 @@ func TestFixFor(t *testing.T) {
 		Expect: Expect{Class: vocab.ClassTLSHandshakeTimeout, Stage: vocab.StageTLS}}
 	connect := Scenario{Name: "connect-hang", Expect: Expect{Class: vocab.ClassConnectTimeout, Stage: vocab.StageConnect}}
 	stall := Scenario{Name: "stall-mid-body", Expect: Expect{Class: vocab.ClassBodyIdleTimeout, Stage: vocab.StageBody}}
+	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6", Bound: "attempt limit 150ms",
+		Expect: Expect{Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}}
 	okReused := Scenario{Name: "ok", Bound: "-", Expect: Expect{Class: vocab.ClassOK, Fate: &Fate{Reused: true}}}
 	unbounded := func(stage vocab.Stage) Observed {
 		return Observed{ClientAttempts: 1, Unbounded: true, UnboundedStage: stage, Class: vocab.ClassDeadline, Stage: stage}
@@ -101,8 +103,15 @@ func TestFixFor(t *testing.T) {
 			[]string{"set ResponseHeaderTimeout", "the catalogue's reference bound: ResponseHeaderTimeout 150ms"}},
 		{"a header bound past the guard", describe(&http.Transport{ResponseHeaderTimeout: time.Minute}), rht,
 			unbounded(vocab.StageAwaitHeaders), nil,
-			[]string{"the transport's ResponseHeaderTimeout, 1m0s, is longer than the audit's guard deadline (2s)",
+			[]string{"the transport's ResponseHeaderTimeout, 1m0s, is not shorter than the audit's guard deadline (2s)",
 				"audit.GuardDeadline(1m1s)"}},
+		{"a layer retrying past a header bound", describe(&http.Transport{ResponseHeaderTimeout: time.Second}), a6,
+			Observed{ClientAttempts: 4, Unbounded: true, UnboundedStage: vocab.StageAwaitHeaders, Class: vocab.ClassDeadline, Stage: vocab.StagePoolWait},
+			[]string{lateAttempts + "2 attempts after the call's context had ended"},
+			[]string{"in the retry layer: " + contractFix["A6"], "check ctx.Err() before each attempt"}},
+		{"a layer retrying with no header bound", plain, a6,
+			Observed{ClientAttempts: 2, Unbounded: true, UnboundedStage: vocab.StageAwaitHeaders, Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}, nil,
+			[]string{"set ResponseHeaderTimeout", "in the retry layer: " + contractFix["A6"]}},
 		{"no TLS bound", plain, tlsStall, unbounded(vocab.StageTLS), nil, []string{"set TLSHandshakeTimeout"}},
 		{"no dial bound", plain, connect, unbounded(vocab.StageConnect), nil, []string{"net.Dialer", "Timeout"}},
 		{"own dialer", own, connect, unbounded(vocab.StageConnect), nil,

@@ -187,7 +187,7 @@ func TestInterruptedExitsOne(t *testing.T) {
 	url, entered := hangAfter(t, 0)
 	code, out, errOut := runInterrupted(t, entered, "trace", url)
 	require.Equal(t, exitFail, code, "stdout: %s\nstderr: %s", out, errOut)
-	require.Contains(t, errOut, "connaudit trace: interrupted\n")
+	require.Regexp(t, `^connaudit trace: interrupted: [^\n]*\n$`, errOut, "one line: the interrupt and the failure it caused")
 
 	url, entered = hangAfter(t, 2)
 	code, out, errOut = runInterrupted(t, entered, "probe", "-n", "10", "-fail-on", "none", "-json", url)

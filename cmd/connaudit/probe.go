@@ -48,7 +48,7 @@ type probeFlags struct {
 
 func (pf *probeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&pf.n, "n", defaultProbeRequests, "number of requests to send (1 to 1000000)")
-	fs.IntVar(&pf.c, "c", 1, "requests in flight at once (at most -n)")
+	fs.IntVar(&pf.c, "c", 1, "requests in flight at once (at most -n); past -conns they wait for a connection")
 	fs.IntVar(&pf.conns, "conns", 1, "cap on connections to the host (MaxConnsPerHost; 0: no cap)")
 	fs.DurationVar(&pf.gap, "gap", 0, "pause between one worker's requests")
 	fs.DurationVar(&pf.deadline, "deadline", 5*time.Minute, "bound on the whole probe, discovery included")

@@ -141,14 +141,16 @@ type traceResult struct {
 // exit code: 3 when no response came, 1 for any other failure, else 0.
 func traceExit(stderr io.Writer, r traceResult) int {
 	code := exitOK
+	prefix := "" // an interrupt is said once, with the failure it caused
+	if r.interrupted {
+		prefix, code = "interrupted: ", exitFail
+	}
 	failed := func(c int, format string, args ...any) {
-		fmt.Fprintf(stderr, "connaudit trace: "+format+"\n", args...)
+		fmt.Fprintf(stderr, "connaudit trace: "+prefix+format+"\n", args...)
+		prefix = ""
 		code = max(code, c)
 	}
 	tl := r.tl
-	if r.interrupted {
-		failed(exitFail, "interrupted")
-	}
 	switch {
 	case r.err != nil:
 		// The request failed, or the Client's own checks (a bad
@@ -181,6 +183,9 @@ func traceExit(stderr io.Writer, r traceResult) int {
 	}
 	if r.failHTTP && tl.Status >= 400 {
 		failed(exitFail, "-fail: the server answered %d %s", tl.Status, http.StatusText(tl.Status))
+	}
+	if prefix != "" {
+		fmt.Fprintln(stderr, "connaudit trace: interrupted")
 	}
 	return code
 }
