@@ -251,8 +251,16 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Du
 		add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
 			"request's own deadline or attempt limit (%s)%s", name, yours(own), ref))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(o.Class) != "":
-		add(fmt.Sprintf("the transport's %s ended the request before the bound under audit: "+
-			"keep it longer than that%s", classSetting(o.Class), ref))
+		limit := s.policy.AttemptTimeout
+		if name, own := sub.stageBound(o.Stage); s.Contract != "" && limit > 0 && own > limit && contractFix[s.Contract] != "" {
+			// The transport's bound is the longer: it fired because the
+			// layer's attempt limit did not.
+			add(fmt.Sprintf("in the retry layer: %s: the transport's %s (%v) ended the attempt that the "+
+				"attempt limit (%v) should have", contractFix[s.Contract], name, own, limit))
+		} else {
+			add(fmt.Sprintf("the transport's %s ended the request before the bound under audit: "+
+				"keep it longer than that%s", classSetting(o.Class), ref))
+		}
 	}
 	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
 		switch o.Fate.Reason {

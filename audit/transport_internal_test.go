@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connaudit/connaudit/internal/vocab"
+	"github.com/connaudit/connaudit/retry"
 )
 
 // TestWhyNoHTTP2 follows net/http's rules for when a Transport attempts
@@ -84,7 +85,8 @@ func TestFixFor(t *testing.T) {
 	connect := Scenario{Name: "connect-hang", Expect: Expect{Class: vocab.ClassConnectTimeout, Stage: vocab.StageConnect}}
 	stall := Scenario{Name: "stall-mid-body", Expect: Expect{Class: vocab.ClassBodyIdleTimeout, Stage: vocab.StageBody}}
 	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6", Bound: "attempt limit 150ms",
-		Expect: Expect{Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}}
+		Expect: Expect{Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders},
+		policy: retry.Policy{AttemptTimeout: 150 * time.Millisecond}}
 	okReused := Scenario{Name: "ok", Bound: "-", Expect: Expect{Class: vocab.ClassOK, Fate: &Fate{Reused: true}}}
 	unbounded := func(stage vocab.Stage) Observed {
 		return Observed{ClientAttempts: 1, Unbounded: true, UnboundedStage: stage, Class: vocab.ClassDeadline, Stage: stage}
@@ -112,6 +114,12 @@ func TestFixFor(t *testing.T) {
 		{"a layer retrying with no header bound", plain, a6,
 			Observed{ClientAttempts: 2, Unbounded: true, UnboundedStage: vocab.StageAwaitHeaders, Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}, nil,
 			[]string{"set ResponseHeaderTimeout", "in the retry layer: " + contractFix["A6"]}},
+		{"a layer without an attempt limit", describe(&http.Transport{ResponseHeaderTimeout: time.Second}), a6,
+			Observed{ClientAttempts: 2, Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}, nil,
+			[]string{"in the retry layer: " + contractFix["A6"] + ": the transport's ResponseHeaderTimeout (1s) ended the attempt that the attempt limit (150ms) should have"}},
+		{"a header bound below the attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 100 * time.Millisecond}), a6,
+			Observed{ClientAttempts: 1, Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}, nil,
+			[]string{"the transport's ResponseHeaderTimeout ended the request before the bound under audit: keep it longer than that"}},
 		{"no TLS bound", plain, tlsStall, unbounded(vocab.StageTLS), nil, []string{"set TLSHandshakeTimeout"}},
 		{"no dial bound", plain, connect, unbounded(vocab.StageConnect), nil, []string{"net.Dialer", "Timeout"}},
 		{"own dialer", own, connect, unbounded(vocab.StageConnect), nil,
