@@ -139,6 +139,27 @@ func (sub subject) ownBound(s Scenario) (string, time.Duration) {
 	return "", 0
 }
 
+// tie says so, for a contract whose attempt either the transport's
+// ResponseHeaderTimeout or the retry layer's attempt limit ends, when the
+// two are too close (within a tenth of the limit) for one to be sure to
+// fire first: which did is then a race between two timers, and no verdict
+// may rest on it. "" otherwise.
+func (sub subject) tie(s Scenario) string {
+	limit := s.policy.AttemptTimeout
+	if sub.reference || s.Contract == "" || sub.rht <= 0 || limit <= 0 || s.Expect.Stage != vocab.StageAwaitHeaders ||
+		(s.Expect.Class != vocab.ClassResponseHeaderTimeout && s.Expect.Class != vocab.ClassDeadline) {
+		return ""
+	}
+	if sub.rht < limit-limit/10 || sub.rht > limit+limit/10 {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s ResponseHeaderTimeout (%v) and the attempt limit (%v): either may end the attempt first, "+
+		"so which did is no verdict", s.Contract, tiePrefix, sub.rht, limit)
+}
+
+// tiePrefix marks the mismatch tie returns.
+const tiePrefix = "too close to tell apart:"
+
 // stageBound returns the transport's own bound on a stage, if the runner
 // can see it: it ends a request at that stage whatever the scenario
 // expects to end it (an attempt limit, a deadline) does or fails to do.
@@ -245,6 +266,12 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Du
 				add("in the retry layer: " + layer)
 			}
 		}
+	case sub.tie(s) != "":
+		side := "below it, so that a read timeout is told from an attempt timeout"
+		if e.Class == vocab.ClassDeadline {
+			side = "above it, so that the attempt limit ends the attempt"
+		}
+		add(fmt.Sprintf("set ResponseHeaderTimeout well apart from the retry layer's attempt limit: %s%s", side, ref))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
 		name := classSetting(e.Class)
 		_, own := sub.ownBound(s)

@@ -87,6 +87,9 @@ func TestFixFor(t *testing.T) {
 	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6", Bound: "attempt limit 150ms",
 		Expect: Expect{Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders},
 		policy: retry.Policy{AttemptTimeout: 150 * time.Millisecond}}
+	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7", Bound: "ResponseHeaderTimeout 150ms < attempt limit 3s",
+		Expect: Expect{Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders},
+		policy: retry.Policy{AttemptTimeout: 3 * time.Second}}
 	okReused := Scenario{Name: "ok", Bound: "-", Expect: Expect{Class: vocab.ClassOK, Fate: &Fate{Reused: true}}}
 	unbounded := func(stage vocab.Stage) Observed {
 		return Observed{ClientAttempts: 1, Unbounded: true, UnboundedStage: stage, Class: vocab.ClassDeadline, Stage: stage}
@@ -120,6 +123,12 @@ func TestFixFor(t *testing.T) {
 		{"a header bound below the attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 100 * time.Millisecond}), a6,
 			Observed{ClientAttempts: 1, Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}, nil,
 			[]string{"the transport's ResponseHeaderTimeout ended the request before the bound under audit: keep it longer than that"}},
+		{"a header bound tied with the attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 3 * time.Second}), a7,
+			Observed{ClientAttempts: 1, Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}, nil,
+			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: below it"}},
+		{"a header bound tied with a short attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 150 * time.Millisecond}), a6,
+			Observed{ClientAttempts: 1, Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}, nil,
+			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: above it"}},
 		{"no TLS bound", plain, tlsStall, unbounded(vocab.StageTLS), nil, []string{"set TLSHandshakeTimeout"}},
 		{"no dial bound", plain, connect, unbounded(vocab.StageConnect), nil, []string{"net.Dialer", "Timeout"}},
 		{"own dialer", own, connect, unbounded(vocab.StageConnect), nil,
@@ -181,4 +190,30 @@ func TestTableFits(t *testing.T) {
 	}
 	require.Equal(t, []string{"  - a b"}, wrap("a   b", "  - ", "    ", 40))
 	require.Equal(t, []string{"  - "}, wrap("", "  - ", "    ", 40))
+}
+
+// TestTie: a header bound within a tenth of the attempt limit is too close
+// to call, either side; one further off is not; the reference pool, a
+// scenario that is no contract, and one of another stage never tie.
+func TestTie(t *testing.T) {
+	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7",
+		Expect: Expect{Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders},
+		policy: retry.Policy{AttemptTimeout: 3 * time.Second}}
+	rht := func(d time.Duration) subject { return describe(&http.Transport{ResponseHeaderTimeout: d}) }
+	for d, tie := range map[time.Duration]bool{
+		2699 * time.Millisecond: false, 2700 * time.Millisecond: true, 3 * time.Second: true,
+		3300 * time.Millisecond: true, 3301 * time.Millisecond: false, 0: false,
+	} {
+		got := rht(d).tie(a7)
+		require.Equal(t, tie, got != "", "%v: %q", d, got)
+	}
+	require.Equal(t, "A7: too close to tell apart: ResponseHeaderTimeout (3s) and the attempt limit (3s): either may end "+
+		"the attempt first, so which did is no verdict", rht(3*time.Second).tie(a7))
+	require.Empty(t, subject{reference: true, rht: 3 * time.Second}.tie(a7))
+	other := a7
+	other.Contract = ""
+	require.Empty(t, rht(3*time.Second).tie(other))
+	other = a7
+	other.Expect.Stage = vocab.StageBody
+	require.Empty(t, rht(3*time.Second).tie(other))
 }
