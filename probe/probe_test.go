@@ -164,6 +164,7 @@ func TestHTTP2(t *testing.T) {
 	require.NotNil(t, rep.TLS)
 	require.Equal(t, "h2", rep.TLS.ALPN)
 	require.Equal(t, int(rep.Dials), rep.TLS.Versions["TLS 1.3"])
+	dropRacedResumption(t, rep)
 	requireFindings(t, rep)
 }
 

@@ -390,6 +390,7 @@ func TestH2UnusedDials(t *testing.T) {
 	}
 	require.Equal(t, 7, unused, "%v %+v", rep.ClosedBy, rep.Connections)
 	require.Equal(t, map[string]int{"h2": 1}, rep.Protocols)
+	dropRacedResumption(t, rep)
 	requireFindings(t, rep, "h2-unused-dials")
 	f, _ := rep.Has("h2-unused-dials")
 	require.Contains(t, f.Message, "dialed 7 HTTP/2 connection(s) it never used")
