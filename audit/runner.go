@@ -133,9 +133,10 @@ func Protocols(p http.Protocols) Option {
 
 // GuardDeadline sets how long a faulted request may run before the runner
 // ends it and reports the scenario unbounded. By default it is three times
-// the scenario's own wait plus a second, at least 2s; for a scenario whose
-// bound is a ResponseHeaderTimeout or TLSHandshakeTimeout that the audited
-// transport sets (up to 10s), at least that bound plus a second. It must
+// the scenario's own wait plus a second, at least 2s; for a scenario that
+// ends, or hangs, at a stage the audited transport bounds with its
+// ResponseHeaderTimeout or TLSHandshakeTimeout (up to 10s), at least that
+// bound plus a second. It must
 // exceed every bound under audit: a dial bound of the transport's own
 // DialContext, which the runner cannot see, included.
 func GuardDeadline(d time.Duration) Option {
