@@ -22,9 +22,11 @@
 //
 // A client with no bound on the faulted stage does not hang the run: a guard
 // deadline ends the request and the scenario fails as "unbounded: no
-// timeout fired at stage X". Every failure says what fixes it
-// ([Result.Fix]): the http.Transport setting that bounds the stage, or the
-// one that explains the connection's fate. A server that saw more requests
+// timeout fired at stage X" (a retry layer's call of several attempts: "the
+// call had not ended …", with the attempts it started after its context
+// ended). Every failure says what fixes it ([Result.Fix]): the
+// http.Transport setting that bounds the stage, the one that explains the
+// connection's fate, or what the retry layer must do. A server that saw more requests
 // than the client made attempts is reported as a hidden transport retry.
 //
 // [Protocols] says which protocols the client is meant to speak. The
