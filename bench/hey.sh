@@ -41,21 +41,11 @@ for tool in "$nginx" hey jq curl; do
 done
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-tmp=$(mktemp -d)
 # shellcheck source=nginx.sh
 . "$here/nginx.sh"
 # shellcheck source=stats.sh
 . "$here/stats.sh"
-cleanup() {
-	stop_nginx
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-(cd "$root" && go build -o "$tmp/connaudit" ./cmd/connaudit)
-
-start_nginx "$tmp/nginx"
+nginx_bench "$(dirname "$here")"
 
 run_hey() {
 	hey -n "$N" -c "$1" "$url" >"$tmp/hey.out"

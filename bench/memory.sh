@@ -17,18 +17,9 @@ set -euo pipefail
 SIZES=${SIZES:-"10000 1000000"}
 C=${C:-8}
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-tmp=$(mktemp -d)
 # shellcheck source=nginx.sh
 . "$here/nginx.sh"
-cleanup() {
-	stop_nginx
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-(cd "$root" && go build -o "$tmp/connaudit" ./cmd/connaudit)
-start_nginx "$tmp/nginx"
+nginx_bench "$(dirname "$here")"
 
 # measure LABEL ARGS... runs the probe with ARGS and prints its line; it
 # sets rss to the maximum RSS in kB.

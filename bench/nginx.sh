@@ -1,9 +1,11 @@
 # nginx.sh: starting and stopping a local nginx for the bench scripts.
-# Source it; it defines two functions and the variables nginx_pid and url.
+# Source it; it defines three functions and the variables nginx_pid, url
+# and tmp.
 # Needs nginx and curl.
 
 nginx_pid=""
 url=""
+tmp=""
 
 # start_nginx DIR starts nginx on a free loopback port with a temporary
 # configuration in DIR: one worker, no access log, keep-alive without a
@@ -63,4 +65,15 @@ stop_nginx() {
 		wait "$nginx_pid" 2>/dev/null || true
 		nginx_pid=""
 	fi
+}
+
+# nginx_bench ROOT readies a bench script run against nginx: a temporary
+# directory in tmp, the command built from the module at ROOT into
+# $tmp/connaudit, nginx started (url set); nginx stopped and the directory
+# removed when the script exits.
+nginx_bench() {
+	tmp=$(mktemp -d)
+	trap 'stop_nginx; rm -rf "$tmp"' EXIT
+	(cd "$1" && go build -o "$tmp/connaudit" ./cmd/connaudit)
+	start_nginx "$tmp/nginx"
 }
