@@ -218,8 +218,7 @@ func pluralSuffix(n int) string {
 func connText(o Observed) string {
 	f := o.Fate
 	switch {
-	case o.Unbounded && (o.UnboundedStage == vocab.StageConnect || o.UnboundedStage == vocab.StageTLS ||
-		o.UnboundedStage == vocab.StageDNS):
+	case o.Unbounded && vocab.SetupStage(o.UnboundedStage):
 		return "dialing"
 	case f.None:
 		return "-"

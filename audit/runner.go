@@ -136,9 +136,9 @@ func Protocols(p http.Protocols) Option {
 // the scenario's own wait plus a second, at least 2s; for a scenario that
 // ends, or hangs, at a stage the audited transport bounds with its
 // ResponseHeaderTimeout or TLSHandshakeTimeout (up to 10s), at least that
-// bound plus a second. It must
-// exceed every bound under audit: a dial bound of the transport's own
-// DialContext, which the runner cannot see, included.
+// bound plus a second. It must exceed every bound under audit: a dial
+// bound of the transport's own DialContext, which the runner cannot see,
+// included.
 func GuardDeadline(d time.Duration) Option {
 	return optionFunc(func(r *Runner) error {
 		if d <= 0 {
@@ -178,8 +178,9 @@ func NewRunner(opts ...Option) (*Runner, error) {
 // Run runs scenarios one after the other and reports on all of them. It
 // stops early only when ctx ends: the scenario it cut and those not
 // started by then are reported skipped ([Result.Skipped]), with no
-// verdict; the report is incomplete and not OK. Scenarios over a protocol not meant, or that the transport cannot
-// speak, are reported skipped ([Protocols]).
+// verdict; the report is incomplete and not OK. Scenarios over a protocol
+// not meant, or that the transport cannot speak, are reported skipped
+// ([Protocols]).
 func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 	start := time.Now()
 	rep := Report{Transport: r.transportName, Protocols: r.meantText(), GoVersion: runtime.Version()}
@@ -203,18 +204,18 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 		if ctx.Err() != nil {
 			rep.Incomplete = true
 		}
+		if res.Skipped == "" {
+			rep.Wait += s.Wait
+		}
 		switch {
 		case res.Skipped != "":
 			rep.Skipped++
 		case res.NotConfigurable != "":
 			rep.NotConfigurable++
-			rep.Wait += s.Wait
 		case res.Pass:
 			rep.Passed++
-			rep.Wait += s.Wait
 		default:
 			rep.Failed++
-			rep.Wait += s.Wait
 		}
 		if r.progress != nil {
 			r.progress(res)
@@ -317,11 +318,7 @@ func (r *Runner) guardFor(s Scenario, sub subject) time.Duration {
 	// Three times the scenario's own wait: a loaded machine's timers
 	// fire late, and a trickle of 24 waits must not meet the guard.
 	g := max(2*time.Second, 3*s.Wait+time.Second)
-	_, own := sub.ownBound(s)
-	if _, d := sub.stageBound(s.Expect.Stage); d > own {
-		own = d
-	}
-	if own > 0 && own <= maxOwnGuard {
+	if _, own := sub.stageBound(s.Expect.Stage); own > 0 && own <= maxOwnGuard {
 		g = max(g, own+time.Second)
 	}
 	return g
@@ -414,12 +411,10 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	if driveErr != nil {
 		res.Mismatches = append(res.Mismatches, "run: "+driveErr.Error())
 	}
-	var late, inFlight int
-	if unbounded {
-		late, inFlight = r.observe(s, e, guardEnd)
-	} else {
-		r.observe(s, e, time.Time{})
+	if !unbounded {
+		guardEnd = time.Time{}
 	}
+	late, inFlight := r.observe(s, e, guardEnd)
 	switch {
 	case unbounded && obs.ClientAttempts > 1:
 		// A retry layer's call: the attempts before may have ended at
@@ -446,8 +441,7 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	// Recovery: the same pool serves /ok.
 	r.recover(ctx, e)
 	check := r.recovery
-	dialing := unbounded && (obs.UnboundedStage == vocab.StageConnect || obs.UnboundedStage == vocab.StageTLS ||
-		obs.UnboundedStage == vocab.StageDNS)
+	dialing := unbounded && vocab.SetupStage(obs.UnboundedStage)
 	if dialing {
 		// Nothing bounds the dial, which net/http goes on with after
 		// the request ended: it cannot settle while the fault holds it.

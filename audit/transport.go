@@ -124,21 +124,6 @@ func (s subject) speaks(p Proto) (ok bool, why, fix string) {
 // deadline waits for by default.
 const maxOwnGuard = 10 * time.Second
 
-// ownBound returns the transport's own bound on the failure s expects, if
-// the runner can see it: ResponseHeaderTimeout, TLSHandshakeTimeout.
-func (sub subject) ownBound(s Scenario) (string, time.Duration) {
-	if sub.reference {
-		return "", 0
-	}
-	switch s.Expect.Class {
-	case vocab.ClassResponseHeaderTimeout:
-		return "ResponseHeaderTimeout", sub.rht
-	case vocab.ClassTLSHandshakeTimeout:
-		return "TLSHandshakeTimeout", sub.tlsht
-	}
-	return "", 0
-}
-
 // tie says so, for a contract whose attempt either the transport's
 // ResponseHeaderTimeout or the retry layer's attempt limit ends, when the
 // two are too close (within a tenth of the limit) for one to be sure to
@@ -153,16 +138,14 @@ func (sub subject) tie(s Scenario) string {
 	if sub.rht < limit-limit/10 || sub.rht > limit+limit/10 {
 		return ""
 	}
-	return fmt.Sprintf("%s: %s ResponseHeaderTimeout (%v) and the attempt limit (%v): either may end the attempt first, "+
-		"so which did is no verdict", s.Contract, tiePrefix, sub.rht, limit)
+	return fmt.Sprintf("%s: too close to tell apart: ResponseHeaderTimeout (%v) and the attempt limit (%v): "+
+		"either may end the attempt first, so which did is no verdict", s.Contract, sub.rht, limit)
 }
 
-// tiePrefix marks the mismatch tie returns.
-const tiePrefix = "too close to tell apart:"
-
 // stageBound returns the transport's own bound on a stage, if the runner
-// can see it: it ends a request at that stage whatever the scenario
-// expects to end it (an attempt limit, a deadline) does or fails to do.
+// can see it: ResponseHeaderTimeout, TLSHandshakeTimeout. It ends a request
+// at that stage whatever the scenario expects to end it (an attempt limit,
+// a deadline) does or fails to do.
 func (sub subject) stageBound(stage httptrace.Stage) (string, time.Duration) {
 	if sub.reference {
 		return "", 0
@@ -274,7 +257,7 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Du
 		add(fmt.Sprintf("set ResponseHeaderTimeout well apart from the retry layer's attempt limit: %s%s", side, ref))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
 		name := classSetting(e.Class)
-		_, own := sub.ownBound(s)
+		_, own := sub.stageBound(e.Stage)
 		add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
 			"request's own deadline or attempt limit (%s)%s", name, yours(own), ref))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(o.Class) != "":

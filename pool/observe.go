@@ -551,17 +551,10 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			return vocab.ClosedByServer, connCloseReason(r.proto)
 		}
 	}
-	if c.readErr == nil && c.protoErr {
+	// The client gave the connection up over what the server sent (an
+	// HTTP/2 connection error, a malformed response).
+	if c.readErr == nil && (c.protoErr || slices.ContainsFunc(reqs, func(r *request) bool { return r.class == vocab.ClassProtocol })) {
 		return vocab.ClosedByClient, vocab.ReasonProtocolError
-	}
-	if c.readErr == nil {
-		for _, r := range reqs {
-			if r.class == vocab.ClassProtocol {
-				// The client gave the connection up over what the server
-				// sent (an HTTP/2 connection error, a malformed response).
-				return vocab.ClosedByClient, vocab.ReasonProtocolError
-			}
-		}
 	}
 	if reason, ok := serverSide(c.readErr); ok {
 		// Idle or not when the server closed, not when the client

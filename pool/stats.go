@@ -179,15 +179,24 @@ func (p *Pool) connsLocked() []Conn {
 func (p *Pool) Conn(id uint64) (Conn, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c := p.conns[id]; c != nil {
+	if c := p.knownLocked(id); c != nil {
 		return c.snapshot(), true
+	}
+	return Conn{}, false
+}
+
+// knownLocked returns connection id, open, dialing or among the closed
+// ones the pool remembers, or nil.
+func (p *Pool) knownLocked(id uint64) *connState {
+	if c := p.conns[id]; c != nil {
+		return c
 	}
 	for _, c := range p.closed {
 		if c.ID == id {
-			return c.snapshot(), true
+			return c
 		}
 	}
-	return Conn{}, false
+	return nil
 }
 
 func (c *connState) snapshot() Conn {
@@ -214,12 +223,7 @@ func init() {
 func (p *Pool) lastAttempt(id uint64) (hook.ConnAttempt, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := p.conns[id]
-	for i := len(p.closed) - 1; c == nil && i >= 0; i-- {
-		if p.closed[i].ID == id {
-			c = p.closed[i]
-		}
-	}
+	c := p.knownLocked(id)
 	if c == nil {
 		return hook.ConnAttempt{}, false
 	}

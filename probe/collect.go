@@ -262,7 +262,7 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if cut {
 		a.cut++
 	} else if isTimeout(tl.Outcome.Class) {
-		if st := tl.Outcome.Stage; setupStage(st) || (tl.Conn.Dialed && st != vocab.StagePoolWait) {
+		if st := tl.Outcome.Stage; vocab.SetupStage(st) || (tl.Conn.Dialed && st != vocab.StagePoolWait) {
 			a.ev.newConnTimeouts[st]++
 		}
 	}

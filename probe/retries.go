@@ -135,12 +135,11 @@ func (r *retryEvidence) judge(rep *Report, idle time.Duration, resets int64) {
 // saw of it.
 func (a *aggregator) judgeRetry(tl *httptrace.Timeline) retryVerdict {
 	var (
-		v       = retryVerdict{rank: -1}
-		conn    uint64
-		got     bool // an attempt is open: a GotConn not yet followed by a GetConn
-		wrote   bool
-		judged  bool
-		lastGot = -1
+		v      = retryVerdict{rank: -1}
+		conn   uint64
+		got    bool // an attempt is open: a GotConn not yet followed by a GetConn
+		wrote  bool
+		judged bool
 	)
 	for i := range tl.Events {
 		e := &tl.Events[i]
@@ -149,7 +148,7 @@ func (a *aggregator) judgeRetry(tl *httptrace.Timeline) retryVerdict {
 		}
 		switch e.Kind {
 		case vocab.KindGotConn:
-			got, conn, wrote, lastGot = true, e.Conn, false, i
+			got, conn, wrote = true, e.Conn, false
 		case vocab.KindWroteHeaders:
 			wrote = true
 		case vocab.KindGetConn:
@@ -160,7 +159,7 @@ func (a *aggregator) judgeRetry(tl *httptrace.Timeline) retryVerdict {
 			got = false
 		}
 	}
-	if !judged || lastGot < 0 {
+	if !judged {
 		// The timeline lost the events that show the attempts (it was
 		// full): nothing says the server did not process them.
 		return retryVerdict{rank: rankPossibly}

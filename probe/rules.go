@@ -483,7 +483,7 @@ func slowNewConnection(f *facts) (Finding, bool) {
 	timeouts := map[httptrace.Stage]int{}
 	timedOut := 0
 	for st, n := range f.ev.newConnTimeouts {
-		if setupStage(st) || f.rep.Stages.Reused.Count > 0 {
+		if vocab.SetupStage(st) || f.rep.Stages.Reused.Count > 0 {
 			timeouts[st] += n
 			timedOut += n
 		}
@@ -521,10 +521,6 @@ func deadlineReached(f *facts) (Finding, bool) {
 	}
 	return found(idDeadlineReached, severityWarn, "the %s deadline stopped the probe: %d of %d requests sent, %d cut short%s",
 		human(f.cfg.deadline), rep.Requests, rep.Requested, rep.Cut, discoveryCut(rep))
-}
-
-func setupStage(st httptrace.Stage) bool {
-	return st == vocab.StageDNS || st == vocab.StageConnect || st == vocab.StageTLS
 }
 
 // servedConns returns the connections that answered at least one

@@ -140,6 +140,12 @@ const (
 	StageBody         Stage = "body"          // reading the response body
 )
 
+// SetupStage reports whether st is a stage of setting a connection up:
+// DNS, connect or TLS.
+func SetupStage(st Stage) bool {
+	return st == StageDNS || st == StageConnect || st == StageTLS
+}
+
 // ConnState is the state of a tracked connection.
 type ConnState string
 
