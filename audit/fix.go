@@ -1,0 +1,190 @@
+package audit
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/vocab"
+)
+
+// stageFix says what bounds stage in an http.Transport and how to set it.
+func (sub subject) stageFix(stage httptrace.Stage) string {
+	switch stage {
+	case vocab.StageDNS, vocab.StageConnect:
+		if sub.ownDial {
+			return "the transport's own DialContext did not end the dial: give its net.Dialer a Timeout, " +
+				"shorter than the audit's guard deadline (or raise audit.GuardDeadline above it)"
+		}
+		return "a net.Dialer's Timeout bounds DNS and connect: set DialContext to the DialContext " +
+			"of a net.Dialer with a Timeout"
+	case vocab.StageTLS:
+		return "set TLSHandshakeTimeout: it bounds the TLS handshake"
+	case vocab.StageAwaitHeaders:
+		return "set ResponseHeaderTimeout: it bounds the wait for the response headers"
+	case vocab.StageBody:
+		return "no http.Transport field bounds a stalled body: pass connaudit's body-idle watchdog, " +
+			"pool.BodyIdleTimeout(d), to audit.WithTransport after the factory (in service, to pool.Track)"
+	case vocab.StagePoolWait:
+		return "no http.Transport field bounds a wait for a connection: give the request a context " +
+			"deadline; MaxConnsPerHost caps the connections it waits for"
+	case vocab.StageWrite:
+		return "no http.Transport field bounds writing the request: give the request a context deadline"
+	}
+	return ""
+}
+
+// classSetting names the setting whose timeout is the class c, or "".
+func classSetting(c httptrace.Class) string {
+	switch c {
+	case vocab.ClassResponseHeaderTimeout:
+		return "ResponseHeaderTimeout"
+	case vocab.ClassTLSHandshakeTimeout:
+		return "TLSHandshakeTimeout"
+	case vocab.ClassConnectTimeout:
+		return "net.Dialer.Timeout"
+	case vocab.ClassBodyIdleTimeout:
+		return "pool.BodyIdleTimeout"
+	}
+	return ""
+}
+
+// yours says the transport's own value of a bound: "yours: none" or
+// "yours: 10s".
+func yours(d time.Duration) string {
+	if d <= 0 {
+		return "yours: none"
+	}
+	return "yours: " + d.String()
+}
+
+// fixFor says what fixes the failure of scenario s as observed, with the
+// guard deadline g that was used: what bounds the stage in an
+// http.Transport and how to set it, or what setting explains the
+// connection's fate.
+func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Duration) string {
+	var fixes []string
+	add := func(f string) {
+		for _, x := range fixes {
+			if x == f {
+				return
+			}
+		}
+		fixes = append(fixes, f)
+	}
+	ref := ""
+	if s.Bound != "" && s.Bound != "-" {
+		ref = " (the catalogue's reference bound: " + s.Bound + ")"
+	}
+	e := s.Expect
+	switch {
+	case o.Unbounded:
+		name, own := sub.stageBound(o.UnboundedStage)
+		layer := ""
+		if s.Contract != "" && o.ClientAttempts > 1 {
+			layer = contractFix[s.Contract]
+		}
+		switch {
+		case own > 0 && own >= g:
+			add(fmt.Sprintf("the transport's %s, %v, is not shorter than the audit's guard deadline (%v): "+
+				"audit.GuardDeadline(%v) lets it fire", name, own, g, own+time.Second) + ref)
+		case own > 0 && layer != "":
+			// Each attempt ends at the transport's bound; the layer's
+			// trying again made the call outlast the guard.
+			add("in the retry layer: " + layer + ref)
+		default:
+			add(sub.stageFix(o.UnboundedStage) + ref)
+			if layer != "" {
+				add("in the retry layer: " + layer)
+			}
+		}
+	case sub.tie(s) != "":
+		side := "below it, so that a read timeout is told from an attempt timeout"
+		if e.Class == vocab.ClassDeadline {
+			side = "above it, so that the attempt limit ends the attempt"
+		}
+		add(fmt.Sprintf("set ResponseHeaderTimeout well apart from the retry layer's attempt limit: %s%s", side, ref))
+	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
+		name := classSetting(e.Class)
+		_, own := sub.stageBound(e.Stage)
+		add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
+			"request's own deadline or attempt limit (%s)%s", name, yours(own), ref))
+	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(o.Class) != "":
+		limit := s.policy.AttemptTimeout
+		if name, own := sub.stageBound(o.Stage); s.Contract != "" && limit > 0 && own > limit && contractFix[s.Contract] != "" {
+			// The transport's bound is the longer: it fired because the
+			// layer's attempt limit did not.
+			add(fmt.Sprintf("in the retry layer: %s: the transport's %s (%v) ended the attempt that the "+
+				"attempt limit (%v) should have", contractFix[s.Contract], name, own, limit))
+		} else {
+			add(fmt.Sprintf("the transport's %s ended the request before the bound under audit: "+
+				"keep it longer than that%s", classSetting(o.Class), ref))
+		}
+	}
+	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
+		switch o.Fate.Reason {
+		case vocab.ReasonKeepAlivesOff:
+			add("DisableKeepAlives closes every connection after one request: unset it to reuse connections")
+		case vocab.ReasonIdleTimeout:
+			add(fmt.Sprintf("IdleConnTimeout (%s) closed the connection before it was reused: keep it "+
+				"longer than the gap between requests and shorter than the server's keep-alive", yours(sub.idle)))
+		case vocab.ReasonIdlePoolFull:
+			add("MaxIdleConnsPerHost (and MaxIdleConns) left no room to keep the connection: raise them")
+		}
+	}
+	if o.HiddenRetry && !e.HiddenRetry {
+		add("net/http sent a replayable request again on a new connection by itself, which nothing " +
+			"turns off: make the endpoint idempotent or send an Idempotency-Key")
+	}
+	for _, m := range mismatches {
+		switch {
+		case strings.HasPrefix(m, "not HTTP/2"):
+			if sub.fixH2 != "" {
+				add(sub.fixH2)
+			} else {
+				add("net/http spoke HTTP/1 where HTTP/2 was offered: check GODEBUG http2client, " +
+					"Protocols, TLSNextProto and ForceAttemptHTTP2")
+			}
+		case strings.Contains(m, "connections open to") && strings.Contains(m, ", cap "):
+			add("MaxConnsPerHost caps HTTP/1 connections only; HTTP/2 dials past it")
+		case strings.HasPrefix(m, lateAttempts):
+			add("in the retry layer: stop once the call's context is done: check ctx.Err() before each " +
+				"attempt, and end a delay when the context ends")
+		case strings.HasPrefix(m, "leak after recovery: open body"), strings.HasPrefix(m, "leak after recovery: active connection"):
+			add("close every response body: one left open pins its connection")
+		}
+	}
+	if len(fixes) == 0 && s.Contract != "" {
+		if f := contractFix[s.Contract]; f != "" {
+			add("in the retry layer: " + f)
+		}
+	}
+	if len(fixes) == 0 {
+		if f := sub.stageFix(e.Stage); f != "" && classSetting(e.Class) != "" {
+			add(f + ref)
+		} else {
+			add("no transport setting explains this: -v shows the faulted request's timeline")
+		}
+	}
+	return strings.Join(fixes, "; ")
+}
+
+// contractFix says, for each retry contract, what a retry layer that broke
+// it must do.
+var contractFix = map[string]string{
+	"A1": "make one attempt for a response that is not retried, and hand its body over",
+	"A2": "retry a 503, up to MaxRetries times, waiting Delay between attempts",
+	"A3": "stop after MaxRetries retries and hand the caller the last 503 itself, not an error",
+	"A4": "retry 503 only: a 404 is final and reaches the caller as it is",
+	"A5": "retry 503 only: a 500 is final (the request may have run) and reaches the caller",
+	"A6": "bound each attempt by AttemptTimeout, and end the call when it fires",
+	"A7": "a read timeout (the transport's ResponseHeaderTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
+	"A8": "count the delays in the total budget: end the call with a deadline error when it runs out during a delay",
+	"A9": "restart the attempt limit on each retry: it bounds one attempt, not all of them",
+	"W1": "replay a POST once when the policy allows it, with its body (GetBody)",
+	"W2": "keep the Idempotency-Key across attempts, so that the server commits once",
+	"W3": "a new Idempotency-Key per attempt defeats it: generate the key once per call",
+	"W4": "never replay a POST unless asked: the server may have committed its write",
+	"H1": "net/http's own re-send cannot be turned off: make the endpoint idempotent",
+}

@@ -1,0 +1,166 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/retry"
+)
+
+// Runner runs scenarios. Build it with [NewRunner].
+type Runner struct {
+	transport     func() *http.Transport
+	transportName string
+	poolOpts      []pool.Option
+	meant         *http.Protocols // nil: either, as the transport speaks
+	guard         time.Duration
+	recovery      time.Duration
+	progress      func(Result)
+	retryName     string
+	retryLayer    func(retry.Policy) (RetryFunc, error)
+}
+
+// Option configures a [Runner].
+type Option interface {
+	apply(*Runner) error
+}
+
+type optionFunc func(*Runner) error
+
+func (f optionFunc) apply(r *Runner) error { return f(r) }
+
+// WithTransport audits the transport that newTransport returns (called once
+// per scenario, and once more by [Runner.Run] to read its protocols)
+// instead of the reference pool: the configuration a team ships, with its
+// own timeouts or their absence. The runner tracks a clone of it
+// ([pool.Track]) capped at one connection per host and trusting the fault
+// server's certificate; the scenarios' own bounds are not applied, so a
+// stage the transport does not bound fails as "unbounded", with the
+// setting that bounds it in [Result.Fix]. name labels the report. poolOpts
+// are applied to the tracked pool, for what a service sets there rather
+// than on the transport, such as [pool.BodyIdleTimeout]: no http.Transport
+// field bounds a stalled body, so without it the stall-mid-body scenarios
+// report that stage unbounded.
+//
+// The transport speaks HTTP/2 in the h2 scenarios when it would in
+// service, by net/http's rules; see [Protocols] for the scenarios of a
+// protocol it cannot speak.
+func WithTransport(name string, newTransport func() *http.Transport, poolOpts ...pool.Option) Option {
+	return optionFunc(func(r *Runner) error {
+		if newTransport == nil {
+			return errors.New("audit: nil transport factory")
+		}
+		r.transport, r.transportName, r.poolOpts = newTransport, name, poolOpts
+		return nil
+	})
+}
+
+// RetryFunc performs req with c, retrying as the retry layer under audit
+// does, and returns what the caller gets: the response, whose body the
+// runner reads and closes, or the error. [retry.Policy.Do] has this shape.
+type RetryFunc func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error)
+
+// WithRetry audits the caller's retry layer instead of package retry in
+// the retry contracts (the scenarios with a [Scenario].Contract): whatever
+// performs a request with its retries, over the client the runner gives it
+// (the audited pool's; it must send every attempt through that client, so
+// that each round trip is counted as an attempt). name labels the report.
+//
+// For each contract the runner calls configure with the contract's policy
+// as a [retry.Policy] — AttemptTimeout (one attempt, through reading the
+// body), TotalTimeout (all attempts and delays), MaxRetries, a fixed Delay,
+// Retryable nil meaning "503 only", and which methods may be replayed
+// (UnsafeRetryNonIdempotent, RetryIdempotencyKey) — and runs the RetryFunc
+// it returns once. configure sets the layer as closely to the policy as
+// the layer allows; when the layer has no equivalent of a setting the
+// contract needs, configure returns an error saying which, and the
+// contract is reported not configurable ([Result.NotConfigurable]) rather
+// than failed. The reference, used without this option, is
+//
+//	func(p retry.Policy) (audit.RetryFunc, error) { return p.Do, nil }
+func WithRetry(name string, configure func(p retry.Policy) (RetryFunc, error)) Option {
+	return optionFunc(func(r *Runner) error {
+		if configure == nil {
+			return errors.New("audit: nil retry layer")
+		}
+		if name == "" {
+			return errors.New("audit: the retry layer needs a name")
+		}
+		r.retryName, r.retryLayer = name, configure
+		return nil
+	})
+}
+
+// Protocols says which protocols the client under audit is meant to speak:
+// HTTP/1 only (p has HTTP1), HTTP/2 only (HTTP2), or both (HTTP1 and
+// HTTP2, as http.DefaultTransport speaks: HTTP/2 where the server offers
+// it, HTTP/1 elsewhere). UnencryptedHTTP2 is ignored: no scenario runs it.
+//
+// Scenarios over a protocol not meant are reported skipped, not failed
+// ("HTTP/2 is not meant"). A protocol meant that the transport cannot
+// speak is a finding ([Report.Findings]) that names why — a DialContext,
+// DialTLSContext or TLSClientConfig of its own without ForceAttemptHTTP2,
+// a non-nil TLSNextProto, Protocols without it, GODEBUG http2client=0 —
+// and the fix; its scenarios are skipped. Without this option either
+// protocol will do: the scenarios of a protocol the transport cannot speak
+// are skipped with that reason and fix, and no finding is made.
+func Protocols(p http.Protocols) Option {
+	return optionFunc(func(r *Runner) error {
+		if !p.HTTP1() && !p.HTTP2() {
+			return errors.New("audit: Protocols allows neither HTTP1 nor HTTP2")
+		}
+		var m http.Protocols
+		m.SetHTTP1(p.HTTP1())
+		m.SetHTTP2(p.HTTP2())
+		r.meant = &m
+		return nil
+	})
+}
+
+// GuardDeadline sets how long a faulted request may run before the runner
+// ends it and reports the scenario unbounded. By default it is three times
+// the scenario's own wait plus a second, at least 2s; for a scenario that
+// ends, or hangs, at a stage the audited transport bounds with its
+// ResponseHeaderTimeout or TLSHandshakeTimeout (up to 10s), at least that
+// bound plus a second. It must exceed every bound under audit: a dial
+// bound of the transport's own DialContext, which the runner cannot see,
+// included.
+func GuardDeadline(d time.Duration) Option {
+	return optionFunc(func(r *Runner) error {
+		if d <= 0 {
+			return fmt.Errorf("audit: guard deadline %v must be positive", d)
+		}
+		r.guard = d
+		return nil
+	})
+}
+
+// OnResult calls f after each scenario, run or skipped for its protocol,
+// for progress output: a scenario that waits out the guard deadline (a
+// stage the transport does not bound) is reported as it ends, with the
+// setting that bounds it.
+func OnResult(f func(Result)) Option {
+	return optionFunc(func(r *Runner) error {
+		r.progress = f
+		return nil
+	})
+}
+
+// NewRunner returns a runner.
+func NewRunner(opts ...Option) (*Runner, error) {
+	r := &Runner{recovery: 3 * time.Second, transportName: "connaudit reference pool (MaxConnsPerHost=1)",
+		retryName: "connaudit retry (reference)"}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("audit: nil option")
+		}
+		if err := o.apply(r); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
