@@ -14,8 +14,8 @@ func (sub subject) stageFix(stage httptrace.Stage) string {
 	switch stage {
 	case vocab.StageDNS, vocab.StageConnect:
 		if sub.ownDial {
-			return "the transport's own DialContext did not end the dial: give its net.Dialer a Timeout, " +
-				"shorter than the audit's guard deadline (or raise audit.GuardDeadline above it)"
+			return "the transport's own DialContext did not end the dial: give its net.Dialer a Timeout " +
+				"within the audit's guard deadline (or raise audit.GuardDeadline above it)"
 		}
 		return "a net.Dialer's Timeout bounds DNS and connect: set DialContext to the DialContext " +
 			"of a net.Dialer with a Timeout"
@@ -60,10 +60,11 @@ func yours(d time.Duration) string {
 }
 
 // fixFor says what fixes the failure of scenario s as observed, with the
-// guard deadline g that was used: what bounds the stage in an
-// http.Transport and how to set it, or what setting explains the
-// connection's fate.
-func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Duration) string {
+// guard deadline in force: what bounds the stage in an http.Transport and
+// how to set it, what the retry layer must do, or what setting explains
+// the connection's fate. beyond is the bound the guard did not wait for,
+// being longer than the deadline, if that is what ended the call.
+func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline time.Duration, beyond *bound) string {
 	var fixes []string
 	add := func(f string) {
 		for _, x := range fixes {
@@ -73,29 +74,26 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Du
 		}
 		fixes = append(fixes, f)
 	}
-	ref := ""
-	if s.Bound != "" && s.Bound != "-" {
-		ref = " (the catalogue's reference bound: " + s.Bound + ")"
-	}
 	e := s.Expect
+	layer := ""
+	if s.Contract != "" {
+		layer = layerFix(s, o)
+	}
 	switch {
+	case beyond != nil:
+		add(fmt.Sprintf("audit.GuardDeadline(%v) waits for the client's %v bound on stage %s to fire; or keep "+
+			"that bound within the guard deadline (%v)", beyond.d, beyond.d, o.UnboundedStage, deadline))
 	case o.Unbounded:
-		name, own := sub.stageBound(o.UnboundedStage)
-		layer := ""
-		if s.Contract != "" && o.ClientAttempts > 1 {
-			layer = contractFix[s.Contract]
-		}
+		_, own := sub.stageBound(o.UnboundedStage)
+		multi := s.Contract != "" && o.ClientAttempts > 1
 		switch {
-		case own > 0 && own >= g:
-			add(fmt.Sprintf("the transport's %s, %v, is not shorter than the audit's guard deadline (%v): "+
-				"audit.GuardDeadline(%v) lets it fire", name, own, g, own+time.Second) + ref)
-		case own > 0 && layer != "":
+		case own > 0 && multi:
 			// Each attempt ends at the transport's bound; the layer's
 			// trying again made the call outlast the guard.
-			add("in the retry layer: " + layer + ref)
+			add("in the retry layer: " + layer)
 		default:
-			add(sub.stageFix(o.UnboundedStage) + ref)
-			if layer != "" {
+			add(sub.stageFix(o.UnboundedStage))
+			if multi || (s.Contract != "" && s.policy.AttemptTimeout > 0 && e.Class == vocab.ClassDeadline) {
 				add("in the retry layer: " + layer)
 			}
 		}
@@ -104,22 +102,22 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Du
 		if e.Class == vocab.ClassDeadline {
 			side = "above it, so that the attempt limit ends the attempt"
 		}
-		add(fmt.Sprintf("set ResponseHeaderTimeout well apart from the retry layer's attempt limit: %s%s", side, ref))
+		add(fmt.Sprintf("set ResponseHeaderTimeout well apart from the retry layer's attempt limit: %s", side))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
 		name := classSetting(e.Class)
 		_, own := sub.stageBound(e.Stage)
 		add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
-			"request's own deadline or attempt limit (%s)%s", name, yours(own), ref))
+			"request's own deadline or attempt limit (%s)", name, yours(own)))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(o.Class) != "":
 		limit := s.policy.AttemptTimeout
-		if name, own := sub.stageBound(o.Stage); s.Contract != "" && limit > 0 && own > limit && contractFix[s.Contract] != "" {
+		if name, own := sub.stageBound(o.Stage); s.Contract != "" && limit > 0 && own > limit && layer != "" {
 			// The transport's bound is the longer: it fired because the
 			// layer's attempt limit did not.
 			add(fmt.Sprintf("in the retry layer: %s: the transport's %s (%v) ended the attempt that the "+
-				"attempt limit (%v) should have", contractFix[s.Contract], name, own, limit))
+				"attempt limit (%v) should have", layer, name, own, limit))
 		} else {
 			add(fmt.Sprintf("the transport's %s ended the request before the bound under audit: "+
-				"keep it longer than that%s", classSetting(o.Class), ref))
+				"keep it longer than that", classSetting(o.Class)))
 		}
 	}
 	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
@@ -155,14 +153,12 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Du
 			add("close every response body: one left open pins its connection")
 		}
 	}
-	if len(fixes) == 0 && s.Contract != "" {
-		if f := contractFix[s.Contract]; f != "" {
-			add("in the retry layer: " + f)
-		}
+	if len(fixes) == 0 && layer != "" {
+		add("in the retry layer: " + layer)
 	}
 	if len(fixes) == 0 {
 		if f := sub.stageFix(e.Stage); f != "" && classSetting(e.Class) != "" {
-			add(f + ref)
+			add(f)
 		} else {
 			add("no transport setting explains this: -v shows the faulted request's timeline")
 		}
@@ -187,4 +183,39 @@ var contractFix = map[string]string{
 	"W3": "a new Idempotency-Key per attempt defeats it: generate the key once per call",
 	"W4": "never replay a POST unless asked: the server may have committed its write",
 	"H1": "net/http's own re-send cannot be turned off: make the endpoint idempotent",
+}
+
+// layerFix says what the retry layer under audit must do for the contract
+// of s, from what it was seen to do: the rule it broke, or the policy
+// field it did not apply. "" when nothing it did explains the failure.
+func layerFix(s Scenario, o Observed) string {
+	e, p := s.Expect, s.policy
+	post := strings.HasPrefix(s.subject, "the POST")
+	timeout := e.Class != vocab.ClassOK && e.Stage != ""
+	switch {
+	case o.Unbounded || o.ClientAttempts == 0:
+	case timeout && o.Class != e.Class:
+		// An attempt limit or a read timeout that did not end the
+		// attempt as it should have: that, before what came of it.
+	case o.ClientAttempts > e.ClientAttempts && s.subject == "503" && e.Class == vocab.ClassDeadline:
+		return fmt.Sprintf("apply TotalTimeout (%v) to the attempts and the delays between them: end the call "+
+			"with a deadline error when it runs out", p.TotalTimeout)
+	case o.ClientAttempts > e.ClientAttempts && (s.subject == "503" || post && s.Contract != "W4"):
+		return fmt.Sprintf("apply MaxRetries: stop after %d retries (%d attempts), and hand the caller the last response",
+			p.MaxRetries, p.MaxRetries+1)
+	case o.ClientAttempts > e.ClientAttempts && post:
+		return "never replay a POST unless the policy allows it (UnsafeRetryNonIdempotent, RetryIdempotencyKey): " +
+			"the server may have committed its write"
+	case o.ClientAttempts > e.ClientAttempts:
+		return fmt.Sprintf("retry 503 only (a nil Retryable): %s is final and reaches the caller as it is", s.subject)
+	case o.ClientAttempts < e.ClientAttempts && post:
+		return "replay the POST as the policy allows, with its body (GetBody)"
+	case o.ClientAttempts < e.ClientAttempts:
+		return fmt.Sprintf("retry a 503, up to MaxRetries (%d) times, waiting Delay (%v) between attempts", p.MaxRetries, p.Delay)
+	case e.Class == vocab.ClassOK && o.Class != vocab.ClassOK && e.Status != 0 && o.Status == e.Status:
+		return fmt.Sprintf("hand the caller the last response (%d) itself, not an error", e.Status)
+	case e.Writes != nil && o.Writes > *e.Writes && s.Contract == "W2":
+		return "keep the Idempotency-Key across attempts, so that the server commits once"
+	}
+	return contractFix[s.Contract]
 }

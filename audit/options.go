@@ -95,6 +95,60 @@ func WithRetry(name string, configure func(p retry.Policy) (RetryFunc, error)) O
 	})
 }
 
+// WithRetryTransport audits a retry layer written as an
+// http.RoundTripper — the most common shape in Go services — instead of
+// package retry in the retry contracts, as [WithRetry] does for one
+// written as a function. For each contract the runner calls configure
+// with the RoundTripper below the layer (the audited pool's, which counts
+// every round trip as an attempt) and the contract's [retry.Policy], and
+// sends the contract's request through an http.Client whose Transport is
+// the RoundTripper configure returns. configure sets the layer as closely
+// to the policy as the layer allows; an error says which setting it has no
+// equivalent of, and the contract is reported not configurable.
+//
+//	audit.WithRetryTransport("ours", func(base http.RoundTripper, p retry.Policy) (http.RoundTripper, error) {
+//		return &ourRetrier{next: base, retries: p.MaxRetries, delay: p.Delay}, nil
+//	})
+func WithRetryTransport(name string, configure func(base http.RoundTripper, p retry.Policy) (http.RoundTripper, error)) Option {
+	return optionFunc(func(r *Runner) error {
+		if configure == nil {
+			return errors.New("audit: nil retry layer")
+		}
+		if name == "" {
+			return errors.New("audit: the retry layer needs a name")
+		}
+		r.retryName = name
+		r.retryLayer = func(p retry.Policy) (RetryFunc, error) {
+			base := &below{}
+			rt, err := configure(base, p)
+			if err != nil {
+				return nil, err
+			}
+			if rt == nil {
+				return nil, errors.New("the retry layer's configure returned no RoundTripper")
+			}
+			return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+				base.rt = c.Transport
+				client := *c
+				client.Transport = rt
+				return client.Do(req.WithContext(ctx))
+			}, nil
+		}
+		return nil
+	})
+}
+
+// below is the RoundTripper a retry layer under audit is built on: the
+// client's of the call it makes, known once the call is made.
+type below struct{ rt http.RoundTripper }
+
+func (b *below) RoundTrip(req *http.Request) (*http.Response, error) {
+	if b.rt == nil {
+		return nil, errors.New("audit: the retry layer made a round trip outside the call")
+	}
+	return b.rt.RoundTrip(req)
+}
+
 // Protocols says which protocols the client under audit is meant to speak:
 // HTTP/1 only (p has HTTP1), HTTP/2 only (HTTP2), or both (HTTP1 and
 // HTTP2, as http.DefaultTransport speaks: HTTP/2 where the server offers
@@ -121,14 +175,27 @@ func Protocols(p http.Protocols) Option {
 	})
 }
 
-// GuardDeadline sets how long a faulted request may run before the runner
-// ends it and reports the scenario unbounded. By default it is three times
-// the scenario's own wait plus a second, at least 2s; for a scenario that
-// ends, or hangs, at a stage the audited transport bounds with its
-// ResponseHeaderTimeout or TLSHandshakeTimeout (up to 10s), at least that
-// bound plus a second. It must exceed every bound under audit: a dial
-// bound of the transport's own DialContext, which the runner cannot see,
-// included.
+// GuardDeadline sets the longest bound of the client's that the runner
+// waits for: 10s by default. No bound of the client's is ever judged by
+// racing it:
+//
+//   - A bound the runner sees — the transport's DialContext as a
+//     net.Dialer's with its Timeout, TLSHandshakeTimeout,
+//     ResponseHeaderTimeout, pool options after the factory such as
+//     pool.BodyIdleTimeout, and package retry's budgets in the retry
+//     contracts — is waited for from when its clock starts, and half as
+//     long again (at least a second), so that it fires first.
+//   - A bound it cannot see — a dial function of the transport's own, the
+//     caller's retry layer — is waited for up to d and half again; the
+//     verdict is whatever the client did by then, and a note says when its
+//     bound ended the stage ("connect ended by the client after 2.00s").
+//   - A stage still in progress then, or one that nothing the runner sees
+//     can end (a zero ResponseHeaderTimeout, a net.Dialer without a
+//     Timeout) once the scenario's own guard has passed (three times its
+//     wait and a second, at least 2s), is reported unbounded.
+//   - A bound it sees that is longer than d is not waited for: the
+//     scenario fails as "beyond the guard", with the GuardDeadline that
+//     would judge it, and is never called unbounded.
 func GuardDeadline(d time.Duration) Option {
 	return optionFunc(func(r *Runner) error {
 		if d <= 0 {

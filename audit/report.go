@@ -22,8 +22,9 @@ const textWidth = 100
 // WriteText writes the report as a table that fits 100 columns — scenario,
 // observed outcome, requests the client sent and the server saw (with
 // writes committed and hidden retries), what became of the faulted
-// request's connection (reused, open, "-" for none, or why it was closed),
-// time, result — with every mismatch of a failed scenario and its fix
+// request's connection ([FateKind]: reused, open, closed, none; dialing
+// when the guard ended a dial), time, result — with who closed the
+// connection and why, and every mismatch of a failed scenario and its fix,
 // directly under its row, then the reasons scenarios were skipped, the
 // findings and the totals. A skipped scenario's row says "not run" (or
 // "cut: no verdict", when the run ended while it ran) and SKIP. With verbose, each scenario's fault, reference bound, notes and
@@ -57,18 +58,14 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 		if o.Unbounded {
 			got = "unbounded"
 		}
-		sent := fmt.Sprintf("%d/%d", o.ClientAttempts, o.ServerRequests)
-		if res.Expected.Writes != nil {
-			sent += fmt.Sprintf(" w%d", o.Writes)
-		}
-		if o.HiddenRetry {
-			sent += " hidden"
-		}
 		result := "PASS"
 		if !res.Pass {
 			result = "FAIL"
 		}
 		var under []string
+		if f := o.Fate; f.ClosedBy != "" && !o.Unbounded && o.Beyond == "" {
+			under = append(under, fmt.Sprintf("  closed by %s: %s", f.ClosedBy, redact.Printable(string(f.Reason))))
+		}
 		if !res.Pass {
 			for _, m := range res.Mismatches {
 				under = append(under, wrap(redact.Printable(firstLine(m)), "  - ", "    ", textWidth)...)
@@ -77,7 +74,7 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 				under = append(under, wrap(redact.Printable(res.Fix), "  fix: ", "    ", textWidth)...)
 			}
 		}
-		t.add(name, got, sent, redact.Printable(connText(o)), fmt.Sprintf("%.3fs", res.Elapsed.Seconds()), result)
+		t.add(name, got, sentText(res), connText(o), fmt.Sprintf("%.3fs", res.Elapsed.Seconds()), result)
 		t.under(under...)
 	}
 	t.write(&b, textWidth)
@@ -216,18 +213,35 @@ func pluralSuffix(n int) string {
 // "dialing" when the guard ended the request while nothing bounded its
 // dial.
 func connText(o Observed) string {
-	f := o.Fate
-	switch {
-	case o.Unbounded && vocab.SetupStage(o.UnboundedStage):
-		return "dialing"
-	case f.None:
-		return "-"
-	case f.ClosedBy != "":
-		return string(f.Reason)
-	case f.Reused:
-		return "reused"
+	if o.Unbounded || o.Beyond != "" {
+		if vocab.SetupStage(o.UnboundedStage) {
+			return "dialing"
+		}
 	}
-	return "open"
+	return string(o.Fate.Kind())
+}
+
+// sentText says how many requests the client sent and the server saw for
+// the faulted request, with the writes the server committed and a hidden
+// retry, each marked "(exp)" when the scenario expects it: "1/2 hidden
+// (exp)" is the evidence of a scenario about hidden retries, "1/2 hidden"
+// a retry nobody asked for.
+func sentText(res Result) string {
+	o, e := res.Observed, res.Expected
+	sent := fmt.Sprintf("%d/%d", o.ClientAttempts, o.ServerRequests)
+	if e.Writes != nil {
+		sent += fmt.Sprintf(" w%d", o.Writes)
+		if o.Writes > 1 && o.Writes == *e.Writes {
+			sent += " (exp)"
+		}
+	}
+	if o.HiddenRetry {
+		sent += " hidden"
+		if e.HiddenRetry {
+			sent += " (exp)"
+		}
+	}
+	return sent
 }
 
 // skipGroup is one reason scenarios were skipped for, and which.

@@ -128,7 +128,7 @@ func TestUserRetryLayerJudged(t *testing.T) {
 	require.NoError(t, rep.WriteText(&text, false))
 	out := text.String()
 	require.Regexp(t, `retry/total-budget +not configurable +- +- +- +N/A\n  - no total budget\n`, out)
-	require.Contains(t, out, "  fix: in the retry layer: retry 503 only: a 500 is final")
+	require.Contains(t, out, "  fix: in the retry layer: retry 503 only (a nil Retryable): 500 is final")
 	require.Contains(t, out, "1 passed, 2 failed, 1 not configurable in ")
 	text.Reset()
 	require.NoError(t, rep.WriteText(&text, true))
@@ -187,7 +187,7 @@ func TestRetryLayerPastItsBounds(t *testing.T) {
 	}
 	stubborn := func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
 		var err error
-		for range 50 {
+		for range 1000 {
 			var resp *http.Response
 			if resp, err = c.Do(req.Clone(ctx)); err == nil {
 				return resp, nil
@@ -199,13 +199,14 @@ func TestRetryLayerPastItsBounds(t *testing.T) {
 		audit.WithTransport("header bound 300ms", func() *http.Transport {
 			return &http.Transport{ResponseHeaderTimeout: 300 * time.Millisecond}
 		}),
-		audit.WithRetry("stubborn", func(retry.Policy) (audit.RetryFunc, error) { return stubborn, nil }))
+		audit.WithRetry("stubborn", func(retry.Policy) (audit.RetryFunc, error) { return stubborn, nil }),
+		audit.GuardDeadline(time.Second))
 	require.NoError(t, err)
 	res := r.RunOne(context.Background(), a6)
 	require.False(t, res.Pass)
 	require.True(t, res.Observed.Unbounded)
 	require.Equal(t, httptrace.Stage("await-headers"), res.Observed.UnboundedStage, "the stage of the attempt in flight, not of the last")
-	require.Equal(t, 50, res.Observed.ClientAttempts)
+	require.Equal(t, 1000, res.Observed.ClientAttempts, "once its context ended, every attempt failed at once")
 	var unbounded, late string
 	for _, m := range res.Mismatches {
 		switch {
@@ -215,7 +216,8 @@ func TestRetryLayerPastItsBounds(t *testing.T) {
 			late = m
 		}
 	}
-	require.Regexp(t, `^unbounded: the call had not ended within the audit's guard deadline \(2s\): attempt \d+ of 50 was at stage await-headers$`, unbounded)
+	require.Regexp(t, `^unbounded: the call had not ended within 4s \(the scenario's guard, then the guard deadline, 1s, `+
+		`and half again\), waiting for the retry layer under audit: attempt \d+ of 1000 was at stage await-headers$`, unbounded)
 	require.Regexp(t, `^retry layer: \d+ attempts after the call's context had ended$`, late)
 	require.Contains(t, res.Fix, "in the retry layer: bound each attempt by AttemptTimeout")
 	require.Contains(t, res.Fix, "check ctx.Err() before each attempt")

@@ -29,39 +29,19 @@ import (
 // ([Protocols]).
 func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 	start := time.Now()
-	rep := Report{Transport: r.transportName, Protocols: r.meantText(), GoVersion: runtime.Version()}
-	sub, err := r.subject()
-	if err == nil {
-		rep.Findings = r.findings(sub, scenarios)
-	}
+	rep := r.NewReport()
+	rep.Findings = r.Findings(scenarios)
 	for _, s := range scenarios {
-		if s.Contract != "" {
-			rep.Retry = r.retryName
-		}
 		if ctx.Err() != nil {
-			rep.Results = append(rep.Results, Result{Name: s.Name, Contract: s.Contract, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound,
+			rep.Add(Result{Name: s.Name, Contract: s.Contract, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound,
 				Expected: s.Expect, Wait: s.Wait, Skipped: "not started: " + context.Cause(ctx).Error()})
-			rep.Skipped++
 			rep.Incomplete = true
 			continue
 		}
 		res := r.RunOne(ctx, s)
-		rep.Results = append(rep.Results, res)
+		rep.Add(res)
 		if ctx.Err() != nil {
 			rep.Incomplete = true
-		}
-		if res.Skipped == "" {
-			rep.Wait += s.Wait
-		}
-		switch {
-		case res.Skipped != "":
-			rep.Skipped++
-		case res.NotConfigurable != "":
-			rep.NotConfigurable++
-		case res.Pass:
-			rep.Passed++
-		default:
-			rep.Failed++
 		}
 		if r.progress != nil {
 			r.progress(res)
@@ -69,6 +49,24 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 	}
 	rep.Elapsed = time.Since(start)
 	return rep
+}
+
+// NewReport returns an empty report on the client this runner audits, to
+// which [Report.Add] adds the results of [Runner.RunOne].
+func (r *Runner) NewReport() Report {
+	return Report{Transport: r.transportName, Protocols: r.meantText(), GoVersion: runtime.Version(), retryName: r.retryName}
+}
+
+// Findings returns the problems of the client as a whole that running
+// scenarios would meet, each with its fix: a protocol meant ([Protocols])
+// that the transport cannot speak. [Runner.Run] reports them in
+// [Report.Findings].
+func (r *Runner) Findings(scenarios []Scenario) []string {
+	sub, err := r.subject()
+	if err != nil {
+		return []string{err.Error() + "; fix: return a transport from the factory given to audit.WithTransport"}
+	}
+	return r.findings(sub, scenarios)
 }
 
 // subject reads the client under audit: the reference pool, or a
@@ -162,55 +160,87 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	start := time.Now()
 	res = Result{Name: s.Name, Contract: s.Contract, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound, Expected: s.Expect, Wait: s.Wait}
 	sub := subject{reference: true}
-	var t *http.Transport
 	cut := false // the run's context ended during the scenario
+	var end guardEnd
 	defer func() {
 		res.Elapsed = time.Since(start)
 		res.Pass = len(res.Mismatches) == 0 && res.Skipped == "" && res.NotConfigurable == ""
 		if !res.Pass && res.Skipped == "" && res.NotConfigurable == "" && !cut {
-			res.Fix = sub.fixFor(s, res.Observed, res.Mismatches, r.guardFor(s, sub))
+			res.Fix = sub.fixFor(s, res.Observed, res.Mismatches, r.deadline(), end.beyond)
 		}
 	}()
+	e, closeAll := r.setUp(s, &res, &sub)
+	if e == nil {
+		return res
+	}
+	end = r.guarded(ctx, s, e, sub)
+	r.observeCall(ctx, s, e, sub, end, &res)
+	r.recoverAndCheck(ctx, e, end)
+	closeAll()
+	if err := goleak.Find(e.baseline); err != nil {
+		e.obs.Leaks = append(e.obs.Leaks, leaks.Name(err).Error())
+	}
+	r.judge(s, sub, &res)
+	if ctx.Err() != nil {
+		// What the scenario saw after the run's own deadline or cancel
+		// is that, not the fault's doing: no verdict.
+		cut = true
+		res.Mismatches = nil
+		res.Skipped = fmt.Sprintf("cut: the run ended (%v) before the scenario did; no verdict", context.Cause(ctx))
+	}
+	return res
+}
+
+// setUp readies a scenario's run: the retry layer configured for its
+// contract, the transport under audit read, the fault server started and
+// the pool built, and the scenario's own setup. It returns nil, with the
+// reason in res, when the scenario is not run; otherwise the environment
+// and what closes it.
+func (r *Runner) setUp(s Scenario, res *Result, sub *subject) (*Env, func()) {
 	var layer RetryFunc
 	if s.Contract != "" {
 		var err error
 		if layer, err = r.configureRetry(s.policy); err != nil {
 			res.NotConfigurable = err.Error()
-			return res
+			return nil, nil
 		}
 	}
+	var t *http.Transport
 	if r.transport != nil {
 		if t = r.transport(); t == nil {
 			res.Mismatches = append(res.Mismatches, "setup: audit: transport factory returned nil")
-			return res
+			return nil, nil
 		}
-		sub = describe(t)
+		*sub = describe(t)
 	}
-	if res.Skipped, res.Fix = r.skipFor(s, sub); res.Skipped != "" {
+	if res.Skipped, res.Fix = r.skipFor(s, *sub); res.Skipped != "" {
 		if t != nil {
 			t.CloseIdleConnections()
 		}
-		return res
+		return nil, nil
 	}
-	obs := &res.Observed
 	baseline := goleak.IgnoreCurrent()
-
 	srv, err := faultserver.New(s.server...)
 	if err != nil {
 		res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
-		return res
+		return nil, nil
 	}
 	srv.Handle(okPath, faultserver.OK{})
 	col := &httptrace.Collector{}
 	sig := newSignals(vocab.KindWroteRequest)
-	p, err := r.newPool(s, srv, httptrace.Multi(col, sig), t)
+	prog := newProgress()
+	p, err := r.newPool(s, srv, httptrace.Multi(col, sig, prog), t)
 	if err != nil {
 		srv.Close()
 		res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
-		return res
+		return nil, nil
 	}
-	e := &Env{Server: srv, Pool: p, Client: p.Client(), Target: srv.URL(), collector: col, signals: sig, obs: obs, retries: -1,
-		baseline: baseline, retry: layer}
+	if t != nil {
+		sub.learn(p)
+	}
+	obs := &res.Observed
+	e := &Env{Server: srv, Pool: p, Client: p.Client(), Target: srv.URL(), collector: col, signals: sig, progress: prog,
+		obs: obs, retries: -1, baseline: baseline, retry: layer}
 	if s.Contract != "" && r.retryLayer == nil {
 		e.retry = referenceRetry(s.policy, e)
 	}
@@ -227,72 +257,87 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 		if err := s.setup(e); err != nil {
 			closeAll()
 			res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
-			return res
+			return nil, nil
 		}
 	}
-
-	// The faulted request(s), under the guard deadline.
 	e.markFaulted()
-	guard := r.guardFor(s, sub)
-	gctx, cancel := context.WithTimeoutCause(ctx, guard, errGuard)
-	guardEnd, _ := gctx.Deadline()
-	driveErr := s.drive(gctx, e)
-	unbounded := errors.Is(context.Cause(gctx), errGuard)
-	cancel()
-	if driveErr != nil {
-		res.Mismatches = append(res.Mismatches, "run: "+driveErr.Error())
+	return e, closeAll
+}
+
+// observeCall records what the faulted call did, and how the guard ended
+// it if it did.
+func (r *Runner) observeCall(ctx context.Context, s Scenario, e *Env, sub subject, end guardEnd, res *Result) {
+	obs := e.obs
+	if end.err != nil {
+		res.Mismatches = append(res.Mismatches, "run: "+end.err.Error())
 	}
-	if !unbounded {
-		guardEnd = time.Time{}
-	}
-	late, inFlight := r.observe(s, e, guardEnd)
+	late, inFlight := r.observe(s, e, end)
 	switch {
-	case unbounded && obs.ClientAttempts > 1:
+	case end.beyond != nil:
+		obs.Beyond = end.beyond.String()
+		res.Mismatches = append(res.Mismatches, fmt.Sprintf(
+			"beyond the guard: %s bounds stage %s, longer than the audit's guard deadline (%v): no verdict on it",
+			end.beyond, obs.UnboundedStage, r.deadline()))
+	case end.cut && obs.ClientAttempts > 1:
 		// A retry layer's call: the attempts before may have ended at
 		// their bounds; the call as a whole did not end in time.
 		res.Mismatches = append(res.Mismatches, fmt.Sprintf(
-			"unbounded: the call had not ended within the audit's guard deadline (%v): attempt %d of %d was at stage %s",
-			guard, inFlight, obs.ClientAttempts, obs.UnboundedStage))
-	case unbounded:
+			"unbounded: the call had not ended within %s: attempt %d of %d was at stage %s",
+			end.within, inFlight, obs.ClientAttempts, obs.UnboundedStage))
+	case end.cut:
 		res.Mismatches = append(res.Mismatches, fmt.Sprintf(
-			"unbounded: no timeout fired at stage %s within the audit's guard deadline (%v)", obs.UnboundedStage, guard))
+			"unbounded: no timeout fired at stage %s within %s", obs.UnboundedStage, end.within))
 	}
 	if late > 0 {
 		res.Mismatches = append(res.Mismatches, fmt.Sprintf(
 			"%s%d attempts after the call's context had ended", lateAttempts, late))
 	}
-	if msg := notHTTP2(s, p, obs); msg != "" {
+	if msg := notHTTP2(s, e.Pool, obs); msg != "" {
 		res.Mismatches = append(res.Mismatches, msg)
 	}
-
-	if f := s.Expect.Fate; f != nil && f.ClosedBy != "" && !unbounded {
-		r.awaitClose(ctx, p, obs)
+	if !end.cut && !sub.reference {
+		if note := measuredBound(obs.Timeline); note != "" {
+			obs.Notes = append(obs.Notes, note)
+		}
 	}
+	if f := s.Expect.Fate; f != nil && f.ClosedBy != "" && !end.cut {
+		r.awaitClose(ctx, e.Pool, obs)
+	}
+}
 
-	// Recovery: the same pool serves /ok.
+// recoverAndCheck sends /ok through the same pool, then checks that
+// nothing is left active or open.
+func (r *Runner) recoverAndCheck(ctx context.Context, e *Env, end guardEnd) {
+	obs := e.obs
 	r.recover(ctx, e)
 	check := r.recovery
-	dialing := unbounded && vocab.SetupStage(obs.UnboundedStage)
+	dialing := end.cut && vocab.SetupStage(obs.UnboundedStage)
 	if dialing {
-		// Nothing bounds the dial, which net/http goes on with after
-		// the request ended: it cannot settle while the fault holds it.
+		// The dial goes on after the request ended (net/http detaches
+		// it): it cannot settle while the fault holds it.
 		check = 0
 	}
 	cctx, ccancel := context.WithTimeout(ctx, check)
-	if err := p.Check(cctx); err != nil {
+	defer ccancel()
+	if err := e.Pool.Check(cctx); err != nil {
 		for _, l := range splitErrors(err) {
 			if dialing && strings.HasPrefix(l, "pool: did not settle: ") {
+				if end.beyond != nil {
+					// Its bound, not waited for, ends it: no verdict
+					// on the stage, none on what it holds.
+					continue
+				}
 				l = "the dial goes on after the request ended (net/http detaches it): nothing bounds it"
 			}
 			obs.Leaks = append(obs.Leaks, l)
 		}
 	}
-	ccancel()
-	obs.Fate = fateOf(p, obs, obs.Fate.Reused)
-	closeAll()
-	if err := goleak.Find(baseline); err != nil {
-		obs.Leaks = append(obs.Leaks, leaks.Name(err).Error())
-	}
+	obs.Fate = fateOf(e.Pool, obs, obs.Fate.Reused)
+}
+
+// judge compares what was observed with what the scenario expects.
+func (r *Runner) judge(s Scenario, sub subject, res *Result) {
+	obs := &res.Observed
 	exp := s.Expect
 	if s.Contract != "" && r.retryLayer != nil {
 		// What becomes of the reference's one connection is no part of a
@@ -311,14 +356,6 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 		exp.Class, exp.Stage = "", ""
 	}
 	res.Mismatches = append(res.Mismatches, verdicts(s, *obs, compare(exp, *obs))...)
-	if ctx.Err() != nil {
-		// What the scenario saw after the run's own deadline or cancel
-		// is that, not the fault's doing: no verdict.
-		cut = true
-		res.Mismatches = nil
-		res.Skipped = fmt.Sprintf("cut: the run ended (%v) before the scenario did; no verdict", context.Cause(ctx))
-	}
-	return res
 }
 
 // configureRetry returns the retry layer under audit configured for a
@@ -401,11 +438,11 @@ func notHTTP2(s Scenario, p *pool.Pool, o *Observed) string {
 	return ""
 }
 
-// observe fills in what the faulted request did. When the guard deadline
-// ended the call (guardEnd is not zero), it returns how many attempts
-// started after that, and which attempt (counted from 1) was in flight
-// when it did, whose stage is the unbounded one.
-func (r *Runner) observe(s Scenario, e *Env, guardEnd time.Time) (late, inFlight int) {
+// observe fills in what the faulted request did. When the guard ended the
+// call, it returns how many attempts started after that, and which attempt
+// (counted from 1) was in flight when it did, whose stage is the
+// unbounded one.
+func (r *Runner) observe(s Scenario, e *Env, end guardEnd) (late, inFlight int) {
 	obs := e.obs
 	var faulted []*httptrace.Timeline
 	for _, tl := range e.collector.Timelines() {
@@ -448,16 +485,21 @@ func (r *Runner) observe(s Scenario, e *Env, guardEnd time.Time) (late, inFlight
 	if e.retries >= 0 && e.retries != obs.ClientAttempts {
 		obs.Notes = append(obs.Notes, fmt.Sprintf("retry policy reported %d attempts, tracer saw %d round trips", e.retries, obs.ClientAttempts))
 	}
-	if !guardEnd.IsZero() {
-		obs.Unbounded = true
+	if end.cut {
+		obs.Unbounded = end.beyond == nil
 		obs.UnboundedStage = obs.Stage
 		for i, tl := range faulted {
-			if tl.Start.Before(guardEnd) {
+			if tl.Start.Before(end.at) {
 				inFlight = i + 1
 				obs.UnboundedStage = tl.Outcome.Stage
 			} else {
 				late++
 			}
+		}
+		if end.stage != "" {
+			// The stage the guard saw the attempt at: the request it
+			// ended may record another as it unwinds.
+			obs.UnboundedStage = end.stage
 		}
 	}
 	c := e.Server.Counters(faultPath)

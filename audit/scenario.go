@@ -39,6 +39,30 @@ type Fate struct {
 	None bool `json:"none,omitempty"`
 }
 
+// FateKind is what became of a connection, in one word ([Fate.Kind]).
+type FateKind string
+
+// The fates of the faulted request's connection.
+const (
+	FateReused FateKind = "reused" // it served the recovery request
+	FateOpen   FateKind = "open"   // it stayed open, and another connection served the recovery request
+	FateClosed FateKind = "closed" // it was closed: Fate.ClosedBy and Fate.Reason say by whom and why
+	FateNone   FateKind = "none"   // the faulted request had no connection, and none was dialed for it
+)
+
+// Kind says what became of the connection, in one word.
+func (f Fate) Kind() FateKind {
+	switch {
+	case f.None:
+		return FateNone
+	case f.ClosedBy != "":
+		return FateClosed
+	case f.Reused:
+		return FateReused
+	}
+	return FateOpen
+}
+
 // String says the fate in words, such as "closed by server (server-eof)",
 // or "-" when there was no connection.
 func (f Fate) String() string {
@@ -149,7 +173,8 @@ type Env struct {
 
 	collector *httptrace.Collector
 	signals   *signals
-	mark      uint64 // timelines with a larger id belong to the faulted request
+	progress  *progress // the faulted path's attempts in flight, for the guard
+	mark      uint64    // timelines with a larger id belong to the faulted request
 	obs       *Observed
 	cleanups  []func()
 	counters  faultserver.Counters // the fault path's counters at the mark

@@ -1,37 +1,60 @@
 package audit
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/vocab"
+	"github.com/connaudit/connaudit/pool"
 )
 
 // subject is what the runner knows of the client under audit, read from
 // the caller's transport before the pool tracks (and so clones and
-// changes) it. The reference pool's is the zero value with reference set.
+// changes) it, and from the pool that tracks it ([subject.learn]). The
+// reference pool's is the zero value with reference set.
 type subject struct {
 	reference bool
 	// noH1 and noH2 say why the transport cannot speak HTTP/1 or HTTP/2
 	// over TLS ("" when it can); fixH1 and fixH2 how to make it.
 	noH1, fixH1 string
 	noH2, fixH2 string
-	// ownDial is set when the transport dials with a function of its own,
-	// whose bounds the runner cannot see.
-	ownDial bool
-	// The transport's bounds, and how long it keeps idle connections.
-	rht, tlsht, idle time.Duration
+	// ownDial is set when the transport dials with a function of its own;
+	// dial is the bound on DNS and connect the runner sees (a net.Dialer's
+	// Timeout, the pool's ConnectTimeout), which is unknown when the
+	// function is not a net.Dialer's. ownTLSDial is set when a function of
+	// the transport's own makes the TLS connection (DialTLSContext), whose
+	// handshake TLSHandshakeTimeout then does not bound.
+	ownDial, ownTLSDial bool
+	dial                bound
+	// The transport's bounds, with the pool's options applied, and how
+	// long it keeps idle connections; bodyIdle is the pool's body-idle
+	// watchdog.
+	rht, tlsht, idle, bodyIdle time.Duration
 }
 
 // describe reads t's protocols and bounds as net/http will use them.
 func describe(t *http.Transport) subject {
 	s := subject{
 		rht: t.ResponseHeaderTimeout, tlsht: t.TLSHandshakeTimeout, idle: t.IdleConnTimeout,
-		ownDial: t.DialContext != nil || oldDial(t),
+		ownDial: t.DialContext != nil || oldDial(t), ownTLSDial: t.DialTLSContext != nil || oldDialTLS(t),
+	}
+	switch d := dialerOf(t.DialContext); {
+	case !s.ownDial:
+		// net/http dials with a zero net.Dialer: no timeout.
+		s.dial = bound{name: "net.Dialer.Timeout", known: true}
+	case d != nil:
+		s.dial = bound{name: "net.Dialer.Timeout", d: d.Timeout, known: true}
+	default:
+		s.dial = bound{name: "the transport's DialContext"}
 	}
 	if t.Protocols != nil && !t.Protocols.HTTP1() {
 		s.noH1 = fmt.Sprintf("its Protocols, %s, leaves HTTP1 out", t.Protocols)
@@ -39,6 +62,38 @@ func describe(t *http.Transport) subject {
 	}
 	s.noH2, s.fixH2 = whyNoHTTP2(t)
 	return s
+}
+
+// learn reads the bounds that the pool p tracking the transport applies:
+// the transport's own, with the pool options given after the factory
+// (pool.ConnectTimeout, pool.ResponseHeaderTimeout, pool.BodyIdleTimeout…).
+func (s *subject) learn(p *pool.Pool) {
+	t := p.Transport()
+	s.rht, s.tlsht, s.idle = t.ResponseHeaderTimeout, t.TLSHandshakeTimeout, t.IdleConnTimeout
+	b := hook.Bounds(p)
+	s.bodyIdle = b.BodyIdle
+	if b.ConnectSet {
+		s.dial = bound{name: "pool.ConnectTimeout", d: b.Connect, known: true}
+	}
+}
+
+// dialerMethod is the code of a net.Dialer's DialContext method value.
+var dialerMethod = reflect.ValueOf((&net.Dialer{}).DialContext).Pointer()
+
+// dialerOf returns the net.Dialer whose DialContext method f is (the
+// common `(&net.Dialer{Timeout: …}).DialContext`, and
+// http.DefaultTransport's), or nil for any other function. A method value
+// is a closure of the method's code and its receiver, in that order, as
+// the Go compiler has laid it out since Go 1.1; the code is checked first.
+func dialerOf(f func(context.Context, string, string) (net.Conn, error)) *net.Dialer {
+	if f == nil || reflect.ValueOf(f).Pointer() != dialerMethod {
+		return nil
+	}
+	closure := *(*unsafe.Pointer)(unsafe.Pointer(&f))
+	return (*struct {
+		code     uintptr
+		receiver *net.Dialer
+	})(closure).receiver
 }
 
 // whyNoHTTP2 says why t, as configured, does not speak HTTP/2 over TLS, by
@@ -120,23 +175,45 @@ func (s subject) speaks(p Proto) (ok bool, why, fix string) {
 	return s.noH1 == "", s.noH1, s.fixH1
 }
 
-// maxOwnGuard is the longest bound of the transport's own that the guard
-// deadline waits for by default.
-const maxOwnGuard = 10 * time.Second
-
 // stageBound returns the transport's own bound on a stage, if the runner
-// can see it: ResponseHeaderTimeout, TLSHandshakeTimeout. It ends a request
-// at that stage whatever the scenario expects to end it (an attempt limit,
-// a deadline) does or fails to do.
+// can see it: the dial's Timeout, TLSHandshakeTimeout,
+// ResponseHeaderTimeout, the pool's body-idle watchdog; "" and 0 if it
+// sees none. It ends a request at that stage whatever the scenario
+// expects to end it (an attempt limit, a deadline) does or fails to do.
 func (sub subject) stageBound(stage httptrace.Stage) (string, time.Duration) {
-	if sub.reference {
+	b := sub.bounds(stage)
+	if !b.known || b.d <= 0 {
 		return "", 0
 	}
-	switch stage {
-	case vocab.StageAwaitHeaders:
-		return "ResponseHeaderTimeout", sub.rht
-	case vocab.StageTLS:
-		return "TLSHandshakeTimeout", sub.tlsht
+	return b.name, b.d
+}
+
+// bounds returns what the runner knows of the transport's bound on stage:
+// its length and the setting, nothing (known, 0), or that it cannot tell
+// (a dial function of the transport's own).
+func (sub subject) bounds(stage httptrace.Stage) bound {
+	if sub.reference {
+		// The reference pool's bounds are the scenario's, within the
+		// scenario's own guard.
+		return bound{known: true}
 	}
-	return "", 0
+	switch stage {
+	case vocab.StageDNS, vocab.StageConnect:
+		if sub.ownTLSDial {
+			return bound{name: "the transport's DialTLSContext"}
+		}
+		return sub.dial
+	case vocab.StageTLS:
+		if sub.ownTLSDial {
+			return bound{name: "the transport's DialTLSContext"}
+		}
+		return bound{name: "TLSHandshakeTimeout", d: sub.tlsht, known: true}
+	case vocab.StageAwaitHeaders:
+		return bound{name: "ResponseHeaderTimeout", d: sub.rht, known: true}
+	case vocab.StageBody:
+		return bound{name: "pool.BodyIdleTimeout", d: sub.bodyIdle, known: true}
+	}
+	// No http.Transport field bounds waiting for a connection or writing
+	// the request.
+	return bound{known: true}
 }

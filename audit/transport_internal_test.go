@@ -97,68 +97,69 @@ func TestFixFor(t *testing.T) {
 	plain := describe(&http.Transport{})
 	own := describe(&http.Transport{DialContext: (&net.Dialer{}).DialContext})
 	for _, tc := range []struct {
-		name string
-		sub  subject
-		s    Scenario
-		o    Observed
-		m    []string
-		want []string
+		name   string
+		sub    subject
+		s      Scenario
+		o      Observed
+		m      []string
+		want   []string
+		beyond *bound
 	}{
 		{"no header bound", plain, rht, unbounded(vocab.StageAwaitHeaders), nil,
-			[]string{"set ResponseHeaderTimeout", "the catalogue's reference bound: ResponseHeaderTimeout 150ms"}},
+			[]string{"set ResponseHeaderTimeout"}, nil},
 		{"a header bound past the guard", describe(&http.Transport{ResponseHeaderTimeout: time.Minute}), rht,
-			unbounded(vocab.StageAwaitHeaders), nil,
-			[]string{"the transport's ResponseHeaderTimeout, 1m0s, is not shorter than the audit's guard deadline (2s)",
-				"audit.GuardDeadline(1m1s)"}},
+			Observed{ClientAttempts: 1, Beyond: "ResponseHeaderTimeout (1m0s)", UnboundedStage: vocab.StageAwaitHeaders}, nil,
+			[]string{"audit.GuardDeadline(1m0s) waits for the client's 1m0s bound on stage await-headers to fire",
+				"within the guard deadline (10s)"}, &bound{name: "ResponseHeaderTimeout", d: time.Minute, known: true}},
 		{"a layer retrying past a header bound", describe(&http.Transport{ResponseHeaderTimeout: time.Second}), a6,
 			Observed{ClientAttempts: 4, Unbounded: true, UnboundedStage: vocab.StageAwaitHeaders, Class: vocab.ClassDeadline, Stage: vocab.StagePoolWait},
 			[]string{lateAttempts + "2 attempts after the call's context had ended"},
-			[]string{"in the retry layer: " + contractFix["A6"], "check ctx.Err() before each attempt"}},
+			[]string{"in the retry layer: " + contractFix["A6"], "check ctx.Err() before each attempt"}, nil},
 		{"a layer retrying with no header bound", plain, a6,
 			Observed{ClientAttempts: 2, Unbounded: true, UnboundedStage: vocab.StageAwaitHeaders, Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"set ResponseHeaderTimeout", "in the retry layer: " + contractFix["A6"]}},
+			[]string{"set ResponseHeaderTimeout", "in the retry layer: " + contractFix["A6"]}, nil},
 		{"a layer without an attempt limit", describe(&http.Transport{ResponseHeaderTimeout: time.Second}), a6,
 			Observed{ClientAttempts: 2, Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"in the retry layer: " + contractFix["A6"] + ": the transport's ResponseHeaderTimeout (1s) ended the attempt that the attempt limit (150ms) should have"}},
+			[]string{"in the retry layer: " + contractFix["A6"] + ": the transport's ResponseHeaderTimeout (1s) ended the attempt that the attempt limit (150ms) should have"}, nil},
 		{"a header bound below the attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 100 * time.Millisecond}), a6,
 			Observed{ClientAttempts: 1, Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"the transport's ResponseHeaderTimeout ended the request before the bound under audit: keep it longer than that"}},
+			[]string{"the transport's ResponseHeaderTimeout ended the request before the bound under audit: keep it longer than that"}, nil},
 		{"a header bound tied with the attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 3 * time.Second}), a7,
 			Observed{ClientAttempts: 1, Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: below it"}},
+			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: below it"}, nil},
 		{"a header bound tied with a short attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 150 * time.Millisecond}), a6,
 			Observed{ClientAttempts: 1, Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: above it"}},
-		{"no TLS bound", plain, tlsStall, unbounded(vocab.StageTLS), nil, []string{"set TLSHandshakeTimeout"}},
-		{"no dial bound", plain, connect, unbounded(vocab.StageConnect), nil, []string{"net.Dialer", "Timeout"}},
+			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: above it"}, nil},
+		{"no TLS bound", plain, tlsStall, unbounded(vocab.StageTLS), nil, []string{"set TLSHandshakeTimeout"}, nil},
+		{"no dial bound", plain, connect, unbounded(vocab.StageConnect), nil, []string{"net.Dialer", "Timeout"}, nil},
 		{"own dialer", own, connect, unbounded(vocab.StageConnect), nil,
-			[]string{"the transport's own DialContext did not end the dial", "audit.GuardDeadline"}},
-		{"no body bound", plain, stall, unbounded(vocab.StageBody), nil, []string{"pool.BodyIdleTimeout(d)"}},
+			[]string{"the transport's own DialContext did not end the dial", "audit.GuardDeadline"}, nil},
+		{"no body bound", plain, stall, unbounded(vocab.StageBody), nil, []string{"pool.BodyIdleTimeout(d)"}, nil},
 		{"a context's deadline first", plain, rht,
 			Observed{ClientAttempts: 1, Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"ResponseHeaderTimeout must end this request before anything else does", "yours: none"}},
+			[]string{"ResponseHeaderTimeout must end this request before anything else does", "yours: none"}, nil},
 		{"keep-alives off", plain, okReused,
 			Observed{ClientAttempts: 1, Class: vocab.ClassOK, Fate: Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonKeepAlivesOff}}, nil,
-			[]string{"DisableKeepAlives"}},
+			[]string{"DisableKeepAlives"}, nil},
 		{"idle timeout", describe(&http.Transport{IdleConnTimeout: time.Millisecond}), okReused,
 			Observed{ClientAttempts: 1, Class: vocab.ClassOK, Fate: Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonIdleTimeout}}, nil,
-			[]string{"IdleConnTimeout (yours: 1ms)", "server's keep-alive"}},
+			[]string{"IdleConnTimeout (yours: 1ms)", "server's keep-alive"}, nil},
 		{"idle pool full", plain, okReused,
 			Observed{ClientAttempts: 1, Class: vocab.ClassOK, Fate: Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonIdlePoolFull}}, nil,
-			[]string{"MaxIdleConnsPerHost"}},
+			[]string{"MaxIdleConnsPerHost"}, nil},
 		{"hidden retry", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK, HiddenRetry: true}, nil,
-			[]string{"Idempotency-Key"}},
+			[]string{"Idempotency-Key"}, nil},
 		{"not HTTP/2", own, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
-			[]string{"not HTTP/2: the transport spoke HTTP/1.1 to a server that offers h2"}, []string{"ForceAttemptHTTP2"}},
+			[]string{"not HTTP/2: the transport spoke HTTP/1.1 to a server that offers h2"}, []string{"ForceAttemptHTTP2"}, nil},
 		{"over the cap", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
-			[]string{"leak after recovery: 2 connections open to 127.0.0.1:1, cap 1"}, []string{"MaxConnsPerHost"}},
+			[]string{"leak after recovery: 2 connections open to 127.0.0.1:1, cap 1"}, []string{"MaxConnsPerHost"}, nil},
 		{"open body", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
-			[]string{"leak after recovery: open body: GET /x pins connection #1"}, []string{"close every response body"}},
+			[]string{"leak after recovery: open body: GET /x pins connection #1"}, []string{"close every response body"}, nil},
 		{"anything else", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
-			[]string{"the server did not observe the client's cancel"}, []string{"no transport setting explains this"}},
+			[]string{"the server did not observe the client's cancel"}, []string{"no transport setting explains this"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fix := tc.sub.fixFor(tc.s, tc.o, tc.m, 2*time.Second)
+			fix := tc.sub.fixFor(tc.s, tc.o, tc.m, 10*time.Second, tc.beyond)
 			for _, w := range tc.want {
 				require.Contains(t, fix, w)
 			}

@@ -58,6 +58,43 @@ type Closer = vocab.Closer
 //	goaway                  HTTP/2 GOAWAY (inferred: the connection ended after one)
 type CloseReason = vocab.CloseReason
 
+// The connection states, as [ConnState] lists them.
+const (
+	StateDialing   ConnState = vocab.StateDialing   // the dial is in progress
+	StateHandshake ConnState = vocab.StateHandshake // TCP is up, the TLS handshake is in progress
+	StateActive    ConnState = vocab.StateActive    // serving a request (HTTP/2: at least one stream)
+	StateIdle      ConnState = vocab.StateIdle      // open, serving nothing
+	StateClosed    ConnState = vocab.StateClosed    // closed; see CloseReason
+	StateFailed    ConnState = vocab.StateFailed    // the dial failed
+)
+
+// The sides that close a connection.
+const (
+	ClosedByClient Closer = vocab.ClosedByClient
+	ClosedByServer Closer = vocab.ClosedByServer
+)
+
+// The close reasons, the client's first, as [CloseReason] lists them.
+const (
+	ReasonIdleTimeout      CloseReason = vocab.ReasonIdleTimeout      // client: idle longer than IdleConnTimeout
+	ReasonEarlyBodyClose   CloseReason = vocab.ReasonEarlyBodyClose   // client: a body was closed before EOF
+	ReasonCloseIdle        CloseReason = vocab.ReasonCloseIdle        // client: CloseIdleConnections
+	ReasonIdlePoolFull     CloseReason = vocab.ReasonIdlePoolFull     // client: no room in the idle pool
+	ReasonRequestError     CloseReason = vocab.ReasonRequestError     // client: the request on it failed (detail: its class)
+	ReasonHandshakeFailed  CloseReason = vocab.ReasonHandshakeFailed  // client: the TLS handshake failed or timed out
+	ReasonHandshakeAbandon CloseReason = vocab.ReasonHandshakeAbandon // client: the Transport cancelled the handshake, no request needing the connection
+	ReasonKeepAlivesOff    CloseReason = vocab.ReasonKeepAlivesOff    // client: DisableKeepAlives
+	ReasonClient           CloseReason = vocab.ReasonClient           // client: closed for another reason
+	ReasonProtocolError    CloseReason = vocab.ReasonProtocolError    // client: gave it up over the server's protocol violation
+	ReasonH2Unused         CloseReason = vocab.ReasonH2Unused         // client: an HTTP/2 connection dialed beside another and closed unused
+	ReasonConnectionClose  CloseReason = vocab.ReasonConnectionClose  // server: "Connection: close"
+	ReasonHTTP10           CloseReason = vocab.ReasonHTTP10           // server: HTTP/1.0 without keep-alive
+	ReasonServerClosedIdle CloseReason = vocab.ReasonServerClosedIdle // server: closed while the connection was idle
+	ReasonServerEOF        CloseReason = vocab.ReasonServerEOF        // server: closed during a request
+	ReasonServerReset      CloseReason = vocab.ReasonServerReset      // server: reset the connection
+	ReasonServerGoAway     CloseReason = vocab.ReasonServerGoAway     // server: HTTP/2 GOAWAY (inferred)
+)
+
 // StateChange is one entry of a connection's state history.
 type StateChange struct {
 	State ConnState `json:"state"`

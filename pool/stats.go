@@ -217,6 +217,14 @@ func (c *connState) snapshot() Conn {
 
 func init() {
 	hook.LastAttempt = func(p any, id uint64) (hook.ConnAttempt, bool) { return p.(*Pool).lastAttempt(id) }
+	hook.Bounds = func(p any) hook.PoolBounds {
+		cfg := p.(*Pool).cfg
+		b := hook.PoolBounds{BodyIdle: cfg.bodyIdle}
+		if d := cfg.connectTimeout; d != nil {
+			b.Connect, b.ConnectSet = *d, true
+		}
+		return b
+	}
 }
 
 // lastAttempt returns what p saw of the last request handed connection id.
