@@ -18,6 +18,7 @@ type Runner struct {
 	poolOpts      []pool.Option
 	meant         *http.Protocols // nil: either, as the transport speaks
 	guard         time.Duration
+	parallel      int
 	recovery      time.Duration
 	progress      func(Result)
 	retryName     string
@@ -206,10 +207,29 @@ func GuardDeadline(d time.Duration) Option {
 	})
 }
 
+// Parallel sets how many scenarios [Runner.Run] runs at once; by default,
+// and with 1, it runs them one after the other, in their order. Each
+// scenario has a fault server and a pool of its own and is judged alone,
+// so the verdicts are the same either way, and 8 at once take about as
+// long as the longest scenario. Package audittest's subtests call
+// t.Parallel when n is more than 1 (go test's -parallel then bounds them).
+func Parallel(n int) Option {
+	return optionFunc(func(r *Runner) error {
+		if n < 1 {
+			return fmt.Errorf("audit: Parallel(%d): want at least 1", n)
+		}
+		r.parallel = n
+		return nil
+	})
+}
+
+// Parallel returns how many scenarios the runner runs at once ([Parallel]).
+func (r *Runner) Parallel() int { return r.parallel }
+
 // OnResult calls f after each scenario, run or skipped for its protocol,
-// for progress output: a scenario that waits out the guard deadline (a
-// stage the transport does not bound) is reported as it ends, with the
-// setting that bounds it.
+// as each ends (never two at once), for progress output: a scenario that
+// waits out the guard deadline (a stage the transport does not bound) is
+// reported as it ends, with the setting that bounds it.
 func OnResult(f func(Result)) Option {
 	return optionFunc(func(r *Runner) error {
 		r.progress = f
@@ -219,7 +239,7 @@ func OnResult(f func(Result)) Option {
 
 // NewRunner returns a runner.
 func NewRunner(opts ...Option) (*Runner, error) {
-	r := &Runner{recovery: 3 * time.Second, transportName: "connaudit reference pool (MaxConnsPerHost=1)",
+	r := &Runner{recovery: 3 * time.Second, parallel: 1, transportName: "connaudit reference pool (MaxConnsPerHost=1)",
 		retryName: "connaudit retry (reference)"}
 	for _, o := range opts {
 		if o == nil {

@@ -1,14 +1,18 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/connaudit/connaudit/faultserver"
@@ -18,33 +22,66 @@ import (
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
-	"go.uber.org/goleak"
 )
 
-// Run runs scenarios one after the other and reports on all of them. It
-// stops early only when ctx ends: the scenario it cut and those not
-// started by then are reported skipped ([Result.Skipped]), with no
-// verdict; the report is incomplete and not OK. Scenarios over a protocol
-// not meant, or that the transport cannot speak, are reported skipped
-// ([Protocols]).
+// Run runs scenarios and reports on all of them, in their order: one
+// after the other, or up to [Parallel] at a time, each with a fault server
+// and a pool of its own, each judged alone: what it leaves behind —
+// goroutines, connections, open bodies — is its own (see [Runner.RunOne]). Run stops early only when ctx ends: the scenarios it cut
+// and those not started by then are reported skipped ([Result.Skipped]),
+// with no verdict; the report is incomplete and not OK. Scenarios over a
+// protocol not meant, or that the transport cannot speak, are reported
+// skipped ([Protocols]).
 func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 	start := time.Now()
 	rep := r.NewReport()
 	rep.Findings = r.Findings(scenarios)
-	for _, s := range scenarios {
+	results := make([]Result, len(scenarios))
+	var mu sync.Mutex // serialises OnResult
+	run := func(i int) {
+		s := scenarios[i]
 		if ctx.Err() != nil {
-			rep.Add(Result{Name: s.Name, Contract: s.Contract, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound,
-				Expected: s.Expect, Wait: s.Wait, Skipped: "not started: " + context.Cause(ctx).Error()})
-			rep.Incomplete = true
-			continue
+			results[i] = Result{Name: s.Name, Contract: s.Contract, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound,
+				Expected: s.Expect, Wait: s.Wait, Skipped: "not started: " + context.Cause(ctx).Error()}
+			return
 		}
-		res := r.RunOne(ctx, s)
-		rep.Add(res)
-		if ctx.Err() != nil {
-			rep.Incomplete = true
-		}
+		results[i] = r.RunOne(ctx, s)
 		if r.progress != nil {
-			r.progress(res)
+			mu.Lock()
+			r.progress(results[i])
+			mu.Unlock()
+		}
+	}
+	if r.parallel <= 1 {
+		for i := range scenarios {
+			run(i)
+		}
+	} else {
+		// The longest first, so that the others run beside them.
+		order := make([]int, len(scenarios))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scenarios[b].Wait, scenarios[a].Wait) })
+		work := make(chan int)
+		var wg sync.WaitGroup
+		for range min(r.parallel, len(scenarios)) {
+			wg.Go(func() {
+				for i := range work {
+					run(i)
+				}
+			})
+		}
+		for _, i := range order {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+	}
+	for _, res := range results {
+		rep.Add(res)
+		if strings.HasPrefix(res.Skipped, "not started: ") || strings.HasPrefix(res.Skipped, "cut: ") {
+			rep.Incomplete = true
 		}
 	}
 	rep.Elapsed = time.Since(start)
@@ -153,10 +190,32 @@ func (r *Runner) skipFor(s Scenario, sub subject) (skip, fix string) {
 		fmt.Sprintf("%s to audit %s; or declare audit.Protocols with %s only", fix, protoName(s.Proto), other)
 }
 
-// RunOne runs one scenario. One over a protocol not meant, or that the
+// RunOne runs one scenario, with a fault server and a pool of its own, and
+// judges it alone: the goroutines it starts, down to net/http's read and
+// write loops and the server's connections, carry a pprof label of its
+// own (connaudit.scenario), and any still running once it has closed what
+// it opened are its leaks, whatever else runs beside it. RunOne may be
+// called concurrently. A scenario over a protocol not meant, or that the
 // transport cannot speak, is not run: its result says why in Skipped, and
 // how to make it run in Fix.
 func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
+	// Everything the scenario starts carries its label, down to net/http's
+	// read and write loops and the fault server's connections: what is
+	// left of it afterwards is its own, whatever else runs beside it.
+	label := fmt.Sprintf("%s#%d", s.Name, runs.Add(1))
+	pprof.Do(ctx, pprof.Labels(scenarioLabel, label), func(ctx context.Context) {
+		res = r.runOne(ctx, s, label)
+	})
+	return res
+}
+
+// scenarioLabel is the pprof label that marks the goroutines of a
+// scenario's run; runs numbers the runs, so that each label is unique.
+const scenarioLabel = "connaudit.scenario"
+
+var runs atomic.Uint64
+
+func (r *Runner) runOne(ctx context.Context, s Scenario, label string) (res Result) {
 	start := time.Now()
 	res = Result{Name: s.Name, Contract: s.Contract, Proto: s.Proto, Fault: s.Fault, Bound: s.Bound, Expected: s.Expect, Wait: s.Wait}
 	sub := subject{reference: true}
@@ -169,7 +228,7 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 			res.Fix = sub.fixFor(s, res.Observed, res.Mismatches, r.deadline(), end.beyond)
 		}
 	}()
-	e, closeAll := r.setUp(s, &res, &sub)
+	e, closeAll := r.setUp(s, &res, &sub, label)
 	if e == nil {
 		return res
 	}
@@ -177,9 +236,11 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 	r.observeCall(ctx, s, e, sub, end, &res)
 	r.recoverAndCheck(ctx, e, end)
 	closeAll()
-	if err := goleak.Find(e.baseline); err != nil {
-		e.obs.Leaks = append(e.obs.Leaks, leaks.Name(err).Error())
+	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), r.recovery)
+	if err := leaks.WaitLabeled(lctx, scenarioLabel, label); err != nil {
+		e.obs.Leaks = append(e.obs.Leaks, err.Error())
 	}
+	lcancel()
 	r.judge(s, sub, &res)
 	if ctx.Err() != nil {
 		// What the scenario saw after the run's own deadline or cancel
@@ -196,7 +257,7 @@ func (r *Runner) RunOne(ctx context.Context, s Scenario) (res Result) {
 // the pool built, and the scenario's own setup. It returns nil, with the
 // reason in res, when the scenario is not run; otherwise the environment
 // and what closes it.
-func (r *Runner) setUp(s Scenario, res *Result, sub *subject) (*Env, func()) {
+func (r *Runner) setUp(s Scenario, res *Result, sub *subject, label string) (*Env, func()) {
 	var layer RetryFunc
 	if s.Contract != "" {
 		var err error
@@ -219,7 +280,6 @@ func (r *Runner) setUp(s Scenario, res *Result, sub *subject) (*Env, func()) {
 		}
 		return nil, nil
 	}
-	baseline := goleak.IgnoreCurrent()
 	srv, err := faultserver.New(s.server...)
 	if err != nil {
 		res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
@@ -240,7 +300,7 @@ func (r *Runner) setUp(s Scenario, res *Result, sub *subject) (*Env, func()) {
 	}
 	obs := &res.Observed
 	e := &Env{Server: srv, Pool: p, Client: p.Client(), Target: srv.URL(), collector: col, signals: sig, progress: prog,
-		obs: obs, retries: -1, baseline: baseline, retry: layer}
+		obs: obs, retries: -1, label: label, retry: layer}
 	if s.Contract != "" && r.retryLayer == nil {
 		e.retry = referenceRetry(s.policy, e)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
-	"go.uber.org/goleak"
 )
 
 // Proto is the protocol a scenario runs over.
@@ -180,8 +179,8 @@ type Env struct {
 	counters  faultserver.Counters // the fault path's counters at the mark
 	keys      int                  // idempotency keys the fault path had received at the mark
 	retries   int                  // attempts the reference retry policy made, -1 if none
-	baseline  goleak.Option
-	accepted  func() int64 // connections a server below HTTP accepted, if there is one
+	label     string               // the pprof label of the scenario's run
+	accepted  func() int64         // connections a server below HTTP accepted, if there is one
 
 	retry   RetryFunc // the retry layer of a contract
 	called  bool      // the retry layer was called

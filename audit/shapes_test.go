@@ -23,9 +23,10 @@ import (
 var (
 	stressRuns = flag.Int("stress", 1, "run the catalogue this many times per transport shape of the stress set "+
 		"and fail on any scenario whose verdict flips")
-	stressPattern = flag.String("stress.run", "", "with -stress, run only the scenarios whose name matches this regular expression")
-	stressShape   = flag.String("stress.shape", "", "with -stress, run only the shapes whose name matches this regular expression")
-	update        = flag.Bool("update", false, "rewrite docs/shapes.md and the README's table of common transports")
+	stressPattern  = flag.String("stress.run", "", "with -stress, run only the scenarios whose name matches this regular expression")
+	stressShape    = flag.String("stress.shape", "", "with -stress, run only the shapes whose name matches this regular expression")
+	shapesParallel = flag.Int("shapes.parallel", 8, "run this many scenarios of a shape at once (audit.Parallel); 1: one after the other")
+	update         = flag.Bool("update", false, "rewrite docs/shapes.md and the README's table of common transports")
 )
 
 // A shape is a client configuration the catalogue is run against.
@@ -239,7 +240,7 @@ func TestTransportShapes(t *testing.T) {
 		first := map[string]verdict{}
 		var rep audit.Report
 		for i := range n {
-			r, err := audit.NewRunner(sh.opts()...)
+			r, err := audit.NewRunner(append(sh.opts(), audit.Parallel(*shapesParallel))...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ package audittest
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +33,10 @@ func Run(t *testing.T, opts ...audit.Option) audit.Report {
 
 // RunScenarios runs each of scenarios against the client that opts
 // configure ([audit.NewRunner]) as a subtest of t named by the scenario
-// (TestClient/h2/reset), and returns the report of those run. A scenario
+// (TestClient/h2/reset), and returns the report of those run. With
+// audit.Parallel(n), n > 1, the subtests call t.Parallel: go test runs
+// them once the test function has returned (bounded by its -parallel
+// flag), and the report returned is then empty. A scenario
 // that fails fails its subtest with its mismatches and fix (with -v, its
 // notes and timeline too); one skipped for its protocol, or a retry
 // contract the retry layer cannot be configured for, skips its subtest
@@ -52,10 +56,17 @@ func RunScenarios(t *testing.T, scenarios []audit.Scenario, opts ...audit.Option
 		problem, fix, _ := strings.Cut(f, "; fix: ")
 		t.Errorf("finding: %s\n    fix: %s", redact.Printable(problem), redact.Printable(fix))
 	}
+	parallel := r.Parallel() > 1
+	var mu sync.Mutex
 	for _, s := range scenarios {
 		t.Run(s.Name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			res := r.RunOne(t.Context(), s)
+			mu.Lock()
 			rep.Add(res)
+			mu.Unlock()
 			judge(t, res)
 		})
 	}

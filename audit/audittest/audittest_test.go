@@ -27,6 +27,8 @@ func TestShape(t *testing.T) {
 	switch os.Getenv(shapeEnv) {
 	case "":
 		t.Skip("run by TestSubtests as a child process")
+	case "parallel":
+		opts = append(opts, audit.Parallel(8))
 	case "plain":
 		opts = append(opts, audit.WithTransport("&http.Transport{}", func() *http.Transport { return &http.Transport{} }))
 	}
@@ -90,4 +92,13 @@ func TestFailedSubtest(t *testing.T) {
 	require.Contains(t, out, "fix: set ResponseHeaderTimeout")
 	require.Contains(t, out, "timeline:", "-v adds the faulted request's timeline")
 	require.Equal(t, 1, strings.Count(out, "--- FAIL: TestShape/"), out)
+}
+
+// With audit.Parallel, the subtests run side by side, each judged alone.
+func TestParallelSubtests(t *testing.T) {
+	out, ok := child(t, "parallel", "-test.run", "^TestShape$/^(ok|reset|trickle-body|early-body-close)$")
+	require.True(t, ok, out)
+	require.ElementsMatch(t, []string{"ok", "reset", "trickle-body", "early-body-close"}, runs(out), out)
+	require.Equal(t, 4, strings.Count(out, "=== PAUSE TestShape/"), out)
+	require.Equal(t, 4, strings.Count(out, "--- PASS: TestShape/"), out)
 }
