@@ -293,6 +293,9 @@ type call struct {
 	// keyPerTry gives every attempt a new key instead, as a client that
 	// makes the key inside its retry loop does.
 	keyPerTry bool
+	// body, when set, is the body the caller must read in the response
+	// it gets: what the server reported.
+	body string
 }
 
 // retried sends the faulted request through the retry layer under audit,
@@ -317,11 +320,37 @@ func retried(c call) func(context.Context, *Env) error {
 		}
 		resp, err := e.callRetry(ctx, &client, req)
 		e.called, e.callErr = true, err
+		var got []byte
 		if resp != nil && resp.Body != nil {
+			got, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
+		if c.body != "" && err == nil && string(got) != c.body {
+			return fmt.Errorf("the caller read the body %q, where the server reported %q", got, c.body)
+		}
 		return nil
+	}
+}
+
+// cancelRetried runs drive, a retried call, and cancels it once the
+// server's handler was entered and the client recorded the request as
+// written.
+func cancelRetried(drive func(context.Context, *Env) error) func(context.Context, *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		ctx, cancel := context.WithCancel(ctx)
+		inHandler := e.inHandler(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if inHandler() {
+				cancel()
+			}
+		}()
+		err := drive(ctx, e)
+		cancel()
+		<-done
+		return err
 	}
 }
 
