@@ -173,14 +173,14 @@ func seen(cr contractResult) string {
 		return strings.Join(uniq(cr.Verdicts), "; ")
 	}
 	s := cr.Observed
+	if cr.Error != "" && !racyWords.MatchString(cr.Error) {
+		s += fmt.Sprintf(" (%s)", short(cr.Error))
+	}
 	if cr.Unclosed > 0 {
 		// The tracer counts an attempt when its body is closed: the
 		// server's requests are the attempts.
 		s = strings.Replace(s, " hidden", "", 1) + fmt.Sprintf(" (%d of its responses never closed: the tracer "+
 			"saw those attempts unfinished)", cr.Unclosed)
-	}
-	if cr.Error != "" {
-		s += fmt.Sprintf(" (%s)", short(cr.Error))
 	}
 	for _, v := range cr.Verdicts {
 		if strings.HasPrefix(v, "run: ") || strings.Contains(v, "connection fate") {
@@ -190,7 +190,14 @@ func seen(cr contractResult) string {
 	return s
 }
 
-var serverURL = regexp.MustCompile(`https?://127\.0\.0\.1:[0-9]+`)
+var (
+	serverURL = regexp.MustCompile(`https?://127\.0\.0\.1:[0-9]+`)
+	// racyWords are net/http's words for a timeout or a cancel, which
+	// differ from run to run for the same event (an http.Client Timeout
+	// is "context deadline exceeded" or "net/http: request canceled"):
+	// the outcome's class says it, the note leaves the error out.
+	racyWords = regexp.MustCompile(`Client\.Timeout|request canceled|context deadline exceeded|context canceled`)
+)
 
 // short is an error's first line, without the server's address, at most
 // 90 characters.
