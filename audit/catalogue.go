@@ -229,7 +229,7 @@ func http2Scenarios() []Scenario {
 // through reading the body and restarts with each retry; the total budget
 // bounds all attempts and delays.
 const (
-	// A7 and A10, at the source's 250 ms: its read timeout is an interval
+	// A7 and A10, at Reactor Netty's 250 ms: its responseTimeout is an interval
 	// between reads, which Go splits in two: the wait for the response
 	// headers (ResponseHeaderTimeout) and the wait for each read of the
 	// body (pool.BodyIdleTimeout).
@@ -278,7 +278,7 @@ func retryScenarios() []Scenario {
 	canceled := timedOut(vocab.ClassCanceled, vocab.StageAwaitHeaders)
 	canceled.HandlersEntered = n(1)
 	budget := exp(vocab.ClassDeadline, 0, 2, 2)
-	// W1 and W2 retry a POST once with no delay, as the source's retry(1)
+	// W1 and W2 retry a POST once with no delay, as Reactor's retry(1)
 	// does.
 	postOnce := func(p *retry.Policy) { p.MaxRetries, p.Delay = 1, 0 }
 	unsafe := with(func(p *retry.Policy) { postOnce(p); p.UnsafeRetryNonIdempotent = true })

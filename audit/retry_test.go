@@ -224,7 +224,7 @@ func TestRetryLayerPastItsBounds(t *testing.T) {
 	require.NotContains(t, res.Fix, "GuardDeadline", "the transport's bound is shorter than the guard")
 }
 
-// The contracts the source adds or sharpens fail under a layer that breaks
+// The contracts taken from Reactor Netty's (A7, A10, W1, W2, H2, P1's cancel) fail under a layer that breaks
 // them: one that retries every error, reading the body itself (A7, A10, H2,
 // and P1's cancel), and one that hands the caller a response whose body it
 // has already read (W1, W2: the writes the server reports are lost).

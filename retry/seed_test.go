@@ -127,7 +127,7 @@ func seedContracts() []seedContract {
 		edit(&p)
 		return p
 	}
-	// W1 and W2 retry the POST once with no delay, as the source's retry(1).
+	// W1 and W2 retry the POST once with no delay, as Reactor's retry(1).
 	postOnce := func(p *retry.Policy) { p.MaxRetries, p.Delay = 1, 0 }
 	write503, write200 := seedStep{status: 503, write: true}, seedStep{status: 200, write: true, report: true}
 	requests := func(t seedT, o seedOutcome, n int) {
@@ -169,7 +169,7 @@ func seedContracts() []seedContract {
 				require.Equal(t, time.Second, o.elapsed)
 				requests(t, o, 1)
 			}},
-		// A7 and A10: the source's read timeout of 250 ms, an interval
+		// A7 and A10: Reactor Netty's responseTimeout of 250 ms, an interval
 		// between reads, is two bounds in Go: the wait for the headers,
 		// and the wait for each read of the body.
 		{id: "A7", steps: []seedStep{never}, headerWait: 250 * ms, policy: base, check: func(t seedT, o seedOutcome) {
@@ -256,7 +256,7 @@ func seedContracts() []seedContract {
 				require.Equal(t, 2, o.requests, "the server read two")
 				require.True(t, o.hidden, "the tracer saw the Transport send it again")
 			}},
-		// H2 is the source's own contract: no hidden retry. Go keeps
+		// H2 is Reactor Netty's disableRetry(true): no hidden retry. Go keeps
 		// it on a fresh connection, and cannot switch it off on a reused
 		// one (H1).
 		{id: "H2", steps: []seedStep{cut, answer(200)}, policy: base, check: func(t seedT, o seedOutcome) {
@@ -517,7 +517,7 @@ func (s *seedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, http.StatusText(step.status), step.status)
 }
 
-// TestSeedChecksCanFail runs each contract the source adds or sharpens
+// TestSeedChecksCanFail runs each contract taken from Reactor Netty's
 // with one thing about the client made wrong, and requires its check to
 // fail: a check that cannot fail holds nothing.
 func TestSeedChecksCanFail(t *testing.T) {
