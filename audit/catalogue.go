@@ -229,6 +229,11 @@ func http2Scenarios() []Scenario {
 // through reading the body and restarts with each retry; the total budget
 // bounds all attempts and delays.
 const (
+	// A7 and A10, at Reactor Netty's 250 ms: its responseTimeout is an interval
+	// between reads, which Go splits in two: the wait for the response
+	// headers (ResponseHeaderTimeout) and the wait for each read of the
+	// body (pool.BodyIdleTimeout).
+	readInterval = 250 * time.Millisecond
 	// A8, scaled by 0.3 from 1 s, 1.5 s, 1 s: two immediate 503s, and
 	// the budget ends 150 ms into the second delay.
 	budgetAttempt = 300 * time.Millisecond
@@ -259,14 +264,23 @@ func retryScenarios() []Scenario {
 	}
 	// A request that timed out: the server sees it go, the client closes
 	// the connection.
-	timedOut := func(class httptrace.Class) Expect {
+	timedOut := func(class httptrace.Class, stage httptrace.Stage) Expect {
 		e := exp(class, 0, 1, 1)
-		e.Stage, e.CancelObserved = vocab.StageAwaitHeaders, true
+		e.Stage, e.CancelObserved = stage, true
 		e.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
 		return e
 	}
+	bodyStalled := timedOut(vocab.ClassBodyIdleTimeout, vocab.StageBody)
+	bodyStalled.BodyBytes = n(midBodySend)
+	closed := exp(vocab.ClassServerClosed, 0, 1, 1)
+	closed.Stage = vocab.StageAwaitHeaders
+	closed.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerEOF)
+	canceled := timedOut(vocab.ClassCanceled, vocab.StageAwaitHeaders)
+	canceled.HandlersEntered = n(1)
 	budget := exp(vocab.ClassDeadline, 0, 2, 2)
-	postOnce := func(p *retry.Policy) { p.MaxRetries = 1 }
+	// W1 and W2 retry a POST once with no delay, as Reactor's retry(1)
+	// does.
+	postOnce := func(p *retry.Policy) { p.MaxRetries, p.Delay = 1, 0 }
 	unsafe := with(func(p *retry.Policy) { postOnce(p); p.UnsafeRetryNonIdempotent = true })
 	keyed := with(func(p *retry.Policy) { postOnce(p); p.RetryIdempotencyKey = true })
 	postExp := func(attempts int, server, writes int64, status int) Expect {
@@ -276,7 +290,9 @@ func retryScenarios() []Scenario {
 	}
 	hidden := exp(vocab.ClassOK, 200, 1, 2)
 	hidden.HiddenRetry, hidden.Dials = true, n(2)
-	writes := seq(faultserver.Write{Status: 503}, faultserver.Write{Status: 200})
+	// The second answer reports the writes the server committed, which
+	// the caller must read in the body it gets.
+	writes := seq(faultserver.Write{Status: 503}, faultserver.Write{Status: 200, Report: true})
 	const bound = "503 only, 2 retries 10ms apart"
 	return []Scenario{
 		{Name: "retry/immediate-success", Contract: "A1", Proto: HTTP1, Fault: `200 "ok"`, Bound: bound,
@@ -291,12 +307,13 @@ func retryScenarios() []Scenario {
 		{Name: "retry/500", Contract: "A5", Proto: HTTP1, Fault: "answers 500", Bound: bound,
 			Expect: exp(vocab.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: get, policy: base, subject: "500"},
 		{Name: "retry/attempt-deadline", Contract: "A6", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "attempt limit 150ms",
-			Wait: boundShort, Expect: timedOut(vocab.ClassDeadline), setup: handle(faultserver.Hang{}), drive: get,
+			Wait: boundShort, Expect: timedOut(vocab.ClassDeadline, vocab.StageAwaitHeaders), setup: handle(faultserver.Hang{}), drive: get,
 			policy: with(func(p *retry.Policy) { p.AttemptTimeout = boundShort }), subject: "the attempt timeout"},
 		{Name: "retry/response-header-timeout", Contract: "A7", Proto: HTTP1, Fault: "handler entered, never writes",
-			Bound: "ResponseHeaderTimeout 150ms < attempt limit 3s", Wait: boundShort, Expect: timedOut(vocab.ClassResponseHeaderTimeout),
-			Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)}, setup: handle(faultserver.Hang{}), drive: get,
-			policy: base, subject: "the read timeout"},
+			Bound: "header wait (ResponseHeaderTimeout) 250ms < attempt limit 3s", Wait: readInterval,
+			Expect: timedOut(vocab.ClassResponseHeaderTimeout, vocab.StageAwaitHeaders),
+			Bounds: []pool.Option{pool.ResponseHeaderTimeout(readInterval)}, setup: handle(faultserver.Hang{}), drive: get,
+			policy: base, subject: "the header wait timeout"},
 		{Name: "retry/total-budget", Contract: "A8", Proto: HTTP1, Fault: "503 at once, every time",
 			Bound: "attempt 300ms, budget 450ms, delay 300ms", Wait: budgetTotal, Expect: budget, setup: handle(s503), drive: get,
 			policy: with(func(p *retry.Policy) {
@@ -308,20 +325,31 @@ func retryScenarios() []Scenario {
 			policy: with(func(p *retry.Policy) {
 				p.AttemptTimeout, p.TotalTimeout, p.Delay = slowAttempt, 4*slowAttempt, slowDelay
 			}), subject: "503"},
-		{Name: "retry/post-unsafe", Contract: "W1", Proto: HTTP1, Fault: "commits the write, answers 503, then 200",
-			Bound: "one retry allowed for POST", Wait: base.Delay, Expect: postExp(2, 2, 2, 200), setup: writes,
-			drive: retried(call{method: http.MethodPost}), policy: unsafe, subject: "the POST"},
-		{Name: "retry/post-idempotency-key", Contract: "W2", Proto: HTTP1, Fault: "commits once per key, answers 503, then 200",
-			Bound: "POST with Idempotency-Key: order-7 retried once", Wait: base.Delay, Expect: postExp(2, 2, 1, 200), setup: writes,
-			drive: retried(call{method: http.MethodPost, key: "order-7"}), policy: keyed, subject: "the POST"},
+		{Name: "retry/body-read-interval", Contract: "A10", Proto: HTTP1, Fault: "sends half the body, stalls",
+			Bound: "body read interval (pool.BodyIdleTimeout) 250ms < attempt limit 3s", Wait: readInterval, Expect: bodyStalled,
+			Bounds: []pool.Option{pool.BodyIdleTimeout(readInterval)},
+			setup:  handle(faultserver.StallMidBody{Length: midBodyLength, Send: midBodySend}), drive: get,
+			policy: base, subject: "the body read timeout"},
+		{Name: "retry/post-unsafe", Contract: "W1", Proto: HTTP1, Fault: "commits the write, answers 503, then 200 with the writes",
+			Bound: "one retry allowed for POST, no delay", Expect: postExp(2, 2, 2, 200), setup: writes,
+			drive: retried(call{method: http.MethodPost, body: faultserver.WriteReport(2)}), policy: unsafe, subject: "the POST"},
+		{Name: "retry/post-idempotency-key", Contract: "W2", Proto: HTTP1, Fault: "commits once per key, answers 503, then 200 with the writes",
+			Bound: "POST with Idempotency-Key: order-7 retried once, no delay", Expect: postExp(2, 2, 1, 200), setup: writes,
+			drive: retried(call{method: http.MethodPost, key: "order-7", body: faultserver.WriteReport(1)}), policy: keyed, subject: "the POST"},
 		{Name: "retry/post-key-per-attempt", Contract: "W3", Proto: HTTP1, Fault: "commits once per key, answers 503, then 200",
-			Bound: "POST retried once, a new key per attempt", Wait: base.Delay, Expect: postExp(2, 2, 2, 200), setup: writes,
+			Bound: "POST retried once, a new key per attempt", Expect: postExp(2, 2, 2, 200), setup: writes,
 			drive: retried(call{method: http.MethodPost, key: "order-7", keyPerTry: true}), policy: keyed, subject: "the POST"},
 		{Name: "retry/post-not-retried", Contract: "W4", Proto: HTTP1, Fault: "commits the write, answers 503", Bound: "default: POST never retried",
 			Expect: postExp(1, 1, 1, 503), setup: writes, drive: retried(call{method: http.MethodPost}), policy: base, subject: "the POST"},
 		{Name: "retry/hidden-retry", Contract: "H1", Proto: HTTP1, Fault: "closes a kept-alive connection after reading its 2nd request",
 			Bound: "GET on a reused connection", Expect: hidden, setup: handle(faultserver.CloseBeforeResponse{After: 1}),
 			drive: warmThen(get), policy: base, subject: "the GET"},
+		{Name: "retry/fresh-connection-closed", Contract: "H2", Proto: HTTP1, Fault: "reads the request on a fresh connection, closes it",
+			Bound: "GET on a fresh connection: no hidden retry, an error is not retried", Expect: closed,
+			setup: handle(faultserver.CloseBeforeResponse{}), drive: get, policy: base, subject: "the GET"},
+		{Name: "retry/cancel-in-attempt", Contract: "P1", Proto: HTTP1, Fault: "handler entered, never writes",
+			Bound: "the caller cancels once the handler is entered", Expect: canceled, setup: handle(faultserver.Hang{}),
+			drive: cancelRetried(get), policy: base, subject: "the canceled GET"},
 	}
 }
 

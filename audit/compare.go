@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/connaudit/connaudit/internal/vocab"
 )
@@ -171,13 +172,22 @@ func anyHasPrefix(ss []string, prefix string) bool {
 // may rest on it. "" otherwise.
 func (sub subject) tie(s Scenario) string {
 	limit := s.policy.AttemptTimeout
-	if sub.reference || s.Contract == "" || sub.rht <= 0 || limit <= 0 || s.Expect.Stage != vocab.StageAwaitHeaders ||
-		(s.Expect.Class != vocab.ClassResponseHeaderTimeout && s.Expect.Class != vocab.ClassDeadline) {
+	if sub.reference || s.Contract == "" || limit <= 0 {
 		return ""
 	}
-	if sub.rht < limit-limit/10 || sub.rht > limit+limit/10 {
+	var name string
+	var own time.Duration
+	switch {
+	case s.Expect.Stage == vocab.StageAwaitHeaders &&
+		(s.Expect.Class == vocab.ClassResponseHeaderTimeout || s.Expect.Class == vocab.ClassDeadline):
+		name, own = "ResponseHeaderTimeout", sub.rht
+	case s.Expect.Stage == vocab.StageBody &&
+		(s.Expect.Class == vocab.ClassBodyIdleTimeout || s.Expect.Class == vocab.ClassDeadline):
+		name, own = "pool.BodyIdleTimeout", sub.bodyIdle
+	}
+	if own <= 0 || own < limit-limit/10 || own > limit+limit/10 {
 		return ""
 	}
-	return fmt.Sprintf("%s: too close to tell apart: ResponseHeaderTimeout (%v) and the attempt limit (%v): "+
-		"either may end the attempt first, so which did is no verdict", s.Contract, sub.rht, limit)
+	return fmt.Sprintf("%s: too close to tell apart: %s (%v) and the attempt limit (%v): "+
+		"either may end the attempt first, so which did is no verdict", s.Contract, name, own, limit)
 }

@@ -293,6 +293,9 @@ type call struct {
 	// keyPerTry gives every attempt a new key instead, as a client that
 	// makes the key inside its retry loop does.
 	keyPerTry bool
+	// body, when set, is the body the caller must read in a 200 it gets:
+	// what the server reported.
+	body string
 }
 
 // retried sends the faulted request through the retry layer under audit,
@@ -317,11 +320,41 @@ func retried(c call) func(context.Context, *Env) error {
 		}
 		resp, err := e.callRetry(ctx, &client, req)
 		e.called, e.callErr = true, err
+		var got []byte
+		status := 0
 		if resp != nil && resp.Body != nil {
+			status = resp.StatusCode
+			got, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
+		// The report comes with the 200; another status is a mismatch of
+		// its own.
+		if c.body != "" && err == nil && status == http.StatusOK && string(got) != c.body {
+			return fmt.Errorf("the caller read the body %q, where the server reported %q", got, c.body)
+		}
 		return nil
+	}
+}
+
+// cancelRetried runs drive, a retried call, and cancels it once the
+// server's handler was entered and the client recorded the request as
+// written.
+func cancelRetried(drive func(context.Context, *Env) error) func(context.Context, *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		ctx, cancel := context.WithCancel(ctx)
+		inHandler := e.inHandler(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if inHandler() {
+				cancel()
+			}
+		}()
+		err := drive(ctx, e)
+		cancel()
+		<-done
+		return err
 	}
 }
 

@@ -102,7 +102,11 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline 
 		if e.Class == vocab.ClassDeadline {
 			side = "above it, so that the attempt limit ends the attempt"
 		}
-		add(fmt.Sprintf("set ResponseHeaderTimeout well apart from the retry layer's attempt limit: %s", side))
+		setting := "ResponseHeaderTimeout"
+		if e.Stage == vocab.StageBody {
+			setting = "pool.BodyIdleTimeout"
+		}
+		add(fmt.Sprintf("set %s well apart from the retry layer's attempt limit: %s", setting, side))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
 		name := classSetting(e.Class)
 		_, own := sub.stageBound(e.Stage)
@@ -175,14 +179,17 @@ var contractFix = map[string]string{
 	"A4": "retry 503 only: a 404 is final and reaches the caller as it is",
 	"A5": "retry 503 only: a 500 is final (the request may have run) and reaches the caller",
 	"A6": "bound each attempt by AttemptTimeout, and end the call when it fires",
-	"A7": "a read timeout (the transport's ResponseHeaderTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
+	"A7": "the header wait's timeout (the transport's ResponseHeaderTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
 	"A8": "count the delays in the total budget: end the call with a deadline error when it runs out during a delay",
 	"A9": "restart the attempt limit on each retry: it bounds one attempt, not all of them",
+	"A10": "the body read interval's timeout (pool.BodyIdleTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
 	"W1": "replay a POST once when the policy allows it, with its body (GetBody)",
 	"W2": "keep the Idempotency-Key across attempts, so that the server commits once",
 	"W3": "a new Idempotency-Key per attempt defeats it: generate the key once per call",
 	"W4": "never replay a POST unless asked: the server may have committed its write",
 	"H1": "net/http's own re-send cannot be turned off: make the endpoint idempotent",
+	"H2": "an error is final: a connection lost before the response reaches the caller after one request",
+	"P1": "stop at the caller's cancel: no attempt, and no delay, after the call's context has ended",
 }
 
 // layerFix says what the retry layer under audit must do for the contract

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -32,7 +33,7 @@ func TestRetryScenariosNameTheirContracts(t *testing.T) {
 		require.NotEmpty(t, s.Contract, s.Name)
 		ids = append(ids, s.Contract)
 	}
-	require.Equal(t, []string{"A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "W1", "W2", "W3", "W4", "H1"}, ids)
+	require.Equal(t, []string{"A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "W1", "W2", "W3", "W4", "H1", "H2", "P1"}, ids)
 	for _, s := range audit.Catalogue() {
 		if !strings.HasPrefix(s.Name, "retry/") {
 			require.Empty(t, s.Contract, s.Name)
@@ -223,4 +224,65 @@ func TestRetryLayerPastItsBounds(t *testing.T) {
 	require.Contains(t, res.Fix, "check ctx.Err() before each attempt")
 	require.NotContains(t, res.Fix, "set ResponseHeaderTimeout", "the transport has one")
 	require.NotContains(t, res.Fix, "GuardDeadline", "the transport's bound is shorter than the guard")
+}
+
+// The contracts taken from Reactor Netty's (A7, A10, W1, W2, H2, P1's cancel) fail under a layer that breaks
+// them: one that retries every error, reading the body itself (A7, A10, H2,
+// and P1's cancel), and one that hands the caller a response whose body it
+// has already read (W1, W2: the writes the server reports are lost).
+func TestRetryContractsCanFail(t *testing.T) {
+	everyError := func(p retry.Policy) (audit.RetryFunc, error) {
+		return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+			var err error
+			for range p.MaxRetries + 1 {
+				var resp *http.Response
+				if resp, err = c.Do(req.WithContext(ctx)); err != nil {
+					continue
+				}
+				b, rerr := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if rerr == nil {
+					resp.Body = io.NopCloser(bytes.NewReader(b))
+					return resp, nil
+				}
+				err = rerr
+			}
+			return nil, err
+		}, nil
+	}
+	bodyRead := func(p retry.Policy) (audit.RetryFunc, error) {
+		do := p.Do
+		return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+			resp, err := do(ctx, c, req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+			}
+			return resp, err
+		}, nil
+	}
+	for _, tc := range []struct {
+		id, mismatch string
+		layer        func(retry.Policy) (audit.RetryFunc, error)
+	}{
+		{"A7", "A7: the header wait timeout was retried: 3 requests, contract 1", everyError},
+		{"A10", "A10: the body read timeout was retried: 3 requests, contract 1", everyError},
+		{"H2", "H2: the GET was retried: 3 requests, contract 1", everyError},
+		{"P1", "P1: client attempts: expected 1, observed 3", everyError},
+		{"W1", `run: the caller read the body "", where the server reported "writes committed: 2"`, bodyRead},
+		{"W2", `run: the caller read the body "", where the server reported "writes committed: 1"`, bodyRead},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			var s audit.Scenario
+			for _, c := range retryContracts(t) {
+				if c.Contract == tc.id {
+					s = c
+				}
+			}
+			r, err := audit.NewRunner(audit.WithRetry("broken", tc.layer))
+			require.NoError(t, err)
+			res := r.RunOne(context.Background(), s)
+			require.False(t, res.Pass)
+			require.Contains(t, res.Mismatches, tc.mismatch)
+		})
+	}
 }

@@ -144,10 +144,11 @@ type Scenario struct {
 	// Bounds are the pool options that bound the faulted stage on the
 	// reference pool. A caller-supplied transport keeps its own.
 	Bounds []pool.Option
-	// Contract is the retry contract the scenario holds (A1…A9, W1…W4,
-	// H1; see [WithRetry]), empty for the scenarios that are not about
+	// Contract is the retry contract the scenario holds (A1…A10, W1…W4,
+	// H1, H2; see [WithRetry]), empty for the scenarios that are not about
 	// a retry layer. Each also holds P1, as every scenario does: the same
-	// pool serves /ok afterwards with nothing left behind.
+	// pool serves /ok afterwards with nothing left behind; a scenario whose
+	// Contract is P1 holds only that, after the caller's cancel.
 	Contract string
 
 	server []faultserver.Option
