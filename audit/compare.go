@@ -10,7 +10,7 @@ import (
 
 // verdicts states a retry contract's mismatches as its verdicts, named by
 // the contract: "A5: 500 was retried: 3 requests, contract 1".
-func verdicts(s Scenario, o Observed, mismatches []string) []string {
+func verdicts(s Scenario, sub subject, o Observed, mismatches []string) []string {
 	if s.Contract == "" {
 		return mismatches
 	}
@@ -26,6 +26,10 @@ func verdicts(s Scenario, o Observed, mismatches []string) []string {
 			s.subject == "503" && e.Class != vocab.ClassDeadline && o.ClientAttempts > s.policy.MaxRetries+1:
 			m = fmt.Sprintf("%d attempts where MaxRetries=%d allows %d: the layer does not apply MaxRetries",
 				o.ClientAttempts, s.policy.MaxRetries, s.policy.MaxRetries+1)
+			if sub.retryDefaults {
+				m = fmt.Sprintf("%d attempts where MaxRetries=%d allows %d: at its defaults the layer retries more",
+					o.ClientAttempts, s.policy.MaxRetries, s.policy.MaxRetries+1)
+			}
 		case strings.HasPrefix(m, "writes committed:"):
 			m = fmt.Sprintf("the server committed %s, contract %d", plural(o.Writes, "write"), *e.Writes)
 		}

@@ -90,11 +90,11 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline 
 		case own > 0 && multi:
 			// Each attempt ends at the transport's bound; the layer's
 			// trying again made the call outlast the guard.
-			add("in the retry layer: " + layer)
+			add(sub.inLayer() + layer)
 		default:
 			add(sub.stageFix(o.UnboundedStage))
 			if multi || (s.Contract != "" && s.policy.AttemptTimeout > 0 && e.Class == vocab.ClassDeadline) {
-				add("in the retry layer: " + layer)
+				add(sub.inLayer() + layer)
 			}
 		}
 	case sub.tie(s) != "":
@@ -117,8 +117,8 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline 
 		if name, own := sub.stageBound(o.Stage); s.Contract != "" && limit > 0 && own > limit && layer != "" {
 			// The transport's bound is the longer: it fired because the
 			// layer's attempt limit did not.
-			add(fmt.Sprintf("in the retry layer: %s: the transport's %s (%v) ended the attempt that the "+
-				"attempt limit (%v) should have", layer, name, own, limit))
+			add(fmt.Sprintf("%s%s: the transport's %s (%v) ended the attempt that the "+
+				"attempt limit (%v) should have", sub.inLayer(), layer, name, own, limit))
 		} else {
 			add(fmt.Sprintf("the transport's %s ended the request before the bound under audit: "+
 				"keep it longer than that", classSetting(o.Class)))
@@ -151,14 +151,14 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline 
 		case strings.Contains(m, "connections open to") && strings.Contains(m, ", cap "):
 			add("MaxConnsPerHost caps HTTP/1 connections only; HTTP/2 dials past it")
 		case strings.HasPrefix(m, lateAttempts):
-			add("in the retry layer: stop once the call's context is done: check ctx.Err() before each " +
+			add(sub.inLayer() + "stop once the call's context is done: check ctx.Err() before each " +
 				"attempt, and end a delay when the context ends")
 		case strings.HasPrefix(m, "leak after recovery: open body"), strings.HasPrefix(m, "leak after recovery: active connection"):
 			add("close every response body: one left open pins its connection")
 		}
 	}
 	if len(fixes) == 0 && layer != "" {
-		add("in the retry layer: " + layer)
+		add(sub.inLayer() + layer)
 	}
 	if len(fixes) == 0 {
 		if f := sub.stageFix(e.Stage); f != "" && classSetting(e.Class) != "" {
@@ -173,23 +173,23 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline 
 // contractFix says, for each retry contract, what a retry layer that broke
 // it must do.
 var contractFix = map[string]string{
-	"A1": "make one attempt for a response that is not retried, and hand its body over",
-	"A2": "retry a 503, up to MaxRetries times, waiting Delay between attempts",
-	"A3": "stop after MaxRetries retries and hand the caller the last 503 itself, not an error",
-	"A4": "retry 503 only: a 404 is final and reaches the caller as it is",
-	"A5": "retry 503 only: a 500 is final (the request may have run) and reaches the caller",
-	"A6": "bound each attempt by AttemptTimeout, and end the call when it fires",
-	"A7": "the header wait's timeout (the transport's ResponseHeaderTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
-	"A8": "count the delays in the total budget: end the call with a deadline error when it runs out during a delay",
-	"A9": "restart the attempt limit on each retry: it bounds one attempt, not all of them",
+	"A1":  "make one attempt for a response that is not retried, and hand its body over",
+	"A2":  "retry a 503, up to MaxRetries times, waiting Delay between attempts",
+	"A3":  "stop after MaxRetries retries and hand the caller the last 503 itself, not an error",
+	"A4":  "retry 503 only: a 404 is final and reaches the caller as it is",
+	"A5":  "retry 503 only: a 500 is final (the request may have run) and reaches the caller",
+	"A6":  "bound each attempt by AttemptTimeout, and end the call when it fires",
+	"A7":  "the header wait's timeout (the transport's ResponseHeaderTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
+	"A8":  "count the delays in the total budget: end the call with a deadline error when it runs out during a delay",
+	"A9":  "restart the attempt limit on each retry: it bounds one attempt, not all of them",
 	"A10": "the body read interval's timeout (pool.BodyIdleTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
-	"W1": "replay a POST once when the policy allows it, with its body (GetBody)",
-	"W2": "keep the Idempotency-Key across attempts, so that the server commits once",
-	"W3": "a new Idempotency-Key per attempt defeats it: generate the key once per call",
-	"W4": "never replay a POST unless asked: the server may have committed its write",
-	"H1": "net/http's own re-send cannot be turned off: make the endpoint idempotent",
-	"H2": "an error is final: a connection lost before the response reaches the caller after one request",
-	"P1": "stop at the caller's cancel: no attempt, and no delay, after the call's context has ended",
+	"W1":  "replay a POST once when the policy allows it, with its body (GetBody)",
+	"W2":  "keep the Idempotency-Key across attempts, so that the server commits once",
+	"W3":  "a new Idempotency-Key per attempt defeats it: generate the key once per call",
+	"W4":  "never replay a POST unless asked: the server may have committed its write",
+	"H1":  "net/http's own re-send cannot be turned off: make the endpoint idempotent",
+	"H2":  "an error is final: a connection lost before the response reaches the caller after one request",
+	"P1":  "stop at the caller's cancel: no attempt, and no delay, after the call's context has ended",
 }
 
 // layerFix says what the retry layer under audit must do for the contract
@@ -225,4 +225,13 @@ func layerFix(s Scenario, o Observed) string {
 		return "keep the Idempotency-Key across attempts, so that the server commits once"
 	}
 	return contractFix[s.Contract]
+}
+
+// inLayer begins a fix of the retry layer's: one configured for the
+// contracts must do it; one at its defaults must be configured to.
+func (sub subject) inLayer() string {
+	if sub.retryDefaults {
+		return "configure the retry layer (it runs at its defaults) to "
+	}
+	return "in the retry layer: "
 }

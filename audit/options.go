@@ -22,6 +22,7 @@ type Runner struct {
 	recovery      time.Duration
 	progress      func(Result)
 	retryName     string
+	retryRow      string // RetryDefaults or RetryConfigured
 	retryLayer    func(retry.Policy) (RetryFunc, error)
 }
 
@@ -203,6 +204,30 @@ func GuardDeadline(d time.Duration) Option {
 			return fmt.Errorf("audit: guard deadline %v must be positive", d)
 		}
 		r.guard = d
+		return nil
+	})
+}
+
+// The rows a retry layer is audited in ([RetryAtDefaults]).
+const (
+	// RetryConfigured: the layer is set for each contract from its
+	// retry.Policy, with its own options (WithRetry's configure).
+	RetryConfigured = "configured"
+	// RetryDefaults: the layer is used as it comes, whatever the policy.
+	RetryDefaults = "defaults"
+)
+
+// RetryAtDefaults says that the retry layer under audit ([WithRetry],
+// [WithRetryTransport]) is at its defaults, as it comes, not set from each
+// contract's policy: the report names the row ([Report.RetryRow]:
+// "defaults" rather than "configured"), and a broken contract's fix says
+// what to configure ("at its defaults it makes 5 attempts where the
+// contract allows 3: configure its retry count") rather than which policy
+// field the layer does not apply. A library's two rows, at its defaults and
+// configured, read as compat's table reads.
+func RetryAtDefaults() Option {
+	return optionFunc(func(r *Runner) error {
+		r.retryRow = RetryDefaults
 		return nil
 	})
 }

@@ -128,6 +128,9 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	retryLayer := ""
 	if r.Retry != "" {
 		retryLayer = "; retry: " + redact.Printable(r.Retry)
+		if r.RetryRow != "" {
+			retryLayer += " (" + r.RetryRow + ")"
+		}
 	}
 	for _, l := range wrap(fmt.Sprintf("%s%s%s; %s", redact.Printable(r.Transport), meant, retryLayer, r.GoVersion), "", "    ", textWidth) {
 		b.WriteString(l + "\n")

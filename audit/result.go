@@ -152,7 +152,12 @@ type Report struct {
 	// GoVersion is the runtime that ran it.
 	GoVersion string `json:"go_version"`
 
-	retryName string // the retry layer, named in Retry once a contract is added
+	// RetryRow says how the retry layer was set: "configured" for the
+	// contracts (WithRetry's configure), or "defaults" ([RetryAtDefaults]);
+	// "" for package retry, the reference.
+	RetryRow string `json:"retry_row,omitempty"`
+
+	retryName, retryRow string // named in Retry and RetryRow once a contract is added
 }
 
 // Add adds the result of one scenario to the report and counts it; the
@@ -160,7 +165,7 @@ type Report struct {
 func (r *Report) Add(res Result) {
 	r.Results = append(r.Results, res)
 	if res.Contract != "" && r.Retry == "" {
-		r.Retry = r.retryName
+		r.Retry, r.RetryRow = r.retryName, r.retryRow
 	}
 	if res.Skipped == "" {
 		r.Wait += res.Wait

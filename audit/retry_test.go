@@ -286,3 +286,55 @@ func TestRetryContractsCanFail(t *testing.T) {
 		})
 	}
 }
+
+// A layer audited at its defaults is named so in the report, and its fix
+// says what to configure; one configured for the contracts is told which
+// policy field it does not apply.
+func TestRetryRows(t *testing.T) {
+	var a3 []audit.Scenario
+	for _, s := range retryContracts(t) {
+		if s.Contract == "A3" {
+			a3 = append(a3, s)
+		}
+	}
+	fixed := func(base http.RoundTripper, _ retry.Policy) (http.RoundTripper, error) {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			for attempt := 0; ; attempt++ {
+				resp, err := base.RoundTrip(req)
+				if err != nil || resp.StatusCode != http.StatusServiceUnavailable || attempt == 4 {
+					return resp, err
+				}
+				resp.Body.Close()
+			}
+		}), nil
+	}
+	for _, tc := range []struct {
+		opts           []audit.Option
+		row, says, fix string
+	}{
+		{nil, "configured", "A3: 5 attempts where MaxRetries=2 allows 3: the layer does not apply MaxRetries",
+			"in the retry layer: apply MaxRetries: stop after 2 retries"},
+		{[]audit.Option{audit.RetryAtDefaults()}, "defaults",
+			"A3: 5 attempts where MaxRetries=2 allows 3: at its defaults the layer retries more",
+			"configure the retry layer (it runs at its defaults) to apply MaxRetries: stop after 2 retries"},
+	} {
+		r, err := audit.NewRunner(append(tc.opts, audit.WithRetryTransport("five attempts", fixed))...)
+		require.NoError(t, err)
+		rep := r.Run(t.Context(), a3)
+		require.Equal(t, tc.row, rep.RetryRow)
+		res := rep.Results[0]
+		require.False(t, res.Pass)
+		require.Contains(t, res.Mismatches, tc.says)
+		require.True(t, strings.HasPrefix(res.Fix, tc.fix), res.Fix)
+		var text bytes.Buffer
+		require.NoError(t, rep.WriteText(&text, false))
+		require.Contains(t, strings.ReplaceAll(text.String(), "\n    ", " "), "; retry: five attempts ("+tc.row+")")
+	}
+	r, err := audit.NewRunner()
+	require.NoError(t, err)
+	require.Empty(t, r.Run(t.Context(), a3).RetryRow, "package retry, the reference, has no row")
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

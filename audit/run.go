@@ -91,7 +91,12 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 // NewReport returns an empty report on the client this runner audits, to
 // which [Report.Add] adds the results of [Runner.RunOne].
 func (r *Runner) NewReport() Report {
-	return Report{Transport: r.transportName, Protocols: r.meantText(), GoVersion: runtime.Version(), retryName: r.retryName}
+	row := r.retryRow
+	if row == "" && r.retryLayer != nil {
+		row = RetryConfigured
+	}
+	return Report{Transport: r.transportName, Protocols: r.meantText(), GoVersion: runtime.Version(), retryName: r.retryName,
+		retryRow: row}
 }
 
 // Findings returns the problems of the client as a whole that running
@@ -229,6 +234,7 @@ func (r *Runner) runOne(ctx context.Context, s Scenario, label string) (res Resu
 		}
 	}()
 	e, closeAll := r.setUp(s, &res, &sub, label)
+	sub.retryDefaults = r.retryRow == RetryDefaults
 	if e == nil {
 		return res
 	}
@@ -415,7 +421,7 @@ func (r *Runner) judge(s Scenario, sub subject, res *Result) {
 		res.Mismatches = append(res.Mismatches, tie)
 		exp.Class, exp.Stage = "", ""
 	}
-	res.Mismatches = append(res.Mismatches, verdicts(s, *obs, compare(exp, *obs))...)
+	res.Mismatches = append(res.Mismatches, verdicts(s, sub, *obs, compare(exp, *obs))...)
 }
 
 // configureRetry returns the retry layer under audit configured for a

@@ -39,6 +39,9 @@ type subject struct {
 	// long it keeps idle connections; bodyIdle is the pool's body-idle
 	// watchdog.
 	rht, tlsht, idle, bodyIdle time.Duration
+	// retryDefaults is set when the retry layer under audit runs at its
+	// defaults (RetryAtDefaults).
+	retryDefaults bool
 }
 
 // describe reads t's protocols and bounds as net/http will use them.

@@ -126,7 +126,10 @@ func auditAll(ctx context.Context) ([]clientResult, error) {
 			name string
 			l    layer
 		}{{rowDefaults, c.defaults}, {rowConfigured, c.configured}} {
-			opts := []audit.Option{audit.WithRetry(c.name+" ("+row.name+")", row.l.configure)}
+			opts := []audit.Option{audit.WithRetry(c.name, row.l.configure), audit.Parallel(8)}
+			if row.name == rowDefaults {
+				opts = append(opts, audit.RetryAtDefaults())
+			}
 			if row.l.guard > 0 {
 				opts = append(opts, audit.GuardDeadline(row.l.guard))
 			}
