@@ -34,7 +34,7 @@ func ExampleNewObserver() {
 	if err != nil {
 		panic(err)
 	}
-	p, err := pool.New(pool.WithObserver(o), pool.OnConnClose(o.ConnClosed))
+	p, err := pool.New(pool.WithObserver(o), pool.OnConnClose(o.ConnClosed), pool.OnConnOpen(o.ConnOpened))
 	if err != nil {
 		panic(err)
 	}
