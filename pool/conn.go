@@ -128,6 +128,7 @@ type connState struct {
 	last         *request // the last request that ended while it was active
 	idleSince    stamp    // when it last went idle
 	openedAt     stamp    // when it opened (its TLS handshake, if any, done)
+	readAtOpen   int64    // the bytes read by then
 	// What the pool saw of the last request handed the connection (an
 	// HTTP/1 connection serves one at a time): the Write calls begun and
 	// the bytes written before it got the connection, the Write calls

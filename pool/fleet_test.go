@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,7 +163,8 @@ func TestInFlightByMethod(t *testing.T) {
 		require.NoError(t, b.Close())
 	}
 	quiesce(t, p)
-	require.Nil(t, p.Stats().InFlightByMethod)
+	require.Equal(t, map[string]int{"GET": 0, "POST": 0, "_OTHER": 0}, p.Stats().InFlightByMethod,
+		"every method sent, at 0")
 }
 
 // TestNeverUsedConnectionsHaveAProtocol: a connection dialed for a request
@@ -219,8 +222,11 @@ func TestNeverUsedConnectionsHaveAProtocol(t *testing.T) {
 			io.Copy(io.Discard, first.Body)
 			require.NoError(t, first.Body.Close())
 			require.Equal(t, "ok", <-done)
+			waitStats(t, p, "the first connection idle again", func(s pool.Stats) bool { return s.Idle == 1 && s.InFlight == 0 })
 			close(proceed)
-			waitStats(t, p, "the second connection open", func(s pool.Stats) bool { return s.Dials == 2 && s.Dialing == 0 })
+			waitStats(t, p, "the second connection opened and closed", func(s pool.Stats) bool {
+				return s.Dials == 2 && s.Dialing == 0 && s.Closed == 1
+			})
 			quiesce(t, p)
 			var unused int
 			for _, c := range p.Conns() {
@@ -232,6 +238,11 @@ func TestNeverUsedConnectionsHaveAProtocol(t *testing.T) {
 				require.Equal(t, "HTTP/1.1", c.Proto, "#%d %+v", c.ID, c)
 				if c.Requests == 0 {
 					unused++
+					// No room for it in the idle pool: the Transport
+					// closed it, with no hook, and the server sent
+					// nothing on it.
+					require.Equal(t, "closed", string(c.State))
+					require.Equal(t, pool.CloseReason("idle-pool-full"), c.CloseReason, "%+v", c)
 				}
 			}
 			require.Equal(t, 1, unused, "%+v", p.Conns())
@@ -336,4 +347,50 @@ func TestSchemeOfAConnectionDialedForACancelledRequest(t *testing.T) {
 func TestOnConnOpenNil(t *testing.T) {
 	_, err := pool.New(pool.OnConnOpen(nil))
 	require.ErrorContains(t, err, "nil OnConnOpen")
+}
+
+// TestNeverUsedConnectionTheServerSpokeOn: a connection no request used,
+// on which the server sent bytes unasked, is given up for them (a
+// protocol error), not for a full idle pool.
+func TestNeverUsedConnectionTheServerSpokeOn(t *testing.T) {
+	var accepted atomic.Int32
+	srv := newServer(t, plainHTTP, okHandler, func(s *httptest.Server) {
+		s.Config.ConnState = func(c net.Conn, st http.ConnState) {
+			if st == http.StateNew && accepted.Add(1) == 2 {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+			}
+		}
+	})
+	dialed := make(chan struct{}, 1)
+	proceed := make(chan struct{})
+	var d net.Dialer
+	var n atomic.Int32
+	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if n.Add(1) == 2 {
+			dialed <- struct{}{}
+			<-proceed
+		}
+		return d.DialContext(ctx, network, addr)
+	}}
+	p, err := pool.Track(base, pool.MaxIdleConnsPerHost(2))
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	first := open(t, p, bounded(t), srv.URL)
+	done := make(chan string, 1)
+	go func() { done <- get(t, p, srv.URL) }()
+	<-dialed
+	io.Copy(io.Discard, first.Body)
+	require.NoError(t, first.Body.Close())
+	require.Equal(t, "ok", <-done)
+	waitStats(t, p, "the first connection idle again", func(s pool.Stats) bool { return s.Idle == 1 && s.InFlight == 0 })
+	close(proceed)
+	waitStats(t, p, "the second connection opened and closed", func(s pool.Stats) bool {
+		return s.Dials == 2 && s.Dialing == 0 && s.Closed == 1
+	})
+	for _, c := range p.Conns() {
+		if c.Requests == 0 {
+			require.Equal(t, pool.CloseReason("protocol-error"), c.CloseReason, "%+v", c)
+			require.Positive(t, c.BytesRead)
+		}
+	}
 }

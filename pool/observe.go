@@ -3,6 +3,7 @@ package pool
 import (
 	"crypto/tls"
 	"errors"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -225,6 +226,7 @@ func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 		n.requests++
 		n.inFlight++
 		n.inFlightBy[r.methodIndex]++
+		n.methodsUsed |= 1 << r.methodIndex
 	})
 	return r
 }
@@ -695,6 +697,12 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			// net/http closes the least recently used idle connection,
 			// with no hook, to keep MaxIdleConns.
 			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
+		case !c.h2 && c.Requests == 0 && p.unusedIdleFullLocked(c):
+			// Never used: the request it was dialed for took another
+			// connection, and net/http, finding no room for it in the
+			// idle pool (MaxIdleConnsPerHost), closed it with no hook.
+			c.CloseDetail = "never used: the request it was dialed for took another connection, and the idle pool was full"
+			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
 		case !c.h2 && c.readErr == nil:
 			// net/http's HTTP/1 read loop gives an idle connection up, with
 			// no hook, when bytes arrive while no response is due
@@ -739,6 +747,26 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 // after), hence the slack.
 func timedOut(d, t time.Duration) bool {
 	return t > 0 && d >= t-t/8
+}
+
+// unusedIdleFullLocked reports whether c, a connection no request used
+// and that closed idle with no hook, was closed for want of room in the
+// idle pool rather than over bytes the server sent unasked (the case after
+// it in closeReasonLocked). Over TCP alone, or over a TLS connection that
+// DialTLSContext made (the pool then sees its plaintext), nothing was read
+// on it since it opened. Over a TLS handshake of the Transport's, whose
+// records the pool sees, session tickets are read after the handshake: the
+// host's idle connections then fill MaxIdleConnsPerHost instead (with c no
+// longer counted among them).
+func (p *Pool) unusedIdleFullLocked(c *connState) bool {
+	if c.TLSVersion == "" {
+		return c.io.read.Load() == c.readAtOpen
+	}
+	limit := p.tr.MaxIdleConnsPerHost
+	if limit == 0 {
+		limit = http.DefaultMaxIdleConnsPerHost
+	}
+	return c.hc.idle >= limit
 }
 
 // putIdleReason names the PutIdleConn error that made the Transport close

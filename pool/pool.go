@@ -429,6 +429,7 @@ func (p *Pool) dialedProto(nc net.Conn, tlsHandshake bool) string {
 func (p *Pool) openLocked(c *connState, h *counters, now stamp) {
 	c.setState(vocab.StateIdle, now)
 	c.openedAt = now
+	c.readAtOpen = c.io.read.Load()
 	if c.Proto == "h2" {
 		c.setH2()
 	}

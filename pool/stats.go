@@ -19,6 +19,7 @@ type counters struct {
 	closedBy                                                                    map[CloseReason]int64
 	waits, setups                                                               histogram
 	inFlightBy                                                                  [len(methods)]int
+	methodsUsed                                                                 uint16 // a bit per index of methods
 	scheme                                                                      string // a host's: of its latest request
 }
 
@@ -108,8 +109,8 @@ type Stats struct {
 	// InFlightByMethod splits InFlight by request method: GET, HEAD,
 	// POST, PUT, DELETE, CONNECT, OPTIONS, TRACE and PATCH by name, any
 	// other as "_OTHER" (as the OpenTelemetry conventions name it), so
-	// that a method made up per request adds no entry. Methods with none
-	// in flight are left out.
+	// that a method made up per request adds no entry. Every method sent
+	// to the host (or by the pool) is there, at 0 when none is in flight.
 	InFlightByMethod map[string]int `json:"in_flight_by_method,omitempty"`
 	// HiddenRetries counts the times the Transport sent a request again on
 	// another connection by itself, unseen by the caller
@@ -178,12 +179,12 @@ func (c *counters) stats() Stats {
 }
 
 func (c *counters) inFlightByMethod() map[string]int {
-	if c.inFlight == 0 {
+	if c.methodsUsed == 0 {
 		return nil
 	}
 	m := make(map[string]int, 1)
 	for i, n := range c.inFlightBy {
-		if n != 0 {
+		if c.methodsUsed&(1<<i) != 0 {
 			m[methods[i]] = n
 		}
 	}
