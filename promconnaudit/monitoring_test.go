@@ -147,8 +147,8 @@ func dashboardQueries(t *testing.T, raw []byte) []string {
 		} `json:"panels"`
 		Templating struct {
 			List []struct {
-				Type       string `json:"type"`
-				Definition string `json:"definition"`
+				Type       string          `json:"type"`
+				Definition string          `json:"definition"`
 				Query      json.RawMessage `json:"query"` // a string, or {"query": …}
 			} `json:"list"`
 		} `json:"templating"`
