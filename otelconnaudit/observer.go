@@ -20,7 +20,8 @@ const ScopeName = "github.com/connaudit/connaudit/otelconnaudit"
 
 // Observer exports a pool's numbers as OpenTelemetry metrics and each
 // request's stages as spans. It is an [httptrace.EventObserver] for
-// [pool.WithObserver] and a connection hook for [pool.OnConnClose]; its
+// [pool.WithObserver] and connection hooks for [pool.OnConnClose]
+// ([Observer.ConnClosed]) and [pool.OnConnOpen] ([Observer.ConnOpened]); its
 // [Observer.Register] reads the pool's own numbers at each collection.
 // One Observer may serve several pools: their numbers add up, as those of
 // two .NET handlers do. It is safe for concurrent use.
