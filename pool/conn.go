@@ -107,7 +107,15 @@ type Conn struct {
 	Host   string `json:"host"` // the address dialed, host:port
 	Local  string `json:"local,omitempty"`
 	Remote string `json:"remote,omitempty"`
-	// Proto is "HTTP/1.1" or "h2" once known.
+	// Scheme is the URL scheme ("http", "https") of the request it was
+	// dialed for; empty for a dial of a request sent on
+	// [Pool.Transport] directly, which the pool does not see.
+	Scheme string `json:"scheme,omitempty"`
+	// Proto is "HTTP/1.1" or "h2" once known: from when it opened, for
+	// a connection over TCP alone (unless the Transport may speak HTTP/2
+	// without TLS) or after a TLS handshake whose negotiated protocol the
+	// pool saw, else from its first response; an HTTP/1.0 server's first
+	// response makes it "HTTP/1.0".
 	Proto      string        `json:"proto,omitempty"`
 	TLSVersion string        `json:"tls_version,omitempty"`
 	TLSResumed bool          `json:"tls_resumed,omitempty"`
@@ -151,11 +159,13 @@ type connState struct {
 	putIdleErr   error     // the last PutIdleConn error
 	closeReq     uint64
 	h2           bool
+	protoSeen    bool     // Proto is its first response's
 	doomed       bool     // the Transport is closing it
 	protoErr     bool     // a request on it (HTTP/2) ended with a connection error
 	last         *request // the last request that ended while it was active
 	idleSince    stamp    // when it last went idle
 	openedAt     stamp    // when it opened (its TLS handshake, if any, done)
+	readAtOpen   int64    // the bytes read by then
 	// What the pool saw of the last request handed the connection (an
 	// HTTP/1 connection serves one at a time): the Write calls begun and
 	// the bytes written before it got the connection, the Write calls
