@@ -307,21 +307,21 @@ func retryScenarios() []Scenario {
 		{Name: "retry/500", Contract: "A5", Proto: HTTP1, Fault: "answers 500", Bound: bound,
 			Expect: exp(vocab.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: get, policy: base, subject: "500"},
 		{Name: "retry/attempt-deadline", Contract: "A6", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "attempt limit 150ms",
-			Wait: boundShort, Expect: timedOut(vocab.ClassDeadline, vocab.StageAwaitHeaders), setup: handle(faultserver.Hang{}), drive: get,
-			policy: with(func(p *retry.Policy) { p.AttemptTimeout = boundShort }), subject: "the attempt timeout"},
+			Wait: boundShort, Expect: timedOut(vocab.ClassDeadline, vocab.StageAwaitHeaders), setup: handle(faultserver.Hang{}),
+			drive: connected(get), policy: with(func(p *retry.Policy) { p.AttemptTimeout = boundShort }), subject: "the attempt timeout"},
 		{Name: "retry/response-header-timeout", Contract: "A7", Proto: HTTP1, Fault: "handler entered, never writes",
 			Bound: "header wait (ResponseHeaderTimeout) 250ms < attempt limit 3s", Wait: readInterval,
 			Expect: timedOut(vocab.ClassResponseHeaderTimeout, vocab.StageAwaitHeaders),
 			Bounds: []pool.Option{pool.ResponseHeaderTimeout(readInterval)}, setup: handle(faultserver.Hang{}), drive: get,
 			policy: base, subject: "the header wait timeout"},
 		{Name: "retry/total-budget", Contract: "A8", Proto: HTTP1, Fault: "503 at once, every time",
-			Bound: "attempt 300ms, budget 450ms, delay 300ms", Wait: budgetTotal, Expect: budget, setup: handle(s503), drive: get,
+			Bound: "attempt 300ms, budget 450ms, delay 300ms", Wait: budgetTotal, Expect: budget, setup: handle(s503), drive: connected(get),
 			policy: with(func(p *retry.Policy) {
 				p.AttemptTimeout, p.TotalTimeout, p.Delay = budgetAttempt, budgetTotal, budgetDelay
 			}), subject: "503"},
 		{Name: "retry/attempt-limit-restarts", Contract: "A9", Proto: HTTP1, Fault: "503, then 200, each after 150ms",
 			Bound: "attempt 300ms, budget 1.2s, delay 100ms", Wait: 2*slowAnswer + slowDelay, Expect: exp(vocab.ClassOK, 200, 2, 2),
-			setup: seq(faultserver.Status{Code: 503, After: slowAnswer}, faultserver.Status{Code: 200, After: slowAnswer}), drive: get,
+			setup: seq(faultserver.Status{Code: 503, After: slowAnswer}, faultserver.Status{Code: 200, After: slowAnswer}), drive: connected(get),
 			policy: with(func(p *retry.Policy) {
 				p.AttemptTimeout, p.TotalTimeout, p.Delay = slowAttempt, 4*slowAttempt, slowDelay
 			}), subject: "503"},

@@ -63,93 +63,122 @@ func splitErrors(err error) []string {
 
 // compare lists every difference between what was expected and observed.
 func compare(e Expect, o Observed) []string {
-	var m []string
-	add := func(format string, args ...any) { m = append(m, fmt.Sprintf(format, args...)) }
-	// A request the guard ended has the guard's outcome, and its
-	// connection the fate of one cut short: the runner reports it
-	// unbounded, and those are not compared.
-	cut := o.Unbounded || o.Beyond != ""
+	var m mismatches
+	m.outcome(e, o)
+	m.counts(e, o)
+	m.evidence(e, o)
+	m.recovery(e, o)
+	return m
+}
+
+// mismatches collects what a scenario saw that it did not expect.
+type mismatches []string
+
+func (m *mismatches) add(format string, args ...any) { *m = append(*m, fmt.Sprintf(format, args...)) }
+
+// outcome compares the faulted request's outcome, stage and status. A
+// request the guard ended has the guard's outcome, and its connection the
+// fate of one cut short: the runner reports it unbounded (or beyond the
+// guard), and those are not compared.
+func (m *mismatches) outcome(e Expect, o Observed) {
 	if o.ClientAttempts == 0 {
-		add("no faulted request was recorded")
-	} else if !cut {
-		if e.Class != "" && o.Class != e.Class {
-			add("outcome: expected %s, observed %s%s", e.Class, o.Class, errSuffix(o.Error))
-		}
-		if e.Stage != "" && o.Stage != e.Stage {
-			add("stage: expected %s, observed %s", e.Stage, o.Stage)
-		}
-		if e.Status != 0 && o.Status != e.Status {
-			add("status: expected %d, observed %d", e.Status, o.Status)
-		}
+		m.add("no faulted request was recorded")
+		return
 	}
+	if o.Unbounded || o.Beyond != "" {
+		return
+	}
+	if e.Class != "" && o.Class != e.Class {
+		m.add("outcome: expected %s, observed %s%s", e.Class, o.Class, errSuffix(o.Error))
+	}
+	if e.Stage != "" && o.Stage != e.Stage {
+		m.add("stage: expected %s, observed %s", e.Stage, o.Stage)
+	}
+	if e.Status != 0 && o.Status != e.Status {
+		m.add("status: expected %d, observed %d", e.Status, o.Status)
+	}
+}
+
+// counts compares what the client sent with what the server saw: attempts,
+// requests, hidden retries, dials, writes, handler entries, connections
+// accepted, the cancel.
+func (m *mismatches) counts(e Expect, o Observed) {
 	if o.ClientAttempts != e.ClientAttempts {
-		add("client attempts: expected %d, observed %d", e.ClientAttempts, o.ClientAttempts)
+		m.add("client attempts: expected %d, observed %d", e.ClientAttempts, o.ClientAttempts)
 	}
 	if o.ServerRequests != e.ServerRequests {
-		add("server-seen requests: expected %d, observed %d", e.ServerRequests, o.ServerRequests)
+		m.add("server-seen requests: expected %d, observed %d", e.ServerRequests, o.ServerRequests)
 	}
 	switch {
 	case o.HiddenRetry && !e.HiddenRetry:
-		add("hidden transport retry: the server saw %d requests for %d client attempts", o.ServerRequests, o.ClientAttempts)
+		m.add("hidden transport retry: the server saw %d requests for %d client attempts", o.ServerRequests, o.ClientAttempts)
 	case !o.HiddenRetry && e.HiddenRetry:
-		add("expected a hidden transport retry, none seen")
+		m.add("expected a hidden transport retry, none seen")
 	}
 	if e.Dials != nil && o.Dials != *e.Dials {
-		add("dials: expected %d, observed %d", *e.Dials, o.Dials)
+		m.add("dials: expected %d, observed %d", *e.Dials, o.Dials)
 	}
 	if e.Writes != nil && o.Writes != *e.Writes {
-		add("writes committed: expected %d, observed %d", *e.Writes, o.Writes)
+		m.add("writes committed: expected %d, observed %d", *e.Writes, o.Writes)
 	}
 	if e.HandlersEntered != nil && o.HandlersEntered != *e.HandlersEntered {
-		add("handler entries: expected %d, observed %d", *e.HandlersEntered, o.HandlersEntered)
+		m.add("handler entries: expected %d, observed %d", *e.HandlersEntered, o.HandlersEntered)
 	}
 	if e.ConnsAccepted != nil && o.ConnsAccepted != *e.ConnsAccepted {
-		add("connections the server accepted: expected %d, observed %d", *e.ConnsAccepted, o.ConnsAccepted)
+		m.add("connections the server accepted: expected %d, observed %d", *e.ConnsAccepted, o.ConnsAccepted)
 	}
 	if e.CancelObserved && !o.CancelObserved {
-		add("the server did not observe the client's cancel")
+		m.add("the server did not observe the client's cancel")
 	}
-	if f := e.Fate; f != nil && !cut {
+}
+
+// evidence compares the connection's fate, the leak the scenario plants
+// and the body the client read.
+func (m *mismatches) evidence(e Expect, o Observed) {
+	if f := e.Fate; f != nil && !o.Unbounded && o.Beyond == "" {
 		if f.ClosedBy != o.Fate.ClosedBy || f.Reason != o.Fate.Reason || f.Reused != o.Fate.Reused || f.None != o.Fate.None {
-			add("connection fate: expected %s, observed %s", f, o.Fate)
+			m.add("connection fate: expected %s, observed %s", f, o.Fate)
 		}
 	}
 	if e.Leak {
 		// The pool's check must name the open body, and over HTTP/1 the
 		// connection it pins.
 		if !anyHasPrefix(o.LeakFound, "open body:") {
-			add("the leak was not detected: no open body named")
+			m.add("the leak was not detected: no open body named")
 		}
 		if e.BlocksOK && !anyHasPrefix(o.LeakFound, "active connection #") {
-			add("the leak was not detected: no pinned connection named")
+			m.add("the leak was not detected: no pinned connection named")
 		}
 	}
 	if e.BodyAtLeast > 0 && o.Timeline != nil && o.Timeline.Timings().Transfer < e.BodyAtLeast {
 		// Timers do not fire early: a body the server spread over this
 		// long cannot have come sooner.
-		add("body: expected to take at least %v, it took %v", e.BodyAtLeast, o.Timeline.Timings().Transfer)
+		m.add("body: expected to take at least %v, it took %v", e.BodyAtLeast, o.Timeline.Timings().Transfer)
 	}
 	if e.BodyBytes != nil && o.BodyBytes != *e.BodyBytes {
-		add("body bytes: expected %d, observed %d", *e.BodyBytes, o.BodyBytes)
+		m.add("body bytes: expected %d, observed %d", *e.BodyBytes, o.BodyBytes)
 	}
+}
+
+// recovery compares what became of /ok, and lists what was left behind.
+func (m *mismatches) recovery(e Expect, o Observed) {
 	if e.BlocksOK != o.BlockedOK {
 		if e.BlocksOK {
-			add("expected /ok to wait for the leaked connection; it did not")
+			m.add("expected /ok to wait for the leaked connection; it did not")
 		} else {
-			add("/ok waited for the leaked connection")
+			m.add("/ok waited for the leaked connection")
 		}
 	}
 	if !o.Recovered {
-		add("not recovered: the pool did not serve /ok")
+		m.add("not recovered: the pool did not serve /ok")
 	}
 	for _, l := range o.Leaks {
 		if strings.HasPrefix(l, "recovery:") {
-			add("%s", l)
+			m.add("%s", l)
 			continue
 		}
-		add("leak after recovery: %s", l)
+		m.add("leak after recovery: %s", l)
 	}
-	return m
 }
 
 func errSuffix(s string) string {

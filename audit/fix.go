@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,43 +60,62 @@ func yours(d time.Duration) string {
 	return "yours: " + d.String()
 }
 
+// fixes collects fixes, once each, in order.
+type fixes []string
+
+func (f *fixes) add(fix string) {
+	if fix != "" && !slices.Contains(*f, fix) {
+		*f = append(*f, fix)
+	}
+}
+
 // fixFor says what fixes the failure of scenario s as observed, with the
 // guard deadline in force: what bounds the stage in an http.Transport and
 // how to set it, what the retry layer must do, or what setting explains
 // the connection's fate. beyond is the bound the guard did not wait for,
 // being longer than the deadline, if that is what ended the call.
 func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline time.Duration, beyond *bound) string {
-	var fixes []string
-	add := func(f string) {
-		for _, x := range fixes {
-			if x == f {
-				return
-			}
-		}
-		fixes = append(fixes, f)
-	}
-	e := s.Expect
+	var fs fixes
 	layer := ""
 	if s.Contract != "" {
 		layer = layerFix(s, o)
 	}
+	sub.boundFixes(&fs, s, o, layer, deadline, beyond)
+	sub.fateFixes(&fs, s, o)
+	sub.mismatchFixes(&fs, mismatches)
+	if len(fs) == 0 && layer != "" {
+		fs.add(sub.inLayer() + layer)
+	}
+	if len(fs) == 0 {
+		if f := sub.stageFix(s.Expect.Stage); f != "" && classSetting(s.Expect.Class) != "" {
+			fs.add(f)
+		} else {
+			fs.add("no transport setting explains this: -v shows the faulted request's timeline")
+		}
+	}
+	return strings.Join(fs, "; ")
+}
+
+// boundFixes says what bounds the stage the call was cut at, or which
+// bound ended it where another should have.
+func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, deadline time.Duration, beyond *bound) {
+	e := s.Expect
 	switch {
 	case beyond != nil:
-		add(fmt.Sprintf("audit.GuardDeadline(%v) waits for the client's %v bound on stage %s to fire; or keep "+
+		fs.add(fmt.Sprintf("audit.GuardDeadline(%v) waits for the client's %v bound on stage %s to fire; or keep "+
 			"that bound within the guard deadline (%v)", beyond.d, beyond.d, o.UnboundedStage, deadline))
 	case o.Unbounded:
 		_, own := sub.stageBound(o.UnboundedStage)
 		multi := s.Contract != "" && o.ClientAttempts > 1
-		switch {
-		case own > 0 && multi:
+		if own > 0 && multi {
 			// Each attempt ends at the transport's bound; the layer's
 			// trying again made the call outlast the guard.
-			add(sub.inLayer() + layer)
-		default:
-			add(sub.stageFix(o.UnboundedStage))
-			if multi || (s.Contract != "" && s.policy.AttemptTimeout > 0 && e.Class == vocab.ClassDeadline) {
-				add(sub.inLayer() + layer)
-			}
+			fs.add(sub.inLayer() + layer)
+			return
+		}
+		fs.add(sub.stageFix(o.UnboundedStage))
+		if multi || (s.Contract != "" && s.policy.AttemptTimeout > 0 && e.Class == vocab.ClassDeadline) {
+			fs.add(sub.inLayer() + layer)
 		}
 	case sub.tie(s) != "":
 		side := "below it, so that a read timeout is told from an attempt timeout"
@@ -106,68 +126,67 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline 
 		if e.Stage == vocab.StageBody {
 			setting = "pool.BodyIdleTimeout"
 		}
-		add(fmt.Sprintf("set %s well apart from the retry layer's attempt limit: %s", setting, side))
+		fs.add(fmt.Sprintf("set %s well apart from the retry layer's attempt limit: %s", setting, side))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
-		name := classSetting(e.Class)
 		_, own := sub.stageBound(e.Stage)
-		add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
-			"request's own deadline or attempt limit (%s)", name, yours(own)))
+		fs.add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
+			"request's own deadline or attempt limit (%s)", classSetting(e.Class), yours(own)))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(o.Class) != "":
 		limit := s.policy.AttemptTimeout
 		if name, own := sub.stageBound(o.Stage); s.Contract != "" && limit > 0 && own > limit && layer != "" {
 			// The transport's bound is the longer: it fired because the
 			// layer's attempt limit did not.
-			add(fmt.Sprintf("%s%s: the transport's %s (%v) ended the attempt that the "+
+			fs.add(fmt.Sprintf("%s%s: the transport's %s (%v) ended the attempt that the "+
 				"attempt limit (%v) should have", sub.inLayer(), layer, name, own, limit))
-		} else {
-			add(fmt.Sprintf("the transport's %s ended the request before the bound under audit: "+
-				"keep it longer than that", classSetting(o.Class)))
+			return
 		}
+		fs.add(fmt.Sprintf("the transport's %s ended the request before the bound under audit: "+
+			"keep it longer than that", classSetting(o.Class)))
 	}
+}
+
+// fateFixes names the setting that explains the connection's fate, and a
+// hidden retry the scenario did not expect.
+func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed) {
 	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
 		switch o.Fate.Reason {
 		case vocab.ReasonKeepAlivesOff:
-			add("DisableKeepAlives closes every connection after one request: unset it to reuse connections")
+			fs.add("DisableKeepAlives closes every connection after one request: unset it to reuse connections")
 		case vocab.ReasonIdleTimeout:
-			add(fmt.Sprintf("IdleConnTimeout (%s) closed the connection before it was reused: keep it "+
+			fs.add(fmt.Sprintf("IdleConnTimeout (%s) closed the connection before it was reused: keep it "+
 				"longer than the gap between requests and shorter than the server's keep-alive", yours(sub.idle)))
 		case vocab.ReasonIdlePoolFull:
-			add("MaxIdleConnsPerHost (and MaxIdleConns) left no room to keep the connection: raise them")
+			fs.add("MaxIdleConnsPerHost (and MaxIdleConns) left no room to keep the connection: raise them")
 		}
 	}
-	if o.HiddenRetry && !e.HiddenRetry {
-		add("net/http sent a replayable request again on a new connection by itself, which nothing " +
+	if o.HiddenRetry && !s.Expect.HiddenRetry {
+		fs.add("net/http sent a replayable request again on a new connection by itself, which nothing " +
 			"turns off: make the endpoint idempotent or send an Idempotency-Key")
 	}
+}
+
+// mismatchFixes names the fix of the mismatches that have one of their
+// own: a protocol not spoken, a cap passed, a layer that went on after its
+// context ended, a body left open.
+func (sub subject) mismatchFixes(fs *fixes, mismatches []string) {
 	for _, m := range mismatches {
 		switch {
 		case strings.HasPrefix(m, "not HTTP/2"):
 			if sub.fixH2 != "" {
-				add(sub.fixH2)
+				fs.add(sub.fixH2)
 			} else {
-				add("net/http spoke HTTP/1 where HTTP/2 was offered: check GODEBUG http2client, " +
+				fs.add("net/http spoke HTTP/1 where HTTP/2 was offered: check GODEBUG http2client, " +
 					"Protocols, TLSNextProto and ForceAttemptHTTP2")
 			}
 		case strings.Contains(m, "connections open to") && strings.Contains(m, ", cap "):
-			add("MaxConnsPerHost caps HTTP/1 connections only; HTTP/2 dials past it")
+			fs.add("MaxConnsPerHost caps HTTP/1 connections only; HTTP/2 dials past it")
 		case strings.HasPrefix(m, lateAttempts):
-			add(sub.inLayer() + "stop once the call's context is done: check ctx.Err() before each " +
+			fs.add(sub.inLayer() + "stop once the call's context is done: check ctx.Err() before each " +
 				"attempt, and end a delay when the context ends")
 		case strings.HasPrefix(m, "leak after recovery: open body"), strings.HasPrefix(m, "leak after recovery: active connection"):
-			add("close every response body: one left open pins its connection")
+			fs.add("close every response body: one left open pins its connection")
 		}
 	}
-	if len(fixes) == 0 && layer != "" {
-		add(sub.inLayer() + layer)
-	}
-	if len(fixes) == 0 {
-		if f := sub.stageFix(e.Stage); f != "" && classSetting(e.Class) != "" {
-			add(f)
-		} else {
-			add("no transport setting explains this: -v shows the faulted request's timeline")
-		}
-	}
-	return strings.Join(fixes, "; ")
 }
 
 // contractFix says, for each retry contract, what a retry layer that broke

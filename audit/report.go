@@ -33,51 +33,78 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
 	t := table{heads: []string{"SCENARIO", "OUTCOME", "SENT/SEEN", "CONNECTION", "TIME", "RESULT"},
 		right: []bool{false, false, false, false, true, false},
-		// The connection's close reason, then the outcome, give way
-		// (cut with "…") when the table is too wide.
-		shrink: []int{0, 2, 0, 1, 0, 0}}
+		// The outcome, then the connection, give way (cut with "…") when
+		// the table is too wide.
+		shrink: []int{0, 1, 0, 2, 0, 0}}
 	var skips []skipGroup
 	for _, res := range r.Results {
-		name := redact.Printable(res.Name)
 		if res.Skipped != "" {
-			outcome := "not run"
-			if strings.HasPrefix(res.Skipped, "cut: ") {
-				outcome = "cut: no verdict"
-			}
-			t.add(name, outcome, "-", "-", "-", "SKIP")
 			skips = addSkip(skips, res)
-			continue
 		}
-		if res.NotConfigurable != "" {
-			t.add(name, "not configurable", "-", "-", "-", "N/A")
-			t.under(wrap(redact.Printable(firstLine(res.NotConfigurable)), "  - ", "    ", textWidth)...)
-			continue
-		}
-		o := res.Observed
-		got := outcomeText(o.Class, o.Status)
-		if o.Unbounded {
-			got = "unbounded"
-		}
-		result := "PASS"
-		if !res.Pass {
-			result = "FAIL"
-		}
-		var under []string
-		if f := o.Fate; f.ClosedBy != "" && !o.Unbounded && o.Beyond == "" {
-			under = append(under, fmt.Sprintf("  closed by %s: %s", f.ClosedBy, redact.Printable(string(f.Reason))))
-		}
-		if !res.Pass {
-			for _, m := range res.Mismatches {
-				under = append(under, wrap(redact.Printable(firstLine(m)), "  - ", "    ", textWidth)...)
-			}
-			if res.Fix != "" {
-				under = append(under, wrap(redact.Printable(res.Fix), "  fix: ", "    ", textWidth)...)
-			}
-		}
-		t.add(name, got, sentText(res), connText(o), fmt.Sprintf("%.3fs", res.Elapsed.Seconds()), result)
-		t.under(under...)
+		addRow(&t, res)
 	}
 	t.write(&b, textWidth)
+	r.writeSkips(&b, skips)
+	r.writeFindings(&b)
+	if verbose {
+		for _, res := range r.Results {
+			if res.Skipped == "" && res.NotConfigurable == "" {
+				writeDetails(&b, res)
+			}
+		}
+	}
+	r.writeTotals(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// addRow adds a result's row to t, and under it who closed the connection
+// and why, and a failure's mismatches and fix.
+func addRow(t *table, res Result) {
+	name := redact.Printable(res.Name)
+	switch {
+	case res.Skipped != "":
+		outcome := "not run"
+		if strings.HasPrefix(res.Skipped, "cut: ") {
+			outcome = "cut: no verdict"
+		}
+		t.add(name, outcome, "-", "-", "-", "SKIP")
+		return
+	case res.NotConfigurable != "":
+		t.add(name, "not configurable", "-", "-", "-", "N/A")
+		t.under(wrap(redact.Printable(firstLine(res.NotConfigurable)), "  - ", "    ", textWidth)...)
+		return
+	}
+	o := res.Observed
+	got := outcomeText(o.Class, o.Status)
+	switch {
+	case o.Unbounded:
+		got = "unbounded"
+	case o.Beyond != "":
+		got = "beyond the guard"
+	}
+	result := "PASS"
+	if !res.Pass {
+		result = "FAIL"
+	}
+	t.add(name, got, sentText(res), connText(o), fmt.Sprintf("%.3fs", res.Elapsed.Seconds()), result)
+	if f := o.Fate; f.ClosedBy != "" && !o.Unbounded && o.Beyond == "" {
+		t.under(fmt.Sprintf("  closed by %s: %s", f.ClosedBy, redact.Printable(string(f.Reason))))
+	}
+	if res.Pass {
+		return
+	}
+	for _, m := range res.Mismatches {
+		t.under(wrap(redact.Printable(firstLine(m)), "  - ", "    ", textWidth)...)
+	}
+	if res.Fix != "" {
+		t.under(wrap(redact.Printable(res.Fix), "  fix: ", "    ", textWidth)...)
+	}
+}
+
+// writeSkips writes why scenarios were skipped, and how to make them run
+// where a finding does not say it already.
+func (r Report) writeSkips(b *strings.Builder, skips []skipGroup) {
 	for _, g := range skips {
 		b.WriteString("\n")
 		for _, l := range wrap(fmt.Sprintf("%d skipped (%s): %s", len(g.names), nameList(g.names, 60), redact.Printable(g.reason)), "", "    ", textWidth) {
@@ -89,6 +116,10 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 			}
 		}
 	}
+}
+
+// writeFindings writes each finding and its fix.
+func (r Report) writeFindings(b *strings.Builder) {
 	for _, f := range r.Findings {
 		b.WriteString("\n")
 		problem, fix, _ := strings.Cut(f, "; fix: ")
@@ -101,13 +132,10 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 			}
 		}
 	}
-	if verbose {
-		for _, res := range r.Results {
-			if res.Skipped == "" && res.NotConfigurable == "" {
-				writeDetails(&b, res)
-			}
-		}
-	}
+}
+
+// writeTotals writes the counts, the time and what was audited.
+func (r Report) writeTotals(b *strings.Builder) {
 	skipped := ""
 	if r.Skipped > 0 {
 		skipped = fmt.Sprintf(", %d skipped", r.Skipped)
@@ -119,7 +147,7 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	if n := len(r.Findings); n > 0 {
 		findings = fmt.Sprintf(", %d finding%s", n, pluralSuffix(n))
 	}
-	fmt.Fprintf(&b, "\n%d passed, %d failed%s%s in %s (the scenarios inherently wait %s)\n",
+	fmt.Fprintf(b, "\n%d passed, %d failed%s%s in %s (the scenarios inherently wait %s)\n",
 		r.Passed, r.Failed, skipped, findings, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond))
 	meant := ""
 	if r.Protocols != "" {
@@ -135,8 +163,6 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	for _, l := range wrap(fmt.Sprintf("%s%s%s; %s", redact.Printable(r.Transport), meant, retryLayer, r.GoVersion), "", "    ", textWidth) {
 		b.WriteString(l + "\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // writeDetails writes a scenario's full details: fault, reference bound,

@@ -568,6 +568,16 @@ func (r *Runner) observe(s Scenario, e *Env, end guardEnd) (late, inFlight int) 
 			obs.UnboundedStage = end.stage
 		}
 	}
+	observeServer(s, e)
+	obs.Dials = e.Pool.Stats().Dials
+	return late, inFlight
+}
+
+// observeServer fills in what the fault server saw of the faulted
+// request: requests, writes and keys, handler entries, connections
+// accepted, the client's cancel.
+func observeServer(s Scenario, e *Env) {
+	obs := e.obs
 	c := e.Server.Counters(faultPath)
 	obs.ServerRequests = c.RequestsRead - e.counters.RequestsRead
 	obs.HiddenRetry = obs.ServerRequests > int64(obs.ClientAttempts)
@@ -593,8 +603,6 @@ func (r *Runner) observe(s Scenario, e *Env, end guardEnd) (late, inFlight int) 
 		}
 		t.Stop()
 	}
-	obs.Dials = e.Pool.Stats().Dials
-	return late, inFlight
 }
 
 func pathOf(tl *httptrace.Timeline) string {
