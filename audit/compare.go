@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connaudit/connaudit/internal/vocab"
+	"github.com/connaudit/connaudit/httptrace"
 )
 
 // verdicts states a retry contract's mismatches as its verdicts, named by
@@ -23,7 +23,7 @@ func verdicts(s Scenario, sub subject, o Observed, mismatches []string) []string
 		case strings.HasPrefix(m, "server-seen requests:"):
 			m = fmt.Sprintf("%s was not retried as the contract says: %s, contract %d", s.subject, plural(o.ServerRequests, "request"), e.ServerRequests)
 		case strings.HasPrefix(m, "client attempts:") && o.ClientAttempts > e.ClientAttempts && !o.Unbounded &&
-			s.subject == "503" && e.Class != vocab.ClassDeadline && o.ClientAttempts > s.policy.MaxRetries+1:
+			s.subject == "503" && e.Class != httptrace.ClassDeadline && o.ClientAttempts > s.policy.MaxRetries+1:
 			m = fmt.Sprintf("%d attempts where MaxRetries=%d allows %d: the layer does not apply MaxRetries",
 				o.ClientAttempts, s.policy.MaxRetries, s.policy.MaxRetries+1)
 			if sub.retryDefaults {
@@ -211,11 +211,11 @@ func (sub subject) tie(s Scenario) string {
 	var name string
 	var own time.Duration
 	switch {
-	case s.Expect.Stage == vocab.StageAwaitHeaders &&
-		(s.Expect.Class == vocab.ClassResponseHeaderTimeout || s.Expect.Class == vocab.ClassDeadline):
+	case s.Expect.Stage == httptrace.StageAwaitHeaders &&
+		(s.Expect.Class == httptrace.ClassResponseHeaderTimeout || s.Expect.Class == httptrace.ClassDeadline):
 		name, own = "ResponseHeaderTimeout", sub.rht
-	case s.Expect.Stage == vocab.StageBody &&
-		(s.Expect.Class == vocab.ClassBodyIdleTimeout || s.Expect.Class == vocab.ClassDeadline):
+	case s.Expect.Stage == httptrace.StageBody &&
+		(s.Expect.Class == httptrace.ClassBodyIdleTimeout || s.Expect.Class == httptrace.ClassDeadline):
 		name, own = "pool.BodyIdleTimeout", sub.bodyIdle
 	}
 	if own <= 0 || own < limit-limit/10 || own > limit+limit/10 {

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/leaks"
 	"github.com/connaudit/connaudit/internal/loopback"
-	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -90,7 +90,7 @@ func cancelInHandler(ctx context.Context, e *Env) error {
 // before ctx ended.
 func (e *Env) inHandler(ctx context.Context) func() bool {
 	entered := e.Server.Entered(faultPath)
-	wrote := e.signals.on(vocab.KindWroteRequest)
+	wrote := e.signals.on(httptrace.KindWroteRequest)
 	return func() bool {
 		for _, ch := range []<-chan struct{}{entered, wrote} {
 			select {

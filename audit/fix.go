@@ -7,30 +7,30 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
-	"github.com/connaudit/connaudit/internal/vocab"
+	"github.com/connaudit/connaudit/pool"
 )
 
 // stageFix says what bounds stage in an http.Transport and how to set it.
 func (sub subject) stageFix(stage httptrace.Stage) string {
 	switch stage {
-	case vocab.StageDNS, vocab.StageConnect:
+	case httptrace.StageDNS, httptrace.StageConnect:
 		if sub.ownDial {
 			return "the transport's own DialContext did not end the dial: give its net.Dialer a Timeout " +
 				"within the audit's guard deadline (or raise audit.GuardDeadline above it)"
 		}
 		return "a net.Dialer's Timeout bounds DNS and connect: set DialContext to the DialContext " +
 			"of a net.Dialer with a Timeout"
-	case vocab.StageTLS:
+	case httptrace.StageTLS:
 		return "set TLSHandshakeTimeout: it bounds the TLS handshake"
-	case vocab.StageAwaitHeaders:
+	case httptrace.StageAwaitHeaders:
 		return "set ResponseHeaderTimeout: it bounds the wait for the response headers"
-	case vocab.StageBody:
+	case httptrace.StageBody:
 		return "no http.Transport field bounds a stalled body: pass connaudit's body-idle watchdog, " +
 			"pool.BodyIdleTimeout(d), to audit.WithTransport after the factory (in service, to pool.Track)"
-	case vocab.StagePoolWait:
+	case httptrace.StagePoolWait:
 		return "no http.Transport field bounds a wait for a connection: give the request a context " +
 			"deadline; MaxConnsPerHost caps the connections it waits for"
-	case vocab.StageWrite:
+	case httptrace.StageWrite:
 		return "no http.Transport field bounds writing the request: give the request a context deadline"
 	}
 	return ""
@@ -39,13 +39,13 @@ func (sub subject) stageFix(stage httptrace.Stage) string {
 // classSetting names the setting whose timeout is the class c, or "".
 func classSetting(c httptrace.Class) string {
 	switch c {
-	case vocab.ClassResponseHeaderTimeout:
+	case httptrace.ClassResponseHeaderTimeout:
 		return "ResponseHeaderTimeout"
-	case vocab.ClassTLSHandshakeTimeout:
+	case httptrace.ClassTLSHandshakeTimeout:
 		return "TLSHandshakeTimeout"
-	case vocab.ClassConnectTimeout:
+	case httptrace.ClassConnectTimeout:
 		return "net.Dialer.Timeout"
-	case vocab.ClassBodyIdleTimeout:
+	case httptrace.ClassBodyIdleTimeout:
 		return "pool.BodyIdleTimeout"
 	}
 	return ""
@@ -114,16 +114,16 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 			return
 		}
 		fs.add(sub.stageFix(o.UnboundedStage))
-		if multi || (s.Contract != "" && s.policy.AttemptTimeout > 0 && e.Class == vocab.ClassDeadline) {
+		if multi || (s.Contract != "" && s.policy.AttemptTimeout > 0 && e.Class == httptrace.ClassDeadline) {
 			fs.add(sub.inLayer() + layer)
 		}
 	case sub.tie(s) != "":
 		side := "below it, so that a read timeout is told from an attempt timeout"
-		if e.Class == vocab.ClassDeadline {
+		if e.Class == httptrace.ClassDeadline {
 			side = "above it, so that the attempt limit ends the attempt"
 		}
 		setting := "ResponseHeaderTimeout"
-		if e.Stage == vocab.StageBody {
+		if e.Stage == httptrace.StageBody {
 			setting = "pool.BodyIdleTimeout"
 		}
 		fs.add(fmt.Sprintf("set %s well apart from the retry layer's attempt limit: %s", setting, side))
@@ -150,12 +150,12 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed) {
 	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
 		switch o.Fate.Reason {
-		case vocab.ReasonKeepAlivesOff:
+		case pool.ReasonKeepAlivesOff:
 			fs.add("DisableKeepAlives closes every connection after one request: unset it to reuse connections")
-		case vocab.ReasonIdleTimeout:
+		case pool.ReasonIdleTimeout:
 			fs.add(fmt.Sprintf("IdleConnTimeout (%s) closed the connection before it was reused: keep it "+
 				"longer than the gap between requests and shorter than the server's keep-alive", yours(sub.idle)))
-		case vocab.ReasonIdlePoolFull:
+		case pool.ReasonIdlePoolFull:
 			fs.add("MaxIdleConnsPerHost (and MaxIdleConns) left no room to keep the connection: raise them")
 		}
 	}
@@ -217,13 +217,13 @@ var contractFix = map[string]string{
 func layerFix(s Scenario, o Observed) string {
 	e, p := s.Expect, s.policy
 	post := strings.HasPrefix(s.subject, "the POST")
-	timeout := e.Class != vocab.ClassOK && e.Stage != ""
+	timeout := e.Class != httptrace.ClassOK && e.Stage != ""
 	switch {
 	case o.Unbounded || o.ClientAttempts == 0:
 	case timeout && o.Class != e.Class:
 		// An attempt limit or a read timeout that did not end the
 		// attempt as it should have: that, before what came of it.
-	case o.ClientAttempts > e.ClientAttempts && s.subject == "503" && e.Class == vocab.ClassDeadline:
+	case o.ClientAttempts > e.ClientAttempts && s.subject == "503" && e.Class == httptrace.ClassDeadline:
 		return fmt.Sprintf("apply TotalTimeout (%v) to the attempts and the delays between them: end the call "+
 			"with a deadline error when it runs out", p.TotalTimeout)
 	case o.ClientAttempts > e.ClientAttempts && (s.subject == "503" || post && s.Contract != "W4"):
@@ -238,7 +238,7 @@ func layerFix(s Scenario, o Observed) string {
 		return "replay the POST as the policy allows, with its body (GetBody)"
 	case o.ClientAttempts < e.ClientAttempts:
 		return fmt.Sprintf("retry a 503, up to MaxRetries (%d) times, waiting Delay (%v) between attempts", p.MaxRetries, p.Delay)
-	case e.Class == vocab.ClassOK && o.Class != vocab.ClassOK && e.Status != 0 && o.Status == e.Status:
+	case e.Class == httptrace.ClassOK && o.Class != httptrace.ClassOK && e.Status != 0 && o.Status == e.Status:
 		return fmt.Sprintf("hand the caller the last response (%d) itself, not an error", e.Status)
 	case e.Writes != nil && o.Writes > *e.Writes && s.Contract == "W2":
 		return "keep the Idempotency-Key across attempts, so that the server commits once"

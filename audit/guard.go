@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
-	"github.com/connaudit/connaudit/internal/vocab"
 )
 
 // The guard ends a faulted call that nothing ends, without ever judging a
@@ -276,13 +275,13 @@ func (p *progress) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 		return
 	}
 	st, ok := stageBegun(ev.Kind)
-	if !ok && ev.Kind != vocab.KindDone {
+	if !ok && ev.Kind != httptrace.KindDone {
 		return
 	}
 	at := tl.Start.Add(ev.At)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ev.Kind == vocab.KindDone {
+	if ev.Kind == httptrace.KindDone {
 		p.endLocked(tl.ID)
 		return
 	}
@@ -320,20 +319,20 @@ func (p *progress) inFlight() (flight, bool) {
 // stageBegun returns the stage that an event of kind k begins, if any.
 func stageBegun(k httptrace.Kind) (httptrace.Stage, bool) {
 	switch k {
-	case vocab.KindGetConn:
-		return vocab.StagePoolWait, true
-	case vocab.KindDNSStart:
-		return vocab.StageDNS, true
-	case vocab.KindConnectStart:
-		return vocab.StageConnect, true
-	case vocab.KindTLSStart:
-		return vocab.StageTLS, true
-	case vocab.KindGotConn:
-		return vocab.StageWrite, true
-	case vocab.KindWroteRequest:
-		return vocab.StageAwaitHeaders, true
-	case vocab.KindResponse:
-		return vocab.StageBody, true
+	case httptrace.KindGetConn:
+		return httptrace.StagePoolWait, true
+	case httptrace.KindDNSStart:
+		return httptrace.StageDNS, true
+	case httptrace.KindConnectStart:
+		return httptrace.StageConnect, true
+	case httptrace.KindTLSStart:
+		return httptrace.StageTLS, true
+	case httptrace.KindGotConn:
+		return httptrace.StageWrite, true
+	case httptrace.KindWroteRequest:
+		return httptrace.StageAwaitHeaders, true
+	case httptrace.KindResponse:
+		return httptrace.StageBody, true
 	}
 	return "", false
 }
@@ -347,8 +346,8 @@ func measuredBound(tl *httptrace.Timeline) string {
 		return ""
 	}
 	switch tl.Outcome.Class {
-	case vocab.ClassConnectTimeout, vocab.ClassTLSHandshakeTimeout, vocab.ClassResponseHeaderTimeout,
-		vocab.ClassBodyIdleTimeout, vocab.ClassDeadline, vocab.ClassTimeout:
+	case httptrace.ClassConnectTimeout, httptrace.ClassTLSHandshakeTimeout, httptrace.ClassResponseHeaderTimeout,
+		httptrace.ClassBodyIdleTimeout, httptrace.ClassDeadline, httptrace.ClassTimeout:
 	default:
 		return ""
 	}

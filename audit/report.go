@@ -444,7 +444,7 @@ func printableLines(s, indent string) string {
 }
 
 func outcomeText(c httptrace.Class, status int) string {
-	if c == vocab.ClassOK && status != 0 {
+	if c == httptrace.ClassOK && status != 0 {
 		return fmt.Sprintf("ok(%d)", status)
 	}
 	if c == "" {

@@ -293,7 +293,7 @@ func (r *Runner) setUp(s Scenario, res *Result, sub *subject, label string) (*En
 	}
 	srv.Handle(okPath, faultserver.OK{})
 	col := &httptrace.Collector{}
-	sig := newSignals(vocab.KindWroteRequest)
+	sig := newSignals(httptrace.KindWroteRequest)
 	prog := newProgress()
 	p, err := r.newPool(s, srv, httptrace.Multi(col, sig, prog), t)
 	if err != nil {
@@ -541,7 +541,7 @@ func (r *Runner) observe(s Scenario, e *Env, end guardEnd) (late, inFlight int) 
 			// response came in a delay (a budget that ran out) or from a
 			// rule of the layer's own (retries exhausted reported as an
 			// error): no request was in flight.
-			if last.Outcome.Class == vocab.ClassOK {
+			if last.Outcome.Class == httptrace.ClassOK {
 				obs.Stage = ""
 			}
 			obs.Class = vocab.Classify(e.callErr, obs.Stage)
@@ -659,7 +659,7 @@ func (r *Runner) awaitClose(ctx context.Context, p *pool.Pool, o *Observed) {
 	defer cancel()
 	p.WaitFor(wctx, func(pool.Stats) bool {
 		c, ok := p.Conn(id)
-		return !ok || c.State == vocab.StateClosed || c.State == vocab.StateFailed
+		return !ok || c.State == pool.StateClosed || c.State == pool.StateFailed
 	})
 }
 
@@ -669,7 +669,7 @@ func faultedConn(p *pool.Pool, o *Observed) uint64 {
 	id := o.Conn
 	if id == 0 && o.Timeline != nil {
 		for _, c := range p.Conns() {
-			if c.DialedFor == o.Timeline.ID && c.State != vocab.StateFailed {
+			if c.DialedFor == o.Timeline.ID && c.State != pool.StateFailed {
 				id = c.ID
 			}
 		}
@@ -693,7 +693,7 @@ func fateOf(p *pool.Pool, o *Observed, reused bool) Fate {
 		f.None = true
 		return f
 	}
-	if c, ok := p.Conn(id); ok && c.State == vocab.StateClosed {
+	if c, ok := p.Conn(id); ok && c.State == pool.StateClosed {
 		f.ClosedBy, f.Reason = c.ClosedBy, c.CloseReason
 	}
 	return f

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
-	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -454,7 +453,7 @@ func TestRunnerChecksCanFail(t *testing.T) {
 	}{
 		{"fate", "ok", "connection fate: expected closed by server (server-eof), observed reused",
 			func(e *audit.Expect) {
-				e.Fate = &audit.Fate{ClosedBy: vocab.ClosedByServer, Reason: vocab.ReasonServerEOF}
+				e.Fate = &audit.Fate{ClosedBy: pool.ClosedByServer, Reason: pool.ReasonServerEOF}
 			}},
 		{"no connection", "connect-refused", "connection fate: expected reused, observed -",
 			func(e *audit.Expect) { e.Fate = &audit.Fate{Reused: true} }},

@@ -13,7 +13,6 @@ import (
 
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/hook"
-	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -201,19 +200,19 @@ func (sub subject) bounds(stage httptrace.Stage) bound {
 		return bound{known: true}
 	}
 	switch stage {
-	case vocab.StageDNS, vocab.StageConnect:
+	case httptrace.StageDNS, httptrace.StageConnect:
 		if sub.ownTLSDial {
 			return bound{name: "the transport's DialTLSContext"}
 		}
 		return sub.dial
-	case vocab.StageTLS:
+	case httptrace.StageTLS:
 		if sub.ownTLSDial {
 			return bound{name: "the transport's DialTLSContext"}
 		}
 		return bound{name: "TLSHandshakeTimeout", d: sub.tlsht, known: true}
-	case vocab.StageAwaitHeaders:
+	case httptrace.StageAwaitHeaders:
 		return bound{name: "ResponseHeaderTimeout", d: sub.rht, known: true}
-	case vocab.StageBody:
+	case httptrace.StageBody:
 		return bound{name: "pool.BodyIdleTimeout", d: sub.bodyIdle, known: true}
 	}
 	// No http.Transport field bounds waiting for a connection or writing
