@@ -14,6 +14,7 @@ import (
 var testHelpers = []string{
 	"github.com/connaudit/connaudit/audit/audittest",
 	"github.com/connaudit/connaudit/internal/benchpair",
+	"github.com/connaudit/connaudit/internal/testkit",
 	"github.com/connaudit/connaudit/internal/testserver",
 }
 

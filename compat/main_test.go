@@ -10,12 +10,10 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"go.uber.org/goleak"
+	"github.com/connaudit/connaudit/internal/testkit"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 var update = flag.Bool("update", false, "rewrite the table in ../docs/retry.md")
 

@@ -5,9 +5,9 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/connaudit/connaudit/otelconnaudit"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
@@ -17,23 +17,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
-// waitBound bounds every wait of a test: only hit when the awaited thing
-// never happens.
-const waitBound = 10 * time.Second
-
-func bounded(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
-	t.Cleanup(cancel)
-	return ctx
-}
+// bounded returns a context that ends after testkit.WaitBound or with the test.
+func bounded(t *testing.T) context.Context { return testkit.Bounded(t) }
 
 // sdks are the real SDKs a test exports through: a meter provider read by
 // a manual reader, a tracer provider exporting synchronously to memory.

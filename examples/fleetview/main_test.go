@@ -12,13 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/connaudit/connaudit/pool"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // syncBuffer is a bytes.Buffer safe for the exporter's goroutine.
 type syncBuffer struct {
