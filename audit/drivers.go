@@ -150,23 +150,20 @@ func cancelWaitingForConn(ctx context.Context, e *Env) error {
 // dial's time on a loaded machine (an attempt limit of 150ms) is judged on
 // the attempt, not on how long the connection took to make.
 func connected(drive func(context.Context, *Env) error) func(context.Context, *Env) error {
-	return func(ctx context.Context, e *Env) error {
-		resp, err := e.get(ctx, e.Target+okPath)
-		if err != nil {
-			return fmt.Errorf("warm-up request: %w", err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		e.markFaulted()
-		return drive(ctx, e)
-	}
+	return warmed(okPath, drive)
 }
 
 // warmThen makes one request to the faulted URL to leave a kept-alive
 // connection, then the faulted request.
 func warmThen(drive func(context.Context, *Env) error) func(context.Context, *Env) error {
+	return warmed(faultPath, drive)
+}
+
+// warmed makes one request to path, read and closed, then the faulted
+// request.
+func warmed(path string, drive func(context.Context, *Env) error) func(context.Context, *Env) error {
 	return func(ctx context.Context, e *Env) error {
-		resp, err := e.get(ctx, e.url())
+		resp, err := e.get(ctx, e.Target+path)
 		if err != nil {
 			return fmt.Errorf("warm-up request: %w", err)
 		}
