@@ -234,3 +234,22 @@ func BenchmarkPaired(b *testing.B) {
 		})
 	}
 }
+
+// TestTracedPoolIsSetAsBase: the traced+tracked client's transport is set
+// as Base is, so that the benchmarks compare like with like.
+func TestTracedPoolIsSetAsBase(t *testing.T) {
+	for _, conns := range []int{1, 4} {
+		base := Base(conns)
+		p, err := TracedPool(conns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := p.Transport()
+		if tr.MaxConnsPerHost != base.MaxConnsPerHost || tr.MaxIdleConnsPerHost != base.MaxIdleConnsPerHost ||
+			tr.IdleConnTimeout != base.IdleConnTimeout || tr.TLSHandshakeTimeout != base.TLSHandshakeTimeout ||
+			tr.ForceAttemptHTTP2 != base.ForceAttemptHTTP2 || tr.DisableKeepAlives != base.DisableKeepAlives {
+			t.Errorf("conns %d: the traced pool's transport differs from Base: %+v", conns, tr)
+		}
+		p.Close()
+	}
+}

@@ -81,6 +81,15 @@ func Base(conns int) *http.Transport {
 	}
 }
 
+// TracedPool is the traced+tracked client's pool: pool.New capped at
+// conns connections per host, all of which may stay idle, as [Base] is, so
+// that the two differ only in the tracing and tracking. pool.New alone
+// keeps http.DefaultTransport's 2 idle connections per host, which under 4
+// workers closes and redials connections.
+func TracedPool(conns int) (*pool.Pool, error) {
+	return pool.New(pool.MaxConnsPerHost(conns), pool.MaxIdleConnsPerHost(conns))
+}
+
 // Client sends the workload's requests one way.
 type Client struct {
 	Name string
@@ -149,7 +158,7 @@ func NewClient(name string, conns int) (*Client, error) {
 	var closeIdle func()
 	switch name {
 	case "traced+tracked":
-		p, err := pool.New(pool.MaxConnsPerHost(conns))
+		p, err := TracedPool(conns)
 		if err != nil {
 			return nil, err
 		}

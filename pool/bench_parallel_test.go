@@ -12,6 +12,7 @@ import (
 
 	"github.com/connaudit/connaudit/internal/benchpair"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkOverhead measures what auditing costs a service in its steady
@@ -43,7 +44,7 @@ func BenchmarkOverhead(b *testing.B) {
 				b.ReportMetric(float64(max(0, dials.Load()-int64(mode.workers))), "redials")
 			})
 			b.Run("client=traced+tracked", func(b *testing.B) {
-				p, err := pool.New(pool.MaxConnsPerHost(mode.workers))
+				p, err := tracedPool(mode.workers)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -66,6 +67,15 @@ var benchModes = []struct {
 	name    string
 	workers int
 }{{"seq", 1}, {"par4", 4}}
+
+// tracedPool is pool.New's pool capped at conns connections per host, all
+// of which may stay idle: plainTransport's settings, so that the two
+// differ only in the tracing and tracking (TestPairedSettingsEqual).
+// pool.New keeps http.DefaultTransport's 2 idle connections per host,
+// which under 4 workers closes and redials connections.
+func tracedPool(conns int) (*pool.Pool, error) {
+	return pool.New(pool.MaxConnsPerHost(conns), pool.MaxIdleConnsPerHost(conns))
+}
 
 // plainTransport is set like pool.New's transport, without the tracking;
 // it counts its dials.
@@ -173,7 +183,7 @@ func BenchmarkOverheadPaired(b *testing.B) {
 		b.Run("mode="+mode.name, func(b *testing.B) {
 			tr, _ := plainTransport(mode.workers)
 			defer tr.CloseIdleConnections()
-			p, err := pool.New(pool.MaxConnsPerHost(mode.workers))
+			p, err := tracedPool(mode.workers)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -189,5 +199,27 @@ func BenchmarkOverheadPaired(b *testing.B) {
 			}
 			benchpair.Run(b, [2]string{"plain", "traced"}, clients)
 		})
+	}
+}
+
+// TestPairedSettingsEqual: the paired benchmarks compare like with like,
+// the traced pool's transport set as the plain one is, field by field.
+func TestPairedSettingsEqual(t *testing.T) {
+	for _, mode := range benchModes {
+		plain, _ := plainTransport(mode.workers)
+		p, err := tracedPool(mode.workers)
+		require.NoError(t, err)
+		tr := p.Transport()
+		for name, pair := range map[string][2]any{
+			"MaxConnsPerHost":     {plain.MaxConnsPerHost, tr.MaxConnsPerHost},
+			"MaxIdleConnsPerHost": {plain.MaxIdleConnsPerHost, tr.MaxIdleConnsPerHost},
+			"IdleConnTimeout":     {plain.IdleConnTimeout, tr.IdleConnTimeout},
+			"TLSHandshakeTimeout": {plain.TLSHandshakeTimeout, tr.TLSHandshakeTimeout},
+			"ForceAttemptHTTP2":   {plain.ForceAttemptHTTP2, tr.ForceAttemptHTTP2},
+			"DisableKeepAlives":   {plain.DisableKeepAlives, tr.DisableKeepAlives},
+		} {
+			require.Equal(t, pair[0], pair[1], "%s, mode %s", name, mode.name)
+		}
+		p.Close()
 	}
 }
