@@ -82,7 +82,7 @@ type Timeline struct {
 	// secrets are the request's header secrets (see requestSecrets),
 	// kept when it failed or an event carries an error, whose text a
 	// server may have filled with what it was sent.
-	secrets []string
+	secrets []redact.Secret
 	// ctx is the request's context as the caller gave it, for observers
 	// of the module's own (see internal/hook); a clone has none.
 	ctx context.Context
@@ -93,7 +93,7 @@ type Timeline struct {
 // secret headers masked (a server may quote what it was sent, and
 // net/http's error quote that), control characters escaped.
 func (tl *Timeline) RedactError(err error) string {
-	return redact.ErrorWith(err, tl.url, slices.Clone(tl.secrets))
+	return redact.ErrorWith(err, tl.url, tl.secrets)
 }
 
 // URL returns the request URL, redacted: no user information, query values

@@ -106,7 +106,8 @@ func Run(ctx context.Context, target *http.Request, opts ...Option) (*Report, er
 		runCtx, cancel = context.WithDeadlineCause(ctx, start.Add(cfg.deadline), errDeadline)
 	}
 	defer cancel()
-	pr := &prober{cfg: cfg, target: target, start: start, ctx: runCtx}
+	pr := &prober{cfg: cfg, target: target, start: start, ctx: runCtx,
+		secrets: redact.RequestSecrets(target, slices.Collect(maps.Keys(target.Header)))}
 	rep, err := pr.mainRun()
 	if err != nil {
 		return nil, err
@@ -174,8 +175,11 @@ func checkTarget(target *http.Request, cfg *config) error {
 type prober struct {
 	cfg    config
 	target *http.Request
-	start  time.Time
-	ctx    context.Context // the run's context, with the deadline
+	// secrets are target's header secrets: every header's value, masked
+	// in what the report quotes of the server's replies.
+	secrets []redact.Secret
+	start   time.Time
+	ctx     context.Context // the run's context, with the deadline
 	// stopped is set when the run's context ended a phase early.
 	stopped atomic.Bool
 
@@ -188,6 +192,12 @@ type prober struct {
 
 	progressMu sync.Mutex
 	mainDials  func() int64
+}
+
+// mask returns s, a text the server wrote, with the request's secrets
+// masked: a server may fill what it writes with what it was sent.
+func (pr *prober) mask(s string) string {
+	return redact.Mask(s, pr.target.URL, pr.secrets)
 }
 
 func (pr *prober) progress(p Progress) {
@@ -363,7 +373,7 @@ func (s *sender) send() bool {
 		return true
 	}
 	if v := resp.Header["Keep-Alive"]; len(v) > 0 {
-		s.ka.see(v[0])
+		s.ka.see(v[0], pr.mask)
 	}
 	// A 101 response's body is the connection, handed over to the
 	// protocol switched to: reading it waits for what the server sends
