@@ -149,11 +149,14 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	var out outputs
 	var logMu sync.Mutex
-	slogText := httptrace.NewSlogObserver(slog.New(slog.NewTextHandler(lockedWriter{&logMu, out.buf("slog text")}, nil)),
+	slogText, err := httptrace.NewSlogObserver(slog.New(slog.NewTextHandler(lockedWriter{&logMu, out.buf("slog text")}, nil)),
 		slog.LevelInfo, slog.LevelWarn)
-	slogJSON := httptrace.NewSlogObserver(slog.New(slog.NewJSONHandler(lockedWriter{&logMu, out.buf("slog json")}, nil)),
+	require.NoError(t, err)
+	slogJSON, err := httptrace.NewSlogObserver(slog.New(slog.NewJSONHandler(lockedWriter{&logMu, out.buf("slog json")}, nil)),
 		slog.LevelInfo, slog.LevelWarn)
-	lines := httptrace.NewJSONLines(lockedWriter{&logMu, out.buf("json lines")})
+	require.NoError(t, err)
+	lines, err := httptrace.NewJSONLines(lockedWriter{&logMu, out.buf("json lines")})
+	require.NoError(t, err)
 	col := &httptrace.Collector{}
 	observers := httptrace.Multi(col, slogText, slogJSON, lines)
 

@@ -3,6 +3,7 @@ package httptrace
 import (
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 	"time"
@@ -154,9 +155,13 @@ type JSONLines struct {
 	err error
 }
 
-// NewJSONLines returns a JSON Lines observer writing to w.
-func NewJSONLines(w io.Writer) *JSONLines {
-	return &JSONLines{enc: json.NewEncoder(w)}
+// NewJSONLines returns a JSON Lines observer writing to w. A nil w (or a
+// nil pointer in it) is an error.
+func NewJSONLines(w io.Writer) (*JSONLines, error) {
+	if isNil(w) {
+		return nil, errors.New("httptrace: NewJSONLines: nil writer")
+	}
+	return &JSONLines{enc: json.NewEncoder(w)}, nil
 }
 
 // Observe writes tl as one line.

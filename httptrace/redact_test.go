@@ -65,7 +65,7 @@ func TestRedaction(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&slogBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	base := newBase(t, nil)
 	tr, c := traced(t, base,
-		[]httptrace.Observer{httptrace.NewJSONLines(&jsonBuf), httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)},
+		[]httptrace.Observer{mustJSONLines(t, &jsonBuf), mustSlog(t, logger)},
 		httptrace.Headers("Authorization", "Cookie", "X-Req"))
 	client := &http.Client{Transport: tr}
 
@@ -184,7 +184,7 @@ func TestRedactionOfEchoedHeaders(t *testing.T) {
 	var jsonBuf, slogBuf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&slogBuf, nil))
 	tr, c := traced(t, newBase(t, nil),
-		[]httptrace.Observer{httptrace.NewJSONLines(&jsonBuf), httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)},
+		[]httptrace.Observer{mustJSONLines(t, &jsonBuf), mustSlog(t, logger)},
 		httptrace.SecretHeaders("x-api-key"), httptrace.Headers("X-Api-Key"))
 	client := &http.Client{Transport: tr}
 	all := append([]string{bearer, apiKey}, secrets...)
