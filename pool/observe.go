@@ -3,6 +3,8 @@ package pool
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -67,9 +69,15 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			r.collected = true
 		}
 	case vocab.KindGetConn:
+		// net/http's Transport stops closing the connections that go
+		// idle after CloseIdleConnections once a request asks for one.
+		p.closeIdle = false
 		r := p.reqLocked(tl.ID)
 		if r == nil {
 			r = p.newRequestLocked(tl)
+		}
+		if c := r.conn; c != nil {
+			p.retriedLocked(r, c)
 		}
 		if !r.waiting {
 			r.waiting = true
@@ -113,6 +121,9 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			return
 		}
 		if c.State == vocab.StateHandshake {
+			// It serves a request: its handshake succeeded, reported
+			// on its request's timeline.
+			p.leaveTLSLocked(c, true, now)
 			p.handshakeDoneLocked(c, "", 0, now)
 		}
 		again := r.servedBy == c.ID // an attempt of r already came here
@@ -143,15 +154,10 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		r.conn = c
 		p.activateLocked(c, tl.ID, now)
 	case vocab.KindTLSDone:
-		c := p.pendingTLS[tl.ID]
-		if c == nil {
-			return
-		}
-		delete(p.pendingTLS, tl.ID)
-		if ev.Err == nil && c.State == vocab.StateHandshake {
-			c.TLSVersion = tls.VersionName(uint16(ev.N))
-			c.TLSResumed = !ev.Late && tl.TLS.Resumed
-			p.handshakeDoneLocked(c, ev.Addr, uint16(ev.N), now)
+		// A failed handshake's connection is closed already: the
+		// Transport closes it before it reports the failure.
+		if ev.Err == nil {
+			p.tlsDoneLocked(tl.ID, ev.Addr, uint16(ev.N), !ev.Late && tl.TLS.Resumed, now)
 		}
 	case vocab.KindPutIdleConn:
 		c := p.connLocked(ev.Conn)
@@ -204,6 +210,25 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		}
 	}
 }
+
+// retriedLocked refines the close of c, the HTTP/1 connection request r
+// was sent on, now that the Transport sends r again: it does so only when
+// the connection failed before r's response began (the server closed a
+// kept-alive connection, or nothing of r could be written), which the
+// pool cannot see through TLS when the server's close_notify came before
+// its FIN: the close the pool saw as the client's, over a request error,
+// was the server's.
+func (p *Pool) retriedLocked(r *request, c *connState) {
+	if c.h2 || c.State != vocab.StateClosed || c.closeReq != r.id || c.CloseReason != vocab.ReasonRequestError || c.readErr != nil {
+		return
+	}
+	p.recloseLocked(c, vocab.ClosedByServer, vocab.ReasonServerEOF)
+	c.CloseDetail = serverClosedBeforeResponse
+}
+
+// serverClosedBeforeResponse details a close the pool learnt was the
+// server's from the Transport sending the request again.
+const serverClosedBeforeResponse = "closed before the response began: the Transport sent the request again"
 
 // newRequestLocked starts the pool's record of the request of tl.
 func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
@@ -392,15 +417,11 @@ func (p *Pool) bodyClosedLocked(r *request) {
 	p.tally(h, func(n *counters) { n.openBodies-- })
 }
 
-// handshakeDoneLocked opens a connection whose TLS handshake finished.
+// handshakeDoneLocked opens a connection whose TLS handshake finished,
+// taken out of its request's handshakes (see tlsWait).
 func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, now stamp) {
 	h := c.hc
 	p.tally(h, func(n *counters) { n.dialing-- })
-	for id, pc := range p.pendingTLS {
-		if pc == c {
-			delete(p.pendingTLS, id)
-		}
-	}
 	c.dialCtx = nil
 	if alpn == "h2" {
 		c.setH2()
@@ -486,18 +507,10 @@ func (p *Pool) connClosedLocked(c *connState, now time.Time) bool {
 	}
 	h := c.hc
 	prev := c.State
+	if prev == vocab.StateHandshake {
+		prev = p.handshakeClosedLocked(c, stampOf(now))
+	}
 	switch prev {
-	case vocab.StateHandshake:
-		p.tally(h, func(n *counters) { n.dialing-- })
-		for id, pc := range p.pendingTLS {
-			if pc == c {
-				delete(p.pendingTLS, id)
-			}
-		}
-		// A handshake the Transport abandoned ends with its dial's
-		// context, which crypto/tls then closes the connection for.
-		c.Abandoned = c.dialCtx != nil && c.dialCtx.Err() != nil
-		c.dialCtx = nil
 	case vocab.StateIdle:
 		p.tally(h, func(n *counters) {
 			n.idle--
@@ -615,13 +628,29 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			return vocab.ClosedByClient, vocab.ReasonCloseIdle
 		case c.putIdleErr != nil:
 			return vocab.ClosedByClient, putIdleReason(c.putIdleErr)
-		case p.tr.DisableKeepAlives:
+		case p.tr.DisableKeepAlives || p.tr.MaxIdleConnsPerHost < 0:
 			return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
 		case timedOut(time.Since(c.idleSince.time()), p.tr.IdleConnTimeout):
 			return vocab.ClosedByClient, vocab.ReasonIdleTimeout
 		case p.tr.MaxIdleConns > 0 && p.idleOverLocked():
 			// net/http closes the least recently used idle connection,
 			// with no hook, to keep MaxIdleConns.
+			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
+		case !c.h2 && c.readErr == nil && c.Requests == 0 && (c.tls || c.io.read.Load() == 0):
+			// A connection no request used, closed with no hook and
+			// nothing read from the server (over TLS, nothing the pool
+			// can tell apart from the handshake's own records): its dial
+			// ended after the request it was made for got another
+			// connection, and net/http offered it to the idle pool,
+			// which refused it (putOrCloseIdleConn): the host's idle
+			// connections were at MaxIdleConnsPerHost, or, after
+			// CloseIdleConnections, the Transport keeps none.
+			if p.closeIdle {
+				c.CloseDetail = "never used: its dial ended after CloseIdleConnections, when the Transport keeps no idle connection"
+				return vocab.ClosedByClient, vocab.ReasonCloseIdle
+			}
+			c.CloseDetail = fmt.Sprintf("never used: its dial ended with no request for it, and the idle pool had no room (MaxIdleConnsPerHost %d)",
+				p.maxIdlePerHost())
 			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
 		case !c.h2 && c.readErr == nil:
 			// net/http's HTTP/1 read loop gives an idle connection up, with
@@ -643,6 +672,14 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 	}
 	if p.tr.DisableKeepAlives {
 		return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
+	}
+	for _, r := range reqs {
+		if !c.h2 && r.class == "" && r.conn != c && c.readErr == nil {
+			// The Transport already sends the request again (see
+			// retriedLocked).
+			c.CloseDetail = serverClosedBeforeResponse
+			return vocab.ClosedByServer, vocab.ReasonServerEOF
+		}
 	}
 	for _, r := range reqs {
 		c.closeReq = r.id
@@ -686,6 +723,14 @@ func putIdleReason(err error) CloseReason {
 }
 
 var errIdleClosed = errors.New("http: CloseIdleConnections called")
+
+// maxIdlePerHost returns the Transport's effective MaxIdleConnsPerHost.
+func (p *Pool) maxIdlePerHost() int {
+	if n := p.tr.MaxIdleConnsPerHost; n != 0 {
+		return n
+	}
+	return http.DefaultMaxIdleConnsPerHost
+}
 
 // idleOverLocked reports whether the idle connections (the one being
 // closed, no longer counted, included) reach http.Transport.MaxIdleConns,

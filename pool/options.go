@@ -64,7 +64,8 @@ func MaxConnsPerHost(n int) Option {
 
 // MaxIdleConnsPerHost caps the idle connections kept per host
 // (http.Transport.MaxIdleConnsPerHost); a connection returned to a full idle
-// pool is closed with reason "idle-pool-full". New's default is 2, as is
+// pool is closed with reason "idle-pool-full", as is a dial that ended once
+// its request had another connection. New's default is 2, as is
 // zero (http.DefaultMaxIdleConnsPerHost), which is not "keep none": to keep
 // no idle connection, use [DisableKeepAlives].
 func MaxIdleConnsPerHost(n int) Option {

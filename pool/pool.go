@@ -39,10 +39,15 @@ type Pool struct {
 	hosts        map[string]*counters
 	lastHost     hostCache // the host of the last request started
 	total        counters
-	reqs         reqSet // requests not yet finished
-	pendingTLS   map[uint64]*connState
+	reqs         reqSet              // requests not yet finished
+	pendingTLS   map[uint64]*tlsWait // by the timeline id of the request whose dials they are
 	closingIdle  int
-	changes      notify.Changes // signalled at every change of state
+	// closeIdle mirrors net/http's Transport.closeIdle: set by
+	// CloseIdleConnections, cleared when a request next asks for a
+	// connection. While it is set, the Transport closes a connection it
+	// would have kept idle.
+	closeIdle bool
+	changes   notify.Changes // signalled at every change of state
 }
 
 // request is the pool's record of a request not yet finished.
@@ -190,7 +195,7 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 		maxConn:    tr.MaxConnsPerHost,
 		conns:      map[uint64]*connState{},
 		hosts:      map[string]*counters{},
-		pendingTLS: map[uint64]*connState{},
+		pendingTLS: map[uint64]*tlsWait{},
 	}
 	tr.DialContext = p.dialer(dial, true)
 	if tr.DialTLSContext != nil {
@@ -290,6 +295,7 @@ func (p *Pool) MaxConnsPerHost() int { return p.maxConn }
 func (p *Pool) CloseIdleConnections() {
 	p.mu.Lock()
 	p.closingIdle++
+	p.closeIdle = true
 	p.mu.Unlock()
 	p.tr.CloseIdleConnections()
 	p.mu.Lock()
@@ -359,7 +365,8 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 			// that request's timeline reports the handshake done.
 			c.setState(vocab.StateHandshake, stampOf(now))
 			c.dialCtx = ctx
-			p.pendingTLS[tlID] = c
+			c.tls = true
+			p.waitTLSLocked(tlID, c)
 			p.tally(h, func(n *counters) { n.dialing++ })
 		} else {
 			p.openLocked(c, h, stampOf(now))
