@@ -85,18 +85,23 @@ func (p *Pool) settleTLSLocked(id uint64, w *tlsWait, now stamp) {
 
 // leaveTLSLocked takes c out of its request's handshakes; succeeded says
 // its handshake is known to have succeeded, and so to have been reported.
-func (p *Pool) leaveTLSLocked(c *connState, succeeded bool, now stamp) {
+// It returns the ALPN protocol and TLS version the request's successful
+// handshakes agree on, if any: those of c's, if it succeeded (the dials
+// of one request are to one host with one configuration).
+func (p *Pool) leaveTLSLocked(c *connState, succeeded bool, now stamp) (alpn string, version uint16) {
 	id := c.tlsFor
 	c.tlsFor = 0
 	w := p.pendingTLS[id]
 	if w == nil {
-		return
+		return "", 0
 	}
+	alpn, version = w.alpn, w.version
 	w.conns = slices.DeleteFunc(w.conns, func(x *connState) bool { return x == c })
 	if succeeded && w.ok > 0 {
 		w.ok--
 	}
 	p.settleTLSLocked(id, w, now)
+	return alpn, version
 }
 
 // handshakeClosedLocked applies the close of c, still in its handshake for
@@ -107,14 +112,7 @@ func (p *Pool) handshakeClosedLocked(c *connState, now stamp) ConnState {
 	h := c.hc
 	p.tally(h, func(n *counters) { n.dialing-- })
 	finished := c.io.closeNotify.Load()
-	var (
-		alpn    string
-		version uint16
-	)
-	if w := p.pendingTLS[c.tlsFor]; w != nil {
-		alpn, version = w.alpn, w.version
-	}
-	p.leaveTLSLocked(c, finished, now)
+	alpn, version := p.leaveTLSLocked(c, finished, now)
 	// A handshake the Transport abandoned ends with its dial's context,
 	// which crypto/tls then closes the connection for; one that finished
 	// was not abandoned, whatever became of that context since.

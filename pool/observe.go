@@ -123,8 +123,8 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		if c.State == vocab.StateHandshake {
 			// It serves a request: its handshake succeeded, reported
 			// on its request's timeline.
-			p.leaveTLSLocked(c, true, now)
-			p.handshakeDoneLocked(c, "", 0, now)
+			alpn, version := p.leaveTLSLocked(c, true, now)
+			p.handshakeDoneLocked(c, alpn, version, now)
 		}
 		again := r.servedBy == c.ID // an attempt of r already came here
 		// Whether r is served by a reused connection follows its latest

@@ -319,7 +319,8 @@ func (n *nginx) requests(t *testing.T) (requests int, conns int) {
 // though eight requests at once dial many connections, some twice for one
 // request (sent again after a GOAWAY) with both handshakes running, and
 // the Transport closes those it does not need as their handshakes end;
-// each handshake the Transport abandoned is counted in dials_abandoned.
+// each handshake the Transport abandoned is counted in dials_abandoned; and
+// no connection is closed over a request error, none having failed.
 func TestNginxH2Truth(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -338,6 +339,10 @@ func TestNginxH2Truth(t *testing.T) {
 			require.NotContains(t, n.diagnose(), "SSL_do_handshake() failed", "nginx saw a handshake fail")
 			require.Zero(t, rep.ClosedBy[vocab.ReasonHandshakeFailed], "no handshake failed: %v %+v", rep.ClosedBy, rep.Connections)
 			require.LessOrEqual(t, rep.ClosedBy[vocab.ReasonHandshakeAbandon], rep.DialsAbandoned, "%v", rep.ClosedBy)
+			// No request failed: no connection closed over one (its
+			// protocol known, from its handshake's report, when nginx's
+			// GOAWAY closes it with streams still reading).
+			require.Zero(t, rep.ClosedBy[vocab.ReasonRequestError], "%v %+v", rep.ClosedBy, rep.Connections)
 			require.Equal(t, map[string]int{"h2": len(servedH2(rep))}, rep.Protocols)
 			require.Zero(t, rep.HiddenRetriesPossiblyProcessed, "not processed: %v", rep.HiddenRetriesWhy)
 			require.NotContains(t, ids(rep), "hidden-retries")
