@@ -72,6 +72,9 @@ func (s *slogObserver) EventKinds() vocab.KindSet { return slogKinds }
 
 // ObserveEvent logs the warning of a body left open or collected unclosed.
 func (s *slogObserver) ObserveEvent(tl *Timeline, ev Event) {
+	if tl == nil {
+		return
+	}
 	var msg string
 	switch ev.Kind {
 	case vocab.KindBodyHeld:
@@ -120,6 +123,9 @@ func (s *slogObserver) ObserveEvent(tl *Timeline, ev Event) {
 
 // Observe logs tl.
 func (s *slogObserver) Observe(tl *Timeline) {
+	if tl == nil {
+		return
+	}
 	level := s.level
 	if tl.Outcome.Class != vocab.ClassOK {
 		level = s.errorLevel

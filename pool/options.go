@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/isnil"
 )
 
 // Option configures a [Pool]. Options are applied in order; an option whose
@@ -166,10 +167,11 @@ func Resolver(r *net.Resolver) Option {
 	})
 }
 
-// WithObserver also hands every finished timeline to o.
+// WithObserver also hands every finished timeline to o. A nil observer (or
+// a nil pointer in one) is an error.
 func WithObserver(o httptrace.Observer) Option {
 	return optionFunc(func(c *config) error {
-		if o == nil {
+		if isnil.Value(o) {
 			return errors.New("pool: nil observer")
 		}
 		c.observer = o

@@ -56,6 +56,9 @@ type UnusableError struct {
 // Error says what no request got past, on one line: "no request succeeded
 // (2 of 2 failed): connect-refused @connect: dial tcp …".
 func (e *UnusableError) Error() string {
+	if e == nil {
+		return "probe: nil *UnusableError"
+	}
 	if e.Sent == 0 {
 		return "no request was sent before the deadline"
 	}
@@ -85,6 +88,9 @@ func (e *UnusableError) Error() string {
 // closed (or a few seconds after the deadline, at most), and it never
 // writes anywhere.
 func Run(ctx context.Context, target *http.Request, opts ...Option) (*Report, error) {
+	if ctx == nil {
+		return nil, errors.New("probe: nil context")
+	}
 	cfg := defaults()
 	for _, o := range opts {
 		if o == nil {
