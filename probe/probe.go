@@ -445,7 +445,10 @@ func (pr *prober) mainRun() (*Report, error) {
 		wg.Go(func() {
 			defer s.close()
 			for first := true; ; first = false {
-				if timeUp.Load() || next.Add(1) > int64(cfg.requests) {
+				// However short the Duration, the run's first request
+				// is sent: a run that asked nothing of the target
+				// would report nothing of it.
+				if n := next.Add(1); n > int64(cfg.requests) || (n > 1 && timeUp.Load()) {
 					return
 				}
 				if !first && (!pr.sleep(cfg.gap) || timeUp.Load()) {
