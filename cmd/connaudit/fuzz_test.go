@@ -640,7 +640,6 @@ func TestSecretsCLIEscapedAndShort(t *testing.T) {
 	for _, cmd := range []string{"trace", "probe"} {
 		_, help, _ := runCLI(t, cmd, "-h")
 		require.Contains(t, help, "1 or 2 bytes only where it follows its", cmd)
-		require.Contains(t, help, "(1 or 2 bytes: after the name only)", cmd)
 	}
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)

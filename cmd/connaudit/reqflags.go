@@ -49,7 +49,7 @@ type requestFlags struct {
 
 func (rf *requestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&rf.method, "X", "", "request method (default GET, or POST with -d)")
-	fs.Var(&rf.headers, "H", `request header "Name: value" (repeatable); values are never printed (1 or 2 bytes: after the name only)`)
+	fs.Var(&rf.headers, "H", `request header "Name: value" (repeatable); values are never printed (see above)`)
 	fs.StringVar(&rf.data, "d", "", "request body, or @file to read it from a file")
 	fs.BoolVar(&rf.insecure, "k", false, "skip TLS certificate verification (warns)")
 	fs.BoolVar(&rf.http1, "http1", false, "use HTTP/1.1 only")
