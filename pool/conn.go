@@ -54,7 +54,7 @@ type Closer = vocab.Closer
 //
 //	connection-close        the response said "Connection: close"
 //	http1.0-no-keep-alive   an HTTP/1.0 response without keep-alive
-//	server-closed-idle      closed while the connection was idle
+//	server-closed-idle      closed while the connection was idle (over TLS: its close_notify read)
 //	server-eof              closed during a request (over TLS, where its close_notify may hide
 //	                        the FIN: seen from the Transport sending the request again)
 //	server-reset            reset the connection
@@ -231,7 +231,11 @@ type connIO struct {
 	// alert as it closes a connection whose handshake is complete: a
 	// connection the pool still counts in its handshake then finished it.
 	closeNotify atomic.Bool
-	_           [32]byte
+	// lastRecord is the last TLS record whose header was read: 1 << 32 if
+	// the connection was idle then, | its content type << 16 | its length;
+	// 0 if none (see recordReader).
+	lastRecord  atomic.Int64
+	_           [24]byte
 	written     atomic.Int64
 	lastWrite   atomic.Int64
 	readAtWrite atomic.Int64
@@ -308,6 +312,9 @@ type trackedConn struct {
 	io      *connIO
 	errOnce sync.Once
 	closed  atomic.Bool
+	// records follows the TLS records read, when the Transport runs TLS
+	// over it (tls).
+	records *recordReader
 }
 
 // ConnID returns the pool's id of the connection, for httptrace.
@@ -316,6 +323,11 @@ func (t *trackedConn) ConnID() uint64 { return t.c.ID }
 func (t *trackedConn) Read(b []byte) (int, error) {
 	n, err := t.Conn.Read(b)
 	t.io.read.Add(int64(n))
+	if t.records != nil && n > 0 {
+		// (A read once the client began its close, with its close_notify,
+		// is the server's answer, not the server's own doing.)
+		t.records.feed(b[:n], t.io.idle.Load() && !t.io.closing.Load(), t.io)
+	}
 	if n > 0 && t.io.h2.Load() {
 		t.io.lastRead.Store(int64(time.Since(ioEpoch)))
 	}

@@ -578,6 +578,20 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 		}
 		return vocab.ClosedByServer, reason
 	}
+	if alert, idle := c.lastAlert(); alert && c.readErr == nil && !c.h2 && c.tls && prev != vocab.StateHandshake {
+		// Over TLS the server's close begins with its close_notify, on
+		// which crypto/tls reports EOF to net/http and reads no further:
+		// the FIN that would have been the pool's read error stays
+		// unread. The last record read was an alert.
+		if idle && prev == vocab.StateIdle {
+			c.CloseDetail = "its TLS alert (close_notify) read while the connection was idle"
+			return vocab.ClosedByServer, vocab.ReasonServerClosedIdle
+		}
+		if !idle {
+			c.CloseDetail = "its TLS alert (close_notify) read during a request"
+			return vocab.ClosedByServer, vocab.ReasonServerEOF
+		}
+	}
 	if c.readErr != nil && prev == vocab.StateActive {
 		// Any other read failure: the client gives the connection up.
 		c.CloseDetail = c.readErr.Error()

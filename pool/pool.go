@@ -411,7 +411,11 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		} else {
 			p.openLocked(c, h, stampOf(now))
 		}
-		return &trackedConn{Conn: nc, p: p, c: c, io: c.io}, nil
+		tc := &trackedConn{Conn: nc, p: p, c: c, io: c.io}
+		if c.tls {
+			tc.records = new(recordReader)
+		}
+		return tc, nil
 	}
 }
 

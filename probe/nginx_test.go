@@ -374,3 +374,34 @@ func servedH2(rep *probe.Report) []probe.Connection {
 	}
 	return out
 }
+
+// TestNginxHTTP1OverTLSIdleClose: nginx over TLS closes an HTTP/1
+// connection idle past its keepalive_timeout with a close_notify, on which
+// crypto/tls reports EOF to net/http and reads no further: the FIN goes
+// unread, and no read error tells the pool the server closed it. The pool
+// reads the alert's record (its type in TLS 1.2, its size in TLS 1.3): the
+// close is the server's, server-closed-idle, not the client's
+// protocol-error (bytes when no response was due).
+func TestNginxHTTP1OverTLSIdleClose(t *testing.T) {
+	t.Parallel()
+	for name, version := range map[string]uint16{"TLS 1.2": tls.VersionTLS12, "TLS 1.3": tls.VersionTLS13} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			n := startNginxH2(t, "keepalive_timeout 1s;\n\tssl_protocols TLSv1.2 TLSv1.3;")
+			var http1 http.Protocols
+			http1.SetHTTP1(true)
+			cfg := n.tls.Clone()
+			cfg.MinVersion, cfg.MaxVersion = version, version
+			// The gap is well past nginx's timeout: the first connection is
+			// closed, idle, before the second request.
+			rep := probeNginx(t, n, probe.Requests(2), probe.Gap(3*time.Second), probe.Protocols(http1), probe.TLSConfig(cfg))
+			require.Equal(t, 2, rep.Outcomes[vocab.ClassOK], "%+v", rep.Failures)
+			require.Equal(t, map[string]int{name: 2}, rep.TLS.Versions, "%+v", rep.TLS)
+			require.Zero(t, rep.ClosedBy[vocab.ReasonProtocolError], "%v %+v", rep.ClosedBy, rep.Connections)
+			require.EqualValues(t, 1, rep.ClosedBy[vocab.ReasonServerClosedIdle], "%v %+v", rep.ClosedBy, rep.Connections)
+			c := rep.Connections[0]
+			require.Equal(t, vocab.ClosedByServer, c.ClosedBy, "%+v", c)
+			require.Contains(t, c.CloseDetail, "TLS alert")
+		})
+	}
+}
