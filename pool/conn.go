@@ -326,7 +326,7 @@ func (t *trackedConn) Read(b []byte) (int, error) {
 	if t.records != nil && n > 0 {
 		// (A read once the client began its close, with its close_notify,
 		// is the server's answer, not the server's own doing.)
-		t.records.feed(b[:n], t.io.idle.Load() && !t.io.closing.Load(), t.io)
+		t.records.feed(b[:n], t.io.idle.Load(), !t.io.closing.Load(), t.io)
 	}
 	if n > 0 && t.io.h2.Load() {
 		t.io.lastRead.Store(int64(time.Since(ioEpoch)))

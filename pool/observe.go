@@ -583,11 +583,11 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 		// which crypto/tls reports EOF to net/http and reads no further:
 		// the FIN that would have been the pool's read error stays
 		// unread. The last record read was an alert.
-		if idle && prev == vocab.StateIdle {
+		switch {
+		case idle && prev == vocab.StateIdle:
 			c.CloseDetail = "its TLS alert (close_notify) read while the connection was idle"
 			return vocab.ClosedByServer, vocab.ReasonServerClosedIdle
-		}
-		if !idle {
+		case !idle && prev == vocab.StateActive:
 			c.CloseDetail = "its TLS alert (close_notify) read during a request"
 			return vocab.ClosedByServer, vocab.ReasonServerEOF
 		}

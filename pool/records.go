@@ -25,14 +25,20 @@ const tls13AlertRecord = 2 + 1 + 16
 // alone, which never run at once.
 type recordReader struct {
 	hdr       [5]byte
-	hdrN      int // header bytes read of the next record
-	remaining int // bytes of the current record still to come
+	hdrN      int  // header bytes read of the next record
+	remaining int  // bytes of the current record still to come
+	lost      bool // a header was no TLS record's (a proxy's reply came first, say): no record is followed
 }
 
+// maxRecord bounds a TLS record's length (RFC 8446, 5.2: 2^14 + 256; TLS
+// 1.2 allows 2^14 + 2048).
+const maxRecord = 1<<14 + 2048
+
 // feed follows b, read while the connection was idle if idle, and records
-// the last record header in io.
-func (r *recordReader) feed(b []byte, idle bool, io *connIO) {
-	for len(b) > 0 {
+// the last record header in io unless record is false (the client began
+// its own close: what comes is the server's answer to it).
+func (r *recordReader) feed(b []byte, idle, record bool, io *connIO) {
+	for len(b) > 0 && !r.lost {
 		if r.remaining > 0 {
 			n := min(r.remaining, len(b))
 			r.remaining -= n
@@ -47,7 +53,15 @@ func (r *recordReader) feed(b []byte, idle bool, io *connIO) {
 		}
 		r.hdrN = 0
 		typ, length := r.hdr[0], int(r.hdr[3])<<8|int(r.hdr[4])
+		if typ < 20 || typ > 24 || r.hdr[1] != 3 || length > maxRecord {
+			r.lost = true
+			io.lastRecord.Store(0)
+			return
+		}
 		r.remaining = length
+		if !record {
+			continue
+		}
 		v := int64(typ)<<16 | int64(length)
 		if idle {
 			v |= 1 << 32

@@ -19,8 +19,8 @@ func TestRecordReader(t *testing.T) {
 			r  recordReader
 			io connIO
 		)
-		r.feed(stream[:cut], false, &io)
-		r.feed(stream[cut:], true, &io)
+		r.feed(stream[:cut], false, true, &io)
+		r.feed(stream[cut:], true, true, &io)
 		c := &connState{io: &io, Conn: Conn{TLSVersion: "TLS 1.2"}}
 		alert, idle := c.lastAlert()
 		require.True(t, alert, "cut at %d", cut)
@@ -31,12 +31,30 @@ func TestRecordReader(t *testing.T) {
 		r  recordReader
 		io connIO
 	)
-	r.feed(append([]byte{23, 3, 3, 0, 19}, make([]byte, 19)...), true, &io)
+	r.feed(append([]byte{23, 3, 3, 0, 19}, make([]byte, 19)...), true, true, &io)
 	for version, want := range map[string]bool{"TLS 1.3": true, "TLS 1.2": false} {
 		alert, _ := (&connState{io: &io, Conn: Conn{TLSVersion: version}}).lastAlert()
 		require.Equal(t, want, alert, version)
 	}
-	r.feed(append([]byte{23, 3, 3, 0, 20}, make([]byte, 20)...), true, &io)
+	r.feed(append([]byte{23, 3, 3, 0, 20}, make([]byte, 20)...), true, true, &io)
 	alert, _ := (&connState{io: &io, Conn: Conn{TLSVersion: "TLS 1.3"}}).lastAlert()
 	require.False(t, alert, "data")
+	// What comes once the client began its close is not recorded.
+	r.feed([]byte{21, 3, 3, 0, 2, 1, 0}, true, false, &io)
+	alert, _ = (&connState{io: &io, Conn: Conn{TLSVersion: "TLS 1.3"}}).lastAlert()
+	require.False(t, alert, "the server's answer to the client's close_notify")
+}
+
+// TestRecordReaderLost: bytes that are no TLS record (a proxy's reply to
+// CONNECT before the handshake) stop the following: no record is claimed.
+func TestRecordReaderLost(t *testing.T) {
+	var (
+		r  recordReader
+		io connIO
+	)
+	r.feed([]byte("HTTP/1.1 200 Connection established\r\n\r\n"), false, true, &io)
+	r.feed([]byte{21, 3, 3, 0, 2, 1, 0}, true, true, &io)
+	alert, _ := (&connState{io: &io, Conn: Conn{TLSVersion: "TLS 1.2"}}).lastAlert()
+	require.False(t, alert)
+	require.True(t, r.lost)
 }
