@@ -118,7 +118,7 @@ func ExampleNewSlogObserver() {
 	obs := httptrace.Multi(
 		logged,
 		eventFunc(func(ev httptrace.Event) {
-			if ev.Kind == "body-held" {
+			if ev.Kind == httptrace.KindBodyHeld {
 				close(held)
 			}
 		}))

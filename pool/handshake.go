@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"crypto/tls"
 	"slices"
 
 	"github.com/connaudit/connaudit/internal/vocab"
@@ -22,6 +21,7 @@ type tlsWait struct {
 	conns   []*connState // in their handshake, in dial order
 	ok      int          // successes reported and not yet given to a connection
 	alpn    string       // the protocol the successes negotiated, if they agree
+	mixed   bool         // they negotiated different protocols
 	version uint16       // the TLS version they agree on, or 0
 	resumed bool         // the last success resumed a session
 	reports int          // successes reported in all
@@ -50,7 +50,7 @@ func (p *Pool) tlsDoneLocked(id uint64, alpn string, version uint16, resumed boo
 		w.alpn, w.version = alpn, version
 	} else {
 		if w.alpn != alpn {
-			w.alpn = ""
+			w.alpn, w.mixed = "", true
 		}
 		if w.version != version {
 			w.version = 0
@@ -79,29 +79,34 @@ func (p *Pool) settleTLSLocked(id uint64, w *tlsWait, now stamp) {
 		if one {
 			c.TLSResumed = w.resumed
 		}
-		p.handshakeDoneLocked(c, w.alpn, w.version, now)
+		p.handshakeDoneLocked(c, w.alpn, w.known(), w.version, now)
 	}
 }
 
+// known reports whether the protocol of w's handshakes is known: one
+// reported success at least, and all agree.
+func (w *tlsWait) known() bool { return w.reports > 0 && !w.mixed }
+
 // leaveTLSLocked takes c out of its request's handshakes; succeeded says
 // its handshake is known to have succeeded, and so to have been reported.
-// It returns the ALPN protocol and TLS version the request's successful
-// handshakes agree on, if any: those of c's, if it succeeded (the dials
-// of one request are to one host with one configuration).
-func (p *Pool) leaveTLSLocked(c *connState, succeeded bool, now stamp) (alpn string, version uint16) {
+// It returns the ALPN protocol the request's successful handshakes agree
+// on, whether they do (one reported at least), and their TLS version, if
+// they agree: those of c's, if it succeeded (the dials of one request are
+// to one host with one configuration).
+func (p *Pool) leaveTLSLocked(c *connState, succeeded bool, now stamp) (alpn string, known bool, version uint16) {
 	id := c.tlsFor
 	c.tlsFor = 0
 	w := p.pendingTLS[id]
 	if w == nil {
-		return "", 0
+		return "", false, 0
 	}
-	alpn, version = w.alpn, w.version
+	alpn, known, version = w.alpn, w.known(), w.version
 	w.conns = slices.DeleteFunc(w.conns, func(x *connState) bool { return x == c })
 	if succeeded && w.ok > 0 {
 		w.ok--
 	}
 	p.settleTLSLocked(id, w, now)
-	return alpn, version
+	return alpn, known, version
 }
 
 // handshakeClosedLocked applies the close of c, still in its handshake for
@@ -109,24 +114,17 @@ func (p *Pool) leaveTLSLocked(c *connState, succeeded bool, now stamp) (alpn str
 // handshake had finished, which crypto/tls's close_notify shows, else
 // the handshake.
 func (p *Pool) handshakeClosedLocked(c *connState, now stamp) ConnState {
-	h := c.hc
-	p.tally(h, func(n *counters) { n.dialing-- })
 	finished := c.io.closeNotify.Load()
-	alpn, version := p.leaveTLSLocked(c, finished, now)
+	alpn, known, version := p.leaveTLSLocked(c, finished, now)
 	// A handshake the Transport abandoned ends with its dial's context,
 	// which crypto/tls then closes the connection for; one that finished
 	// was not abandoned, whatever became of that context since.
 	c.Abandoned = !finished && c.dialCtx != nil && c.dialCtx.Err() != nil
-	c.dialCtx = nil
 	if !finished {
+		c.dialCtx = nil
+		p.tally(c.hc, func(n *counters) { n.dialing-- })
 		return vocab.StateHandshake
 	}
-	if alpn == "h2" {
-		c.setH2()
-	}
-	if version != 0 {
-		c.TLSVersion = tls.VersionName(version)
-	}
-	p.openLocked(c, h, now)
+	p.handshakeDoneLocked(c, alpn, known, version, now)
 	return vocab.StateIdle
 }

@@ -47,6 +47,10 @@ func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	if ev.Kind == vocab.KindResponse && p.cfg.captureStacks {
 		stack = slices.Clone(hook.Stack(tl))
 	}
+	if p.cfg.onConnOpen != nil {
+		// After the unlock: a TLS handshake done opens a connection.
+		defer p.deliverOpened()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Signal on every path: some cases change a count and then return
@@ -114,6 +118,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 						n.waitCount++
 					}
 					n.waitDuration += d
+					n.waits.add(d)
 				})
 			}
 		}
@@ -123,8 +128,8 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		if c.State == vocab.StateHandshake {
 			// It serves a request: its handshake succeeded, reported
 			// on its request's timeline.
-			alpn, version := p.leaveTLSLocked(c, true, now)
-			p.handshakeDoneLocked(c, alpn, version, now)
+			alpn, known, version := p.leaveTLSLocked(c, true, now)
+			p.handshakeDoneLocked(c, alpn, known, version, now)
 		}
 		again := r.servedBy == c.ID // an attempt of r already came here
 		// Whether r is served by a reused connection follows its latest
@@ -185,8 +190,10 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		if c := r.conn; c != nil {
 			if strings.HasPrefix(tl.Proto, "HTTP/2") {
 				c.setH2()
-			} else if c.Proto == "" {
-				c.Proto = tl.Proto
+			} else if !c.protoSeen {
+				// The first response says the version (an HTTP/1.0
+				// server's), over what the connection was opened for.
+				c.Proto, c.protoSeen = tl.Proto, true
 			}
 		}
 	case vocab.KindDone:
@@ -233,12 +240,15 @@ const serverClosedBeforeResponse = "closed before the response began: the Transp
 // newRequestLocked starts the pool's record of the request of tl.
 func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 	r := requestPool.Get().(*request)
-	*r = request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
+	*r = request{id: tl.ID, method: tl.Method, methodIndex: methodIndex(tl.Method), u: tl.RawURL()}
 	r.host, r.hc = p.requestHostLocked(r.u.Scheme, requestHost(&r.u, tl))
+	r.hc.scheme = r.u.Scheme
 	p.reqs.add(r)
 	p.tally(r.hc, func(n *counters) {
 		n.requests++
 		n.inFlight++
+		n.inFlightBy[r.methodIndex]++
+		n.methodsUsed |= 1 << r.methodIndex
 	})
 	return r
 }
@@ -302,7 +312,17 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 	p.bodyClosedLocked(r)
 	p.reqs.remove(r)
 	h := r.hc
-	p.tally(h, func(n *counters) { n.inFlight-- })
+	p.tally(h, func(n *counters) {
+		n.inFlight--
+		n.inFlightBy[r.methodIndex]--
+	})
+	if tl.Retries > 0 {
+		possibly := int64(p.possiblyProcessedLocked(tl))
+		p.tally(h, func(n *counters) {
+			n.retries += int64(tl.Retries)
+			n.retriesPossibly += possibly
+		})
+	}
 	if r.waiting {
 		r.waiting = false
 		p.tally(h, func(n *counters) { n.waiting-- })
@@ -356,6 +376,53 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 		c.last = r
 		p.doomLocked(c)
 	}
+}
+
+// possiblyProcessedLocked returns how many of the attempts of tl, a
+// request the Transport sent again, the server may have processed (see
+// Stats.HiddenRetriesPossiblyProcessed): each attempt but the last is
+// judged on what the pool saw of its connection, or, if the pool no
+// longer knows it, on whether the timeline saw its headers written; an
+// attempt whose events the timeline lost (it was full) may have been.
+func (p *Pool) possiblyProcessedLocked(tl *httptrace.Timeline) int {
+	var (
+		possibly, judged int
+		conn             uint64
+		got, wrote       bool // an attempt is open (a GotConn not yet followed by a GetConn); it wrote its headers
+	)
+	for i := range tl.Events {
+		e := &tl.Events[i]
+		if e.Late {
+			continue
+		}
+		switch e.Kind {
+		case vocab.KindGotConn:
+			got, conn, wrote = true, e.Conn, false
+		case vocab.KindWroteHeaders:
+			wrote = true
+		case vocab.KindGetConn:
+			if !got {
+				continue
+			}
+			got = false
+			judged++
+			c := p.knownLocked(conn)
+			if c == nil {
+				// Forgotten (KeepClosed): the timeline alone says
+				// whether the request was written.
+				if wrote {
+					possibly++
+				}
+				continue
+			}
+			// Over HTTP/2 attempt says nothing written: see
+			// Stats.HiddenRetriesPossiblyProcessed.
+			if a := c.attempt(); a.Wrote && !a.ClosedFirst {
+				possibly++
+			}
+		}
+	}
+	return possibly + max(tl.Retries-judged, 0)
 }
 
 // bodyEOF returns the offset of tl's body EOF, or -1.
@@ -418,13 +485,17 @@ func (p *Pool) bodyClosedLocked(r *request) {
 }
 
 // handshakeDoneLocked opens a connection whose TLS handshake finished,
-// taken out of its request's handshakes (see tlsWait).
-func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, now stamp) {
+// taken out of its request's handshakes (see tlsWait), which negotiated
+// protocol alpn if known.
+func (p *Pool) handshakeDoneLocked(c *connState, alpn string, known bool, version uint16, now stamp) {
 	h := c.hc
 	p.tally(h, func(n *counters) { n.dialing-- })
 	c.dialCtx = nil
 	if alpn == "h2" {
 		c.setH2()
+	} else if known && c.Proto == "" {
+		// net/http speaks HTTP/1.1 over TLS unless h2 was negotiated.
+		c.Proto = "HTTP/1.1"
 	}
 	if version != 0 {
 		c.TLSVersion = tls.VersionName(version)
@@ -650,20 +721,21 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			// net/http closes the least recently used idle connection,
 			// with no hook, to keep MaxIdleConns.
 			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
-		case !c.h2 && c.readErr == nil && c.Requests == 0 && (c.tls || c.io.read.Load() == 0):
+		case !c.h2 && c.readErr == nil && c.Requests == 0 && (c.tls || c.io.read.Load() == c.readAtOpen):
 			// A connection no request used, closed with no hook and
-			// nothing read from the server (over TLS, nothing the pool
-			// can tell apart from the handshake's own records): its dial
-			// ended after the request it was made for got another
-			// connection, and net/http offered it to the idle pool,
-			// which refused it (putOrCloseIdleConn): the host's idle
-			// connections were at MaxIdleConnsPerHost, or, after
-			// CloseIdleConnections, the Transport keeps none.
+			// nothing read from the server since it opened (over TLS,
+			// nothing the pool can tell apart from the session tickets
+			// that follow the handshake): its dial ended after the
+			// request it was made for got another connection, and
+			// net/http offered it to the idle pool, which refused it
+			// (putOrCloseIdleConn): the host's idle connections were at
+			// MaxIdleConnsPerHost, or, after CloseIdleConnections, the
+			// Transport keeps none.
 			if p.closeIdle {
 				c.CloseDetail = "never used: its dial ended after CloseIdleConnections, when the Transport keeps no idle connection"
 				return vocab.ClosedByClient, vocab.ReasonCloseIdle
 			}
-			c.CloseDetail = fmt.Sprintf("never used: its dial ended with no request for it, and the idle pool had no room (MaxIdleConnsPerHost %d)",
+			c.CloseDetail = fmt.Sprintf("never used: the request it was dialed for took another connection, and the idle pool had no room (MaxIdleConnsPerHost %d)",
 				p.maxIdlePerHost())
 			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
 		case !c.h2 && c.readErr == nil:

@@ -5,11 +5,11 @@ import (
 	"io"
 	"testing"
 
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/stretchr/testify/assert"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // TestValue: nil, and nil pointers, maps, functions in an interface, are
 // nil; values, and empty but usable ones, are not.
