@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,11 +150,14 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	var out outputs
 	var logMu sync.Mutex
-	slogText := httptrace.NewSlogObserver(slog.New(slog.NewTextHandler(lockedWriter{&logMu, out.buf("slog text")}, nil)),
+	slogText, err := httptrace.NewSlogObserver(slog.New(slog.NewTextHandler(lockedWriter{&logMu, out.buf("slog text")}, nil)),
 		slog.LevelInfo, slog.LevelWarn)
-	slogJSON := httptrace.NewSlogObserver(slog.New(slog.NewJSONHandler(lockedWriter{&logMu, out.buf("slog json")}, nil)),
+	require.NoError(t, err)
+	slogJSON, err := httptrace.NewSlogObserver(slog.New(slog.NewJSONHandler(lockedWriter{&logMu, out.buf("slog json")}, nil)),
 		slog.LevelInfo, slog.LevelWarn)
-	lines := httptrace.NewJSONLines(lockedWriter{&logMu, out.buf("json lines")})
+	require.NoError(t, err)
+	lines, err := httptrace.NewJSONLines(lockedWriter{&logMu, out.buf("json lines")})
+	require.NoError(t, err)
 	col := &httptrace.Collector{}
 	observers := httptrace.Multi(col, slogText, slogJSON, lines)
 
@@ -331,5 +335,138 @@ func TestSecretsNeverLeak(t *testing.T) {
 		for _, part := range parts {
 			require.Contains(t, out.text[name].String(), part, "%s lacks %q", name, part)
 		}
+	}
+}
+
+// echoEscaped starts a raw server on loopback that answers each request
+// with its own head, escaped as escape says, as its status line: net/http
+// quotes it (%q) in its error, so a secret reaches the error text escaped
+// twice.
+func echoEscaped(t *testing.T, escape func(string) string) string {
+	t.Helper()
+	return testserver.Raw(t, func(c net.Conn) {
+		br := bufio.NewReader(io.LimitReader(c, 64<<10))
+		var head strings.Builder
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
+			}
+			head.WriteString(line)
+		}
+		io.WriteString(c, escape(head.String())+"\r\n\r\n")
+		io.Copy(io.Discard, c)
+	}).Addr().String()
+}
+
+// TestSecretsEchoedEscaped: secrets with bytes that escape (a quote, a
+// backslash, a tab, a byte that is not UTF-8, a C1 control, '<' and '&',
+// a space), in the URL's password and query and in a header declared
+// secret, sent through the pool to servers that echo the request back
+// Go-quoted, JSON-escaped and percent-encoded, never show, in any of those
+// forms or as the outputs write them, in the slog records, JSON Lines, the
+// waterfall, the timeline's JSON, the pool's page, the audit's reports or
+// the probe's reports.
+func TestSecretsEchoedEscaped(t *testing.T) {
+	const (
+		password = `pa"ss\w0rd`
+		token    = "t0k<en>&\tx"
+		apiKey   = "k3y\xff\u009bSE\"CRET"
+	)
+	quote := func(s string) string { q := strconv.Quote(s); return q[1 : len(q)-1] }
+	jsonEsc := func(s string) string { b, _ := json.Marshal(s); return string(b[1 : len(b)-1]) }
+	hosts := map[string]string{
+		"quoted":          echoEscaped(t, quote),
+		"json":            echoEscaped(t, jsonEsc),
+		"percent-encoded": echoEscaped(t, url.QueryEscape),
+	}
+	var out outputs
+	var logMu sync.Mutex
+	slogText, err := httptrace.NewSlogObserver(slog.New(slog.NewTextHandler(lockedWriter{&logMu, out.buf("slog text")}, nil)), slog.LevelInfo, slog.LevelWarn)
+	require.NoError(t, err)
+	slogJSON, err := httptrace.NewSlogObserver(slog.New(slog.NewJSONHandler(lockedWriter{&logMu, out.buf("slog json")}, nil)), slog.LevelInfo, slog.LevelWarn)
+	require.NoError(t, err)
+	lines, err := httptrace.NewJSONLines(lockedWriter{&logMu, out.buf("json lines")})
+	require.NoError(t, err)
+	col := &httptrace.Collector{}
+	p, err := pool.New(pool.WithObserver(httptrace.Multi(col, slogText, slogJSON, lines)), pool.SecretHeaders("x-api-key"),
+		pool.Protocols(protocols(false)))
+	require.NoError(t, err)
+	defer p.Close()
+	ctx := bounded(t)
+	build := func(host string) *http.Request {
+		u := &url.URL{Scheme: "http", Host: host, Path: secretsPath, User: url.UserPassword(secretUserName, password),
+			RawQuery: url.Values{secretsQueryKey: {token}}.Encode()}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Api-Key", apiKey)
+		return req
+	}
+	for name, host := range hosts {
+		_, err := p.Client().Do(build(host))
+		require.Error(t, err, name)
+		require.Contains(t, err.Error(), "malformed HTTP", name)
+	}
+	require.NoError(t, p.Check(ctx))
+	var rep audit.Report
+	for i, tl := range col.Timelines() {
+		var w strings.Builder
+		require.NoError(t, tl.WriteText(&w, true))
+		out.add("waterfall", w.String())
+		b, err := json.Marshal(tl)
+		require.NoError(t, err)
+		out.add("timeline json", string(b))
+		obs := audit.Observed{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Timeline: tl, Error: tl.RedactError(tl.Outcome.Err)}
+		rep.Results = append(rep.Results, audit.Result{Name: fmt.Sprintf("echo-%d", i), Proto: audit.HTTP1,
+			Expected: audit.Expect{Class: vocab.ClassOK}, Observed: obs, Mismatches: []string{"class: " + obs.Error}})
+	}
+	rec := httptest.NewRecorder()
+	p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/connpool?format=text", nil))
+	out.add("pool handler text", rec.Body.String())
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteText(&b, true))
+	out.add("audit text", b.String())
+	b.Reset()
+	require.NoError(t, rep.WriteJSON(&b))
+	out.add("audit json", b.String())
+	b.Reset()
+	require.NoError(t, rep.WriteJUnit(&b))
+	out.add("audit junit", b.String())
+	for name, host := range hosts {
+		prep, err := probe.Run(ctx, build(host), probe.Requests(2), probe.KeepTimelines())
+		var unusable *probe.UnusableError
+		require.ErrorAs(t, err, &unusable, name)
+		out.add("probe errors", err.Error())
+		b.Reset()
+		require.NoError(t, prep.WriteText(&b, true))
+		out.add("probe text", b.String())
+		b.Reset()
+		require.NoError(t, prep.WriteJSON(&b))
+		out.add("probe json", b.String())
+	}
+
+	// Each secret as the servers escaped it, then as net/http quoted that,
+	// then as an output wrote it: as it is, escaped for a terminal, in
+	// JSON, Go-quoted.
+	var forms []string
+	for _, s := range []string{password, token, apiKey, secretUserName} {
+		for _, server := range []string{s, quote(s), jsonEsc(s), url.QueryEscape(s)} {
+			for _, quoted := range []string{server, quote(server)} {
+				for _, shown := range []string{quoted, redact.Printable(quoted)} {
+					forms = append(forms, shown, jsonEsc(shown), quote(shown))
+				}
+			}
+		}
+	}
+	for name, buf := range out.text {
+		s := buf.String()
+		require.NotEmpty(t, s, name)
+		for _, f := range forms {
+			require.NotContains(t, s, f, "%s shows a secret as %q:\n%s", name, f, s)
+		}
+	}
+	for _, name := range []string{"waterfall", "timeline json", "probe text", "audit text", "json lines"} {
+		require.Contains(t, out.text[name].String(), secretsPath, name)
+		require.Contains(t, out.text[name].String(), "malformed HTTP", name)
 	}
 }

@@ -47,4 +47,21 @@
 // Every output is redacted: URL user information is removed, query values
 // are masked, header values are recorded only when asked for, and
 // Authorization, Proxy-Authorization, Cookie and Set-Cookie are always masked.
+// An error text may quote what a server sent, which may echo what it was
+// sent: [Timeline.RedactError] masks the URL's user name, password and query
+// values, those headers' values and the [SecretHeaders]' wherever they
+// appear, as sent or Go-quoted, JSON-escaped or percent-encoded (a value of
+// 1 or 2 bytes only where it follows its name: "pin=42", "X-Api-Key: ab").
+//
+// # Nil values
+//
+// Nothing here panics on nil. A constructor or option given nil (a base
+// RoundTripper, a writer, a logger, an observer, or a nil pointer in one)
+// returns an error. A method called on a nil *Timeline, *Collector,
+// *JSONLines or *Transport returns an error if it returns one
+// ([Timeline.WriteText], [Timeline.MarshalJSON], [JSONLines.Err],
+// [Collector.Wait], [Transport.RoundTrip], which closes the request's body
+// as a RoundTripper must), and otherwise does nothing and returns zero
+// values; so does a method given a nil context or function where it needs
+// one (an error). The observers here ignore a nil timeline.
 package httptrace

@@ -111,8 +111,12 @@ func ExampleNewSlogObserver() {
 		},
 	}))
 	held := make(chan struct{})
+	logged, err := httptrace.NewSlogObserver(logger, slog.LevelDebug, slog.LevelWarn)
+	if err != nil {
+		panic(err)
+	}
 	obs := httptrace.Multi(
-		httptrace.NewSlogObserver(logger, slog.LevelDebug, slog.LevelWarn),
+		logged,
 		eventFunc(func(ev httptrace.Event) {
 			if ev.Kind == httptrace.KindBodyHeld {
 				close(held)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -429,4 +430,21 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// mustJSONLines returns a JSON Lines observer writing to w.
+func mustJSONLines(t testing.TB, w io.Writer) *httptrace.JSONLines {
+	t.Helper()
+	j, err := httptrace.NewJSONLines(w)
+	require.NoError(t, err)
+	return j
+}
+
+// mustSlog returns a slog observer logging through logger at Info, and
+// failures at Warn.
+func mustSlog(t testing.TB, logger *slog.Logger) httptrace.EventObserver {
+	t.Helper()
+	o, err := httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)
+	require.NoError(t, err)
+	return o
 }

@@ -3,9 +3,12 @@ package httptrace
 import (
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/isnil"
 )
 
 // timelineJSON is the stable JSON form of a [Timeline] (see
@@ -143,6 +146,9 @@ func (tl *Timeline) jsonForm() timelineJSON {
 
 // MarshalJSON encodes tl in its stable, redacted form ([timelineJSON]).
 func (tl *Timeline) MarshalJSON() ([]byte, error) {
+	if tl == nil {
+		return nil, errNilTimeline
+	}
 	return json.Marshal(tl.jsonForm())
 }
 
@@ -154,13 +160,20 @@ type JSONLines struct {
 	err error
 }
 
-// NewJSONLines returns a JSON Lines observer writing to w.
-func NewJSONLines(w io.Writer) *JSONLines {
-	return &JSONLines{enc: json.NewEncoder(w)}
+// NewJSONLines returns a JSON Lines observer writing to w. A nil w (or a
+// nil pointer in it) is an error.
+func NewJSONLines(w io.Writer) (*JSONLines, error) {
+	if isnil.Value(w) {
+		return nil, errors.New("httptrace: NewJSONLines: nil writer")
+	}
+	return &JSONLines{enc: json.NewEncoder(w)}, nil
 }
 
 // Observe writes tl as one line.
 func (j *JSONLines) Observe(tl *Timeline) {
+	if j == nil || tl == nil {
+		return
+	}
 	v := tl.jsonForm()
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -171,6 +184,9 @@ func (j *JSONLines) Observe(tl *Timeline) {
 
 // Err returns the first write error, if any.
 func (j *JSONLines) Err() error {
+	if j == nil {
+		return errors.New("httptrace: nil *JSONLines")
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.err

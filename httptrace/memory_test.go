@@ -53,7 +53,9 @@ func TestMemoryHeldAfterClose(t *testing.T) {
 			logger := slog.New(slog.NewJSONHandler(&lines, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			base := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second}
 			defer base.CloseIdleConnections()
-			tr, err := httptrace.NewTransport(base, httptrace.WithObserver(httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)))
+			obs, err := httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)
+			require.NoError(t, err)
+			tr, err := httptrace.NewTransport(base, httptrace.WithObserver(obs))
 			require.NoError(t, err)
 			if tc.dialHooks {
 				withDialerHooks(base, tr)

@@ -2,6 +2,7 @@ package httptrace
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/connaudit/connaudit/internal/hook"
@@ -24,8 +25,12 @@ type Observer interface {
 // ObserverFunc adapts a function to [Observer].
 type ObserverFunc func(tl *Timeline)
 
-// Observe calls f(tl).
-func (f ObserverFunc) Observe(tl *Timeline) { f(tl) }
+// Observe calls f(tl); a nil f does nothing.
+func (f ObserverFunc) Observe(tl *Timeline) {
+	if f != nil {
+		f(tl)
+	}
+}
 
 // EventObserver is implemented by observers that also want each event as it
 // is recorded, including late events after the timeline was finished.
@@ -74,12 +79,18 @@ type multi struct {
 }
 
 func (m multi) Observe(tl *Timeline) {
+	if tl == nil {
+		return
+	}
 	for _, o := range m.obs {
 		o.Observe(tl)
 	}
 }
 
 func (m multi) ObserveEvent(tl *Timeline, ev Event) {
+	if tl == nil {
+		return
+	}
 	for i, o := range m.events {
 		if m.kinds[i].Has(ev.Kind) {
 			o.ObserveEvent(tl, ev)
@@ -116,6 +127,9 @@ type LateEvent struct {
 
 // Observe keeps a clone of tl.
 func (c *Collector) Observe(tl *Timeline) {
+	if c == nil || tl == nil {
+		return
+	}
 	cl := tl.Clone()
 	c.mu.Lock()
 	c.timelines = append(c.timelines, cl)
@@ -125,6 +139,9 @@ func (c *Collector) Observe(tl *Timeline) {
 
 // ObserveEvent keeps late events.
 func (c *Collector) ObserveEvent(tl *Timeline, ev Event) {
+	if c == nil || tl == nil {
+		return
+	}
 	if !ev.Late {
 		return
 	}
@@ -137,6 +154,9 @@ func (c *Collector) ObserveEvent(tl *Timeline, ev Event) {
 // Timelines returns the finished timelines collected so far, in the order
 // they finished.
 func (c *Collector) Timelines() []*Timeline {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]*Timeline(nil), c.timelines...)
@@ -144,6 +164,9 @@ func (c *Collector) Timelines() []*Timeline {
 
 // Late returns the late events collected so far.
 func (c *Collector) Late() []LateEvent {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]LateEvent(nil), c.late...)
@@ -151,6 +174,9 @@ func (c *Collector) Late() []LateEvent {
 
 // Reset forgets everything collected.
 func (c *Collector) Reset() {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	c.timelines, c.late = nil, nil
 	c.mu.Unlock()
@@ -159,6 +185,14 @@ func (c *Collector) Reset() {
 // Wait blocks until cond, called with what was collected so far, returns
 // true, or ctx ends. It returns ctx's error in the latter case.
 func (c *Collector) Wait(ctx context.Context, cond func(timelines []*Timeline, late []LateEvent) bool) error {
+	switch {
+	case c == nil:
+		return errors.New("httptrace: nil *Collector")
+	case ctx == nil:
+		return errors.New("httptrace: nil context")
+	case cond == nil:
+		return errors.New("httptrace: Collector.Wait: nil condition")
+	}
 	return notify.Wait(ctx, &c.mu, &c.changes, func() bool { return cond(c.timelines, c.late) })
 }
 

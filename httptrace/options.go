@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/internal/hook"
+	"github.com/connaudit/connaudit/internal/isnil"
 )
 
 // Option configures a [Transport]. Options are applied in order; an option
@@ -22,10 +23,11 @@ func (f optionFunc) apply(t *Transport) error { return f(t) }
 
 // WithObserver sets the observer of finished timelines. An observer that is
 // also an [EventObserver] receives every event as it is recorded. Several
-// observers combine with [Multi].
+// observers combine with [Multi]. A nil observer (or a nil pointer in one)
+// is an error.
 func WithObserver(o Observer) Option {
 	return optionFunc(func(t *Transport) error {
-		if o == nil {
+		if isnil.Value(o) {
 			return errors.New("httptrace: nil observer")
 		}
 		t.obs = o

@@ -102,7 +102,9 @@ func TestUnclosedBodyWarning(t *testing.T) {
 	var log lockedBuffer
 	logger := slog.New(slog.NewJSONHandler(&log, nil))
 	w := make(warnings, 4)
-	obs := httptrace.Multi(w, httptrace.NewSlogObserver(logger, slog.LevelDebug, slog.LevelWarn))
+	logged, err := httptrace.NewSlogObserver(logger, slog.LevelDebug, slog.LevelWarn)
+	require.NoError(t, err)
+	obs := httptrace.Multi(w, logged)
 	tr, c := traced(t, newBase(t, nil), []httptrace.Observer{obs},
 		httptrace.UnclosedBodyWarning(10*time.Millisecond), httptrace.CaptureStacks())
 	ctx, cancel := context.WithCancel(guardCtx(t))

@@ -1,16 +1,19 @@
 package httptrace_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,7 +68,7 @@ func TestRedaction(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&slogBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	base := newBase(t, nil)
 	tr, c := traced(t, base,
-		[]httptrace.Observer{httptrace.NewJSONLines(&jsonBuf), httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)},
+		[]httptrace.Observer{mustJSONLines(t, &jsonBuf), mustSlog(t, logger)},
 		httptrace.Headers("Authorization", "Cookie", "X-Req"))
 	client := &http.Client{Transport: tr}
 
@@ -184,7 +187,7 @@ func TestRedactionOfEchoedHeaders(t *testing.T) {
 	var jsonBuf, slogBuf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&slogBuf, nil))
 	tr, c := traced(t, newBase(t, nil),
-		[]httptrace.Observer{httptrace.NewJSONLines(&jsonBuf), httptrace.NewSlogObserver(logger, slog.LevelInfo, slog.LevelWarn)},
+		[]httptrace.Observer{mustJSONLines(t, &jsonBuf), mustSlog(t, logger)},
 		httptrace.SecretHeaders("x-api-key"), httptrace.Headers("X-Api-Key"))
 	client := &http.Client{Transport: tr}
 	all := append([]string{bearer, apiKey}, secrets...)
@@ -258,4 +261,80 @@ func TestPrintable(t *testing.T) {
 	require.NoError(t, err)
 	got := redact.Error(errors.New("x509: certificate is valid for \x1b[2J\rPASS, not T0kenValue"), u)
 	assert.Equal(t, `x509: certificate is valid for \x1b[2J\rPASS, not REDACTED`, got)
+}
+
+// TestRedactionOfQuotedEchoes: a server that answers with what it was sent
+// as its status code makes net/http quote it (%q): the Basic credentials
+// decoded, with a '"' or a '\' in the password, and header values with a
+// backslash, a quote, a tab, a byte that is not UTF-8 or a C1 control all
+// come back escaped, and are masked so, in every output of the timeline;
+// the URL's user name too.
+func TestRedactionOfQuotedEchoes(t *testing.T) {
+	var which atomic.Int64 // 0: the Basic credentials, 1: X-Api-Key
+	echo := rawServer(t, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		v := req.Header.Get("X-Api-Key")
+		if which.Load() == 0 {
+			user, pass, _ := req.BasicAuth()
+			v = user + ":" + pass
+		}
+		io.WriteString(c, "HTTP/1.1 "+v+"\r\n\r\n")
+	})
+	var jsonBuf, slogBuf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&slogBuf, nil))
+	tr, c := traced(t, newBase(t, nil), []httptrace.Observer{mustJSONLines(t, &jsonBuf), mustSlog(t, logger)},
+		httptrace.SecretHeaders("x-api-key"))
+	client := &http.Client{Transport: tr}
+	type sent struct {
+		url, key string
+		secrets  []string // what must not show, raw
+	}
+	host := echo.Addr().String()
+	var cases []sent
+	for _, pw := range []string{`SEKRET"pw`, `SEKRET\pw`} {
+		cases = append(cases, sent{url: "http://tokuser:" + url.QueryEscape(pw) + "@" + host + "/", secrets: []string{pw, "tokuser"}})
+	}
+	for _, key := range []string{`SEKRET\zz`, `SE"KRET`, "SE\tKRET", "SE\xffKRET", "SE\u009bKRET"} {
+		cases = append(cases, sent{url: "http://" + host + "/", key: key, secrets: []string{key}})
+	}
+	for i, s := range cases {
+		if s.key != "" {
+			which.Store(1)
+		}
+		req := newRequest(t, guardCtx(t), http.MethodGet, s.url, nil)
+		if s.key != "" {
+			req.Header.Set("X-Api-Key", s.key)
+		}
+		_, err := client.Do(req)
+		require.Error(t, err)
+		quoted := fmt.Sprintf("%q", s.secrets[0])
+		require.Contains(t, err.Error(), quoted[1:len(quoted)-1], "net/http quotes the secret it was sent back")
+		tls := waitTimelines(t, c, i+1)
+		tl := tls[i]
+		var wf strings.Builder
+		require.NoError(t, tl.WriteText(&wf, true))
+		js, err := json.Marshal(tl)
+		require.NoError(t, err)
+		for name, out := range map[string]string{"waterfall": wf.String(), "MarshalJSON": string(js), "RedactError": tl.RedactError(tl.Outcome.Err)} {
+			require.Contains(t, out, "malformed HTTP status code", name)
+			for _, sec := range s.secrets {
+				for _, form := range []string{sec, quoted[1 : len(quoted)-1], fmt.Sprintf("%+q", sec), redact.Printable(sec)} {
+					if len(form) >= redact.MinLen {
+						require.NotContains(t, out, strings.Trim(form, `"`), "%s of %q: %s", name, s.url, out)
+					}
+				}
+			}
+		}
+	}
+	for name, out := range map[string]string{"json lines": jsonBuf.String(), "slog": slogBuf.String()} {
+		for _, s := range cases {
+			for _, sec := range s.secrets {
+				q := fmt.Sprintf("%q", sec)
+				require.NotContains(t, out, q[1:len(q)-1], "%s: %s", name, out)
+			}
+		}
+	}
 }

@@ -2,6 +2,7 @@ package httptrace
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -25,9 +26,13 @@ import (
 // Close"), with the keys id, method, url, conn, open_for, body_bytes and,
 // with [CaptureStacks], opened_at: where the request was made. Each
 // warning is logged once per place: per call site with CaptureStacks, per
-// method and host without; a leak in a loop does not flood the log.
-func NewSlogObserver(logger *slog.Logger, level, errorLevel slog.Level) EventObserver {
-	return &slogObserver{logger: logger, level: level, errorLevel: errorLevel, warned: map[string]bool{}}
+// method and host without; a leak in a loop does not flood the log. A nil
+// logger is an error.
+func NewSlogObserver(logger *slog.Logger, level, errorLevel slog.Level) (EventObserver, error) {
+	if logger == nil {
+		return nil, errors.New("httptrace: NewSlogObserver: nil logger")
+	}
+	return &slogObserver{logger: logger, level: level, errorLevel: errorLevel, warned: map[string]bool{}}, nil
 }
 
 type slogObserver struct {
@@ -67,6 +72,9 @@ func (s *slogObserver) EventKinds() vocab.KindSet { return slogKinds }
 
 // ObserveEvent logs the warning of a body left open or collected unclosed.
 func (s *slogObserver) ObserveEvent(tl *Timeline, ev Event) {
+	if tl == nil {
+		return
+	}
 	var msg string
 	switch ev.Kind {
 	case vocab.KindBodyHeld:
@@ -115,6 +123,9 @@ func (s *slogObserver) ObserveEvent(tl *Timeline, ev Event) {
 
 // Observe logs tl.
 func (s *slogObserver) Observe(tl *Timeline) {
+	if tl == nil {
+		return
+	}
 	level := s.level
 	if tl.Outcome.Class != vocab.ClassOK {
 		level = s.errorLevel

@@ -36,7 +36,12 @@ func ignoredFrame(fn string) bool {
 // Stack returns where the request was made, with [CaptureStacks]: one
 // "function\n\tfile:line\n" per frame of the caller's stack outside net/http
 // and connaudit, innermost first. It is "" without CaptureStacks.
-func (tl *Timeline) Stack() string { return formatStack(tl.stack) }
+func (tl *Timeline) Stack() string {
+	if tl == nil {
+		return ""
+	}
+	return formatStack(tl.stack)
+}
 
 func init() {
 	hook.Stack = func(tl any) []uintptr { return tl.(*Timeline).stack }

@@ -2,6 +2,7 @@ package httptrace
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/url"
 	"slices"
@@ -82,7 +83,7 @@ type Timeline struct {
 	// secrets are the request's header secrets (see requestSecrets),
 	// kept when it failed or an event carries an error, whose text a
 	// server may have filled with what it was sent.
-	secrets []string
+	secrets []redact.Secret
 	// ctx is the request's context as the caller gave it, for observers
 	// of the module's own (see internal/hook); a clone has none.
 	ctx context.Context
@@ -93,13 +94,16 @@ type Timeline struct {
 // secret headers masked (a server may quote what it was sent, and
 // net/http's error quote that), control characters escaped.
 func (tl *Timeline) RedactError(err error) string {
-	return redact.ErrorWith(err, tl.url, slices.Clone(tl.secrets))
+	if tl == nil {
+		return ""
+	}
+	return redact.ErrorWith(err, tl.url, tl.secrets)
 }
 
 // URL returns the request URL, redacted: no user information, query values
 // masked.
 func (tl *Timeline) URL() string {
-	if tl.url == nil {
+	if tl == nil || tl.url == nil {
 		return ""
 	}
 	return redact.URL(tl.url)
@@ -108,7 +112,7 @@ func (tl *Timeline) URL() string {
 // RawURL returns a copy of the request URL as the caller gave it, secrets
 // included. Redact it (as [Timeline.URL] is) before it reaches any output.
 func (tl *Timeline) RawURL() url.URL {
-	if tl.url == nil {
+	if tl == nil || tl.url == nil {
 		return url.URL{}
 	}
 	return *tl.url
@@ -164,6 +168,9 @@ type TLSInfo struct {
 
 // Clone returns a deep copy of tl that the caller may keep.
 func (tl *Timeline) Clone() *Timeline {
+	if tl == nil {
+		return nil
+	}
 	c := *tl
 	c.Events = slices.Clone(tl.Events)
 	c.DNS.Addrs = slices.Clone(tl.DNS.Addrs)
@@ -184,6 +191,9 @@ func (tl *Timeline) Clone() *Timeline {
 
 // First returns the first event of kind k, if any.
 func (tl *Timeline) First(k Kind) (Event, bool) {
+	if tl == nil {
+		return Event{}, false
+	}
 	for _, e := range tl.Events {
 		if e.Kind == k {
 			return e, true
@@ -194,6 +204,9 @@ func (tl *Timeline) First(k Kind) (Event, bool) {
 
 // Last returns the last event of kind k, if any.
 func (tl *Timeline) Last(k Kind) (Event, bool) {
+	if tl == nil {
+		return Event{}, false
+	}
 	for i := len(tl.Events) - 1; i >= 0; i-- {
 		if tl.Events[i].Kind == k {
 			return tl.Events[i], true
@@ -204,6 +217,9 @@ func (tl *Timeline) Last(k Kind) (Event, bool) {
 
 // Count returns the number of events of kind k.
 func (tl *Timeline) Count(k Kind) int {
+	if tl == nil {
+		return 0
+	}
 	n := 0
 	for _, e := range tl.Events {
 		if e.Kind == k {
@@ -254,6 +270,9 @@ type Timings struct {
 // Timings derives the stage durations from the timeline's events, from one
 // set of timestamps. Late events are ignored.
 func (tl *Timeline) Timings() Timings {
+	if tl == nil {
+		return Timings{}
+	}
 	var (
 		t                            Timings
 		getConn, gotConn             = time.Duration(-1), time.Duration(-1)
@@ -351,3 +370,6 @@ func (tl *Timeline) Timings() Timings {
 	}
 	return t
 }
+
+// errNilTimeline is the error of a method called on a nil *Timeline.
+var errNilTimeline = errors.New("httptrace: nil *Timeline")

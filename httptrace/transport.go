@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/internal/hook"
+	"github.com/connaudit/connaudit/internal/isnil"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -48,7 +49,7 @@ const defaultMax1xx = 10 << 20
 // through base. base may be any RoundTripper, http.DefaultTransport
 // included: it is wrapped, never changed. It must not be nil.
 func NewTransport(base http.RoundTripper, opts ...Option) (*Transport, error) {
-	if base == nil {
+	if isnil.Value(base) {
 		return nil, errors.New("httptrace: nil base RoundTripper")
 	}
 	t := &Transport{base: base, max1xx: defaultMax1xx, heldAfter: time.Minute}
@@ -64,11 +65,19 @@ func NewTransport(base http.RoundTripper, opts ...Option) (*Transport, error) {
 }
 
 // Base returns the RoundTripper t wraps.
-func (t *Transport) Base() http.RoundTripper { return t.base }
+func (t *Transport) Base() http.RoundTripper {
+	if t == nil {
+		return nil
+	}
+	return t.base
+}
 
 // CloseIdleConnections closes the idle connections of the base transport,
 // if it has such a method.
 func (t *Transport) CloseIdleConnections() {
+	if t == nil {
+		return
+	}
 	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
@@ -201,6 +210,15 @@ func (t *Transport) recorder() *recorder {
 
 // RoundTrip sends req through the base transport and records its timeline.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch {
+	case t == nil:
+		if req != nil && req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errors.New("httptrace: RoundTrip on a nil *Transport")
+	case req == nil:
+		return nil, errors.New("httptrace: nil request")
+	}
 	r := t.recorder()
 	r.begin(req)
 	ct := r.trace(req)

@@ -2,6 +2,7 @@ package httptrace
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -16,6 +17,12 @@ import (
 // stage's duration with a bar ("get conn" is [Timings].PoolWait); verbose adds every event and, with
 // [CaptureStacks], where the request was made. The output is redacted.
 func (tl *Timeline) WriteText(w io.Writer, verbose bool) error {
+	switch {
+	case tl == nil:
+		return errNilTimeline
+	case w == nil:
+		return errors.New("httptrace: WriteText: nil writer")
+	}
 	var b strings.Builder
 	t := tl.Timings()
 	fmt.Fprintf(&b, "%s %s\n", tl.Method, tl.URL())

@@ -44,6 +44,9 @@ func (b OpenBody) Site() string {
 
 // OpenBodies returns the response bodies not yet closed, oldest first.
 func (p *Pool) OpenBodies() []OpenBody {
+	if p == nil {
+		return nil
+	}
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -42,6 +42,9 @@ func (p *Pool) quietLocked() bool {
 // except those held by open response bodies — or ctx ends, whose error it
 // then returns.
 func (p *Pool) Quiesce(ctx context.Context) error {
+	if err := p.usable(ctx); err != nil {
+		return err
+	}
 	if err := notify.Wait(ctx, &p.mu, &p.changes, p.quietLocked); err != nil {
 		return fmt.Errorf("pool: did not settle: %s: %w", p.describeMotion(), err)
 	}
@@ -78,6 +81,9 @@ func (p *Pool) describeMotion() string {
 // were opened; connections still active, with the requests holding them;
 // more connections open to a host than its cap.
 func (p *Pool) Check(ctx context.Context) error {
+	if err := p.usable(ctx); err != nil {
+		return err
+	}
 	var errs []error
 	if err := p.Quiesce(ctx); err != nil {
 		errs = append(errs, err)

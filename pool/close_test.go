@@ -3,6 +3,7 @@ package pool_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -104,6 +105,24 @@ func TestServerClosedIdle(t *testing.T) {
 		waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
 		requireClosed(t, p, vocab.ClosedByServer, vocab.ReasonServerClosedIdle)
 	})
+	// Over TLS the server's close begins with its close_notify, on which
+	// crypto/tls reports EOF to net/http and reads no further: no read
+	// error reaches the pool, which reads the alert's record instead (its
+	// type in TLS 1.2, its size in TLS 1.3).
+	for name, version := range map[string]uint16{"IdleTimeout/TLS 1.2": tls.VersionTLS12, "IdleTimeout/TLS 1.3": tls.VersionTLS13} {
+		t.Run(name, func(t *testing.T) {
+			srv := newServer(t, tlsHTTP1, okHandler, func(s *httptest.Server) { s.Config.IdleTimeout = 20 * time.Millisecond })
+			cfg := srv.trust()
+			cfg.MinVersion, cfg.MaxVersion = version, version
+			p := newPool(t, pool.TLSConfig(cfg))
+			require.Equal(t, "ok", get(t, p, srv.URL))
+			quiesce(t, p)
+			waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+			c := requireClosed(t, p, vocab.ClosedByServer, vocab.ReasonServerClosedIdle)
+			require.Equal(t, tls.VersionName(version), c.TLSVersion)
+			require.Contains(t, c.CloseDetail, "TLS alert")
+		})
+	}
 }
 
 func TestClientCloseIdleConnections(t *testing.T) {

@@ -33,8 +33,10 @@ type Closer = vocab.Closer
 //
 //	idle-timeout            idle longer than http.Transport.IdleConnTimeout
 //	early-body-close        a response body was closed before EOF
-//	close-idle-connections  CloseIdleConnections
-//	idle-pool-full          no room in the idle pool (MaxIdleConnsPerHost)
+//	close-idle-connections  CloseIdleConnections (or a dial that ended unused after it)
+//	idle-pool-full          no room in the idle pool (MaxIdleConnsPerHost, MaxIdleConns) for a
+//	                        connection returned to it, or for a dial that ended unused: its
+//	                        request got another connection first (detail: never used)
 //	request-error           the request on it failed (detail: its class)
 //	handshake-failed        the TLS handshake failed or timed out
 //	handshake-abandoned     the Transport cancelled the handshake: no request needed the connection
@@ -52,8 +54,9 @@ type Closer = vocab.Closer
 //
 //	connection-close        the response said "Connection: close"
 //	http1.0-no-keep-alive   an HTTP/1.0 response without keep-alive
-//	server-closed-idle      closed while the connection was idle
-//	server-eof              closed during a request
+//	server-closed-idle      closed while the connection was idle (over TLS: its close_notify read)
+//	server-eof              closed during a request (over TLS, where its close_notify may hide
+//	                        the FIN: seen from the Transport sending the request again)
 //	server-reset            reset the connection
 //	goaway                  HTTP/2 GOAWAY (inferred: the connection ended after one)
 type CloseReason = vocab.CloseReason
@@ -180,6 +183,11 @@ type connState struct {
 	// the Transport runs the handshake under it, and cancels it only to
 	// abandon the dial.
 	dialCtx context.Context
+	// tlsFor is the timeline id of the request whose dial made it, while
+	// it is among that request's handshakes (Pool.pendingTLS); tls is set
+	// on a connection the Transport ran a TLS handshake on.
+	tlsFor uint64
+	tls    bool
 }
 
 // activeSet is the set of timeline ids of the requests a connection
@@ -265,10 +273,19 @@ type connIO struct {
 	// the client is closing it, and the server's answer to that (its own
 	// close_notify, its FIN) is no close of the server's.
 	idle, closing atomic.Bool
-	_             [36]byte
-	written       atomic.Int64
-	lastWrite     atomic.Int64
-	readAtWrite   atomic.Int64
+	// closeNotify is set when a write deadline was set on the connection,
+	// which crypto/tls does, and net/http never, to send its close_notify
+	// alert as it closes a connection whose handshake is complete: a
+	// connection the pool still counts in its handshake then finished it.
+	closeNotify atomic.Bool
+	// lastRecord is the last TLS record whose header was read: 1 << 32 if
+	// the connection was idle then, | its content type << 16 | its length;
+	// 0 if none (see recordReader).
+	lastRecord  atomic.Int64
+	_           [24]byte
+	written     atomic.Int64
+	lastWrite   atomic.Int64
+	readAtWrite atomic.Int64
 	// writes counts the Write calls begun: a read error that sees the
 	// count unchanged since a request got the connection came before any
 	// byte of that request could reach the server.
@@ -342,6 +359,9 @@ type trackedConn struct {
 	io      *connIO
 	errOnce sync.Once
 	closed  atomic.Bool
+	// records follows the TLS records read, when the Transport runs TLS
+	// over it (tls).
+	records *recordReader
 }
 
 // ConnID returns the pool's id of the connection, for httptrace.
@@ -350,6 +370,11 @@ func (t *trackedConn) ConnID() uint64 { return t.c.ID }
 func (t *trackedConn) Read(b []byte) (int, error) {
 	n, err := t.Conn.Read(b)
 	t.io.read.Add(int64(n))
+	if t.records != nil && n > 0 {
+		// (A read once the client began its close, with its close_notify,
+		// is the server's answer, not the server's own doing.)
+		t.records.feed(b[:n], t.io.idle.Load(), !t.io.closing.Load(), t.io)
+	}
 	if n > 0 && t.io.h2.Load() {
 		t.io.lastRead.Store(int64(time.Since(ioEpoch)))
 	}
@@ -382,6 +407,20 @@ func (t *trackedConn) Close() error {
 		t.p.connClosed(t.c)
 	}
 	return err
+}
+
+// SetWriteDeadline sets the write deadline of the connection, and records
+// that one was set (see connIO.closeNotify).
+func (t *trackedConn) SetWriteDeadline(d time.Time) error {
+	t.io.closeNotify.Store(true)
+	return t.Conn.SetWriteDeadline(d)
+}
+
+// SetDeadline sets the read and write deadlines of the connection, and
+// records that a write deadline was set.
+func (t *trackedConn) SetDeadline(d time.Time) error {
+	t.io.closeNotify.Store(true)
+	return t.Conn.SetDeadline(d)
 }
 
 // NetConn returns the underlying connection.

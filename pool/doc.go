@@ -30,4 +30,15 @@
 //
 // [Pool.Handler] serves the pool's [Snapshot] on a debug route;
 // [Pool.Publish] publishes it through expvar.
+//
+// # Nil and closed pools
+//
+// Nothing here panics on nil. A method called on a nil *Pool returns an
+// error if it returns one ([Pool.Check], [Pool.Quiesce], [Pool.WaitFor],
+// [Pool.Publish]); [Pool.Client] and [Pool.RoundTripper] return ones that
+// fail every request so, [Pool.Handler] one that answers 500; the others
+// return zero values or do nothing ([Pool.Close]). A nil context, condition
+// or option is an error too. After [Pool.Close] the pool refuses the
+// requests sent through it with [ErrClosed], which errors.Is finds; the
+// rest (statistics, connections, checks, the page) still tells what it did.
 package pool

@@ -24,7 +24,11 @@ func ExampleNew() {
 	defer srv.Close()
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil)) // your service's logger
-	p, err := pool.New(pool.WithObserver(httptrace.NewSlogObserver(logger, slog.LevelDebug, slog.LevelWarn)))
+	logged, err := httptrace.NewSlogObserver(logger, slog.LevelDebug, slog.LevelWarn)
+	if err != nil {
+		panic(err)
+	}
+	p, err := pool.New(pool.WithObserver(logged))
 	if err != nil {
 		panic(err)
 	}

@@ -30,6 +30,9 @@ type Snapshot struct {
 
 // Snapshot returns the pool's state.
 func (p *Pool) Snapshot() Snapshot {
+	if p == nil {
+		return Snapshot{}
+	}
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -40,8 +43,13 @@ func (p *Pool) Snapshot() Snapshot {
 // Handler returns an http.Handler that serves the pool's [Snapshot] as JSON,
 // or as text tables when the client asks for text (Accept: text/plain, or
 // ?format=text; add &v for the open bodies' stacks). Mount it on a debug
-// route such as /debug/connpool.
+// route such as /debug/connpool. A nil pool's answers 500 with the error.
 func (p *Pool) Handler() http.Handler {
+	if p == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, errNilPool.Error(), http.StatusInternalServerError)
+		})
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := p.Snapshot()
 		if r.URL.Query().Get("format") == "text" || (strings.Contains(r.Header.Get("Accept"), "text/plain") && !strings.Contains(r.Header.Get("Accept"), "application/json")) {
@@ -156,6 +164,9 @@ func alignRight(header string, cells []string) {
 // Publish publishes the pool's [Snapshot] through expvar under name. A name
 // already published is an error.
 func (p *Pool) Publish(name string) error {
+	if p == nil {
+		return errNilPool
+	}
 	if name == "" {
 		return errors.New("pool: empty expvar name")
 	}

@@ -3,6 +3,7 @@ package pool
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -72,9 +73,15 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			r.collected = true
 		}
 	case vocab.KindGetConn:
+		// net/http's Transport stops closing the connections that go
+		// idle after CloseIdleConnections once a request asks for one.
+		p.closeIdle = false
 		r := p.reqLocked(tl.ID)
 		if r == nil {
 			r = p.newRequestLocked(tl)
+		}
+		if c := r.conn; c != nil {
+			p.retriedLocked(r, c)
 		}
 		if !r.waiting {
 			r.waiting = true
@@ -119,9 +126,10 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			return
 		}
 		if c.State == vocab.StateHandshake {
-			// The handshake's own event has not come: its protocol is
-			// not known yet.
-			p.handshakeDoneLocked(c, "", false, 0, now)
+			// It serves a request: its handshake succeeded, reported
+			// on its request's timeline.
+			alpn, known, version := p.leaveTLSLocked(c, true, now)
+			p.handshakeDoneLocked(c, alpn, known, version, now)
 		}
 		again := r.servedBy == c.ID // an attempt of r already came here
 		// Whether r is served by a reused connection follows its latest
@@ -151,15 +159,10 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		r.conn = c
 		p.activateLocked(c, tl.ID, now)
 	case vocab.KindTLSDone:
-		c := p.pendingTLS[tl.ID]
-		if c == nil {
-			return
-		}
-		delete(p.pendingTLS, tl.ID)
-		if ev.Err == nil && c.State == vocab.StateHandshake {
-			c.TLSVersion = tls.VersionName(uint16(ev.N))
-			c.TLSResumed = !ev.Late && tl.TLS.Resumed
-			p.handshakeDoneLocked(c, ev.Addr, true, uint16(ev.N), now)
+		// A failed handshake's connection is closed already: the
+		// Transport closes it before it reports the failure.
+		if ev.Err == nil {
+			p.tlsDoneLocked(tl.ID, ev.Addr, uint16(ev.N), !ev.Late && tl.TLS.Resumed, now)
 		}
 	case vocab.KindPutIdleConn:
 		c := p.connLocked(ev.Conn)
@@ -214,6 +217,25 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		}
 	}
 }
+
+// retriedLocked refines the close of c, the HTTP/1 connection request r
+// was sent on, now that the Transport sends r again: it does so only when
+// the connection failed before r's response began (the server closed a
+// kept-alive connection, or nothing of r could be written), which the
+// pool cannot see through TLS when the server's close_notify came before
+// its FIN: the close the pool saw as the client's, over a request error,
+// was the server's.
+func (p *Pool) retriedLocked(r *request, c *connState) {
+	if c.h2 || c.State != vocab.StateClosed || c.closeReq != r.id || c.CloseReason != vocab.ReasonRequestError || c.readErr != nil {
+		return
+	}
+	p.recloseLocked(c, vocab.ClosedByServer, vocab.ReasonServerEOF)
+	c.CloseDetail = serverClosedBeforeResponse
+}
+
+// serverClosedBeforeResponse details a close the pool learnt was the
+// server's from the Transport sending the request again.
+const serverClosedBeforeResponse = "closed before the response began: the Transport sent the request again"
 
 // newRequestLocked starts the pool's record of the request of tl.
 func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
@@ -463,15 +485,11 @@ func (p *Pool) bodyClosedLocked(r *request) {
 }
 
 // handshakeDoneLocked opens a connection whose TLS handshake finished,
-// which negotiated protocol alpn if known.
+// taken out of its request's handshakes (see tlsWait), which negotiated
+// protocol alpn if known.
 func (p *Pool) handshakeDoneLocked(c *connState, alpn string, known bool, version uint16, now stamp) {
 	h := c.hc
 	p.tally(h, func(n *counters) { n.dialing-- })
-	for id, pc := range p.pendingTLS {
-		if pc == c {
-			delete(p.pendingTLS, id)
-		}
-	}
 	c.dialCtx = nil
 	if alpn == "h2" {
 		c.setH2()
@@ -560,18 +578,10 @@ func (p *Pool) connClosedLocked(c *connState, now time.Time) bool {
 	}
 	h := c.hc
 	prev := c.State
+	if prev == vocab.StateHandshake {
+		prev = p.handshakeClosedLocked(c, stampOf(now))
+	}
 	switch prev {
-	case vocab.StateHandshake:
-		p.tally(h, func(n *counters) { n.dialing-- })
-		for id, pc := range p.pendingTLS {
-			if pc == c {
-				delete(p.pendingTLS, id)
-			}
-		}
-		// A handshake the Transport abandoned ends with its dial's
-		// context, which crypto/tls then closes the connection for.
-		c.Abandoned = c.dialCtx != nil && c.dialCtx.Err() != nil
-		c.dialCtx = nil
 	case vocab.StateIdle:
 		p.tally(h, func(n *counters) {
 			n.idle--
@@ -639,6 +649,20 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 		}
 		return vocab.ClosedByServer, reason
 	}
+	if alert, idle := c.lastAlert(); alert && c.readErr == nil && !c.h2 && c.tls && prev != vocab.StateHandshake {
+		// Over TLS the server's close begins with its close_notify, on
+		// which crypto/tls reports EOF to net/http and reads no further:
+		// the FIN that would have been the pool's read error stays
+		// unread. The last record read was an alert.
+		switch {
+		case idle && prev == vocab.StateIdle:
+			c.CloseDetail = "its TLS alert (close_notify) read while the connection was idle"
+			return vocab.ClosedByServer, vocab.ReasonServerClosedIdle
+		case !idle && prev == vocab.StateActive:
+			c.CloseDetail = "its TLS alert (close_notify) read during a request"
+			return vocab.ClosedByServer, vocab.ReasonServerEOF
+		}
+	}
 	if c.readErr != nil && prev == vocab.StateActive {
 		// Any other read failure: the client gives the connection up.
 		c.CloseDetail = c.readErr.Error()
@@ -689,7 +713,7 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			return vocab.ClosedByClient, vocab.ReasonCloseIdle
 		case c.putIdleErr != nil:
 			return vocab.ClosedByClient, putIdleReason(c.putIdleErr)
-		case p.tr.DisableKeepAlives:
+		case p.tr.DisableKeepAlives || p.tr.MaxIdleConnsPerHost < 0:
 			return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
 		case timedOut(time.Since(c.idleSince.time()), p.tr.IdleConnTimeout):
 			return vocab.ClosedByClient, vocab.ReasonIdleTimeout
@@ -697,11 +721,22 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			// net/http closes the least recently used idle connection,
 			// with no hook, to keep MaxIdleConns.
 			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
-		case !c.h2 && c.Requests == 0 && p.unusedIdleFullLocked(c):
-			// Never used: the request it was dialed for took another
-			// connection, and net/http, finding no room for it in the
-			// idle pool (MaxIdleConnsPerHost), closed it with no hook.
-			c.CloseDetail = "never used: the request it was dialed for took another connection, and the idle pool was full"
+		case !c.h2 && c.readErr == nil && c.Requests == 0 && (c.tls || c.io.read.Load() == c.readAtOpen):
+			// A connection no request used, closed with no hook and
+			// nothing read from the server since it opened (over TLS,
+			// nothing the pool can tell apart from the session tickets
+			// that follow the handshake): its dial ended after the
+			// request it was made for got another connection, and
+			// net/http offered it to the idle pool, which refused it
+			// (putOrCloseIdleConn): the host's idle connections were at
+			// MaxIdleConnsPerHost, or, after CloseIdleConnections, the
+			// Transport keeps none.
+			if p.closeIdle {
+				c.CloseDetail = "never used: its dial ended after CloseIdleConnections, when the Transport keeps no idle connection"
+				return vocab.ClosedByClient, vocab.ReasonCloseIdle
+			}
+			c.CloseDetail = fmt.Sprintf("never used: the request it was dialed for took another connection, and the idle pool had no room (MaxIdleConnsPerHost %d)",
+				p.maxIdlePerHost())
 			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
 		case !c.h2 && c.readErr == nil:
 			// net/http's HTTP/1 read loop gives an idle connection up, with
@@ -723,6 +758,14 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 	}
 	if p.tr.DisableKeepAlives {
 		return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
+	}
+	for _, r := range reqs {
+		if !c.h2 && r.class == "" && r.conn != c && c.readErr == nil {
+			// The Transport already sends the request again (see
+			// retriedLocked).
+			c.CloseDetail = serverClosedBeforeResponse
+			return vocab.ClosedByServer, vocab.ReasonServerEOF
+		}
 	}
 	for _, r := range reqs {
 		c.closeReq = r.id
@@ -749,26 +792,6 @@ func timedOut(d, t time.Duration) bool {
 	return t > 0 && d >= t-t/8
 }
 
-// unusedIdleFullLocked reports whether c, a connection no request used
-// and that closed idle with no hook, was closed for want of room in the
-// idle pool rather than over bytes the server sent unasked (the case after
-// it in closeReasonLocked). Over TCP alone, or over a TLS connection that
-// DialTLSContext made (the pool then sees its plaintext), nothing was read
-// on it since it opened. Over a TLS handshake of the Transport's, whose
-// records the pool sees, session tickets are read after the handshake: the
-// host's idle connections then fill MaxIdleConnsPerHost instead (with c no
-// longer counted among them).
-func (p *Pool) unusedIdleFullLocked(c *connState) bool {
-	if c.TLSVersion == "" {
-		return c.io.read.Load() == c.readAtOpen
-	}
-	limit := p.tr.MaxIdleConnsPerHost
-	if limit == 0 {
-		limit = http.DefaultMaxIdleConnsPerHost
-	}
-	return c.hc.idle >= limit
-}
-
 // putIdleReason names the PutIdleConn error that made the Transport close
 // a connection instead of keeping it idle. net/http's errors here are
 // unexported; their texts are stable.
@@ -786,6 +809,14 @@ func putIdleReason(err error) CloseReason {
 }
 
 var errIdleClosed = errors.New("http: CloseIdleConnections called")
+
+// maxIdlePerHost returns the Transport's effective MaxIdleConnsPerHost.
+func (p *Pool) maxIdlePerHost() int {
+	if n := p.tr.MaxIdleConnsPerHost; n != 0 {
+		return n
+	}
+	return http.DefaultMaxIdleConnsPerHost
+}
 
 // idleOverLocked reports whether the idle connections (the one being
 // closed, no longer counted, included) reach http.Transport.MaxIdleConns,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/isnil"
 )
 
 // Option configures a [Pool]. Options are applied in order; an option whose
@@ -65,7 +66,8 @@ func MaxConnsPerHost(n int) Option {
 
 // MaxIdleConnsPerHost caps the idle connections kept per host
 // (http.Transport.MaxIdleConnsPerHost); a connection returned to a full idle
-// pool is closed with reason "idle-pool-full". New's default is 2, as is
+// pool is closed with reason "idle-pool-full", as is a dial that ended once
+// its request had another connection. New's default is 2, as is
 // zero (http.DefaultMaxIdleConnsPerHost), which is not "keep none": to keep
 // no idle connection, use [DisableKeepAlives].
 func MaxIdleConnsPerHost(n int) Option {
@@ -166,10 +168,11 @@ func Resolver(r *net.Resolver) Option {
 	})
 }
 
-// WithObserver also hands every finished timeline to o.
+// WithObserver also hands every finished timeline to o. A nil observer (or
+// a nil pointer in one) is an error.
 func WithObserver(o httptrace.Observer) Option {
 	return optionFunc(func(c *config) error {
-		if o == nil {
+		if isnil.Value(o) {
 			return errors.New("pool: nil observer")
 		}
 		c.observer = o

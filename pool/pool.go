@@ -31,6 +31,9 @@ type Pool struct {
 	cfg     config
 	maxConn int
 
+	// shut is set by Close: the pool refuses new requests.
+	shut atomic.Bool
+
 	mu           sync.Mutex
 	nextConn     uint64
 	conns        map[uint64]*connState // open and dialing
@@ -40,10 +43,15 @@ type Pool struct {
 	hosts        map[string]*counters
 	lastHost     hostCache // the host of the last request started
 	total        counters
-	reqs         reqSet // requests not yet finished
-	pendingTLS   map[uint64]*connState
+	reqs         reqSet              // requests not yet finished
+	pendingTLS   map[uint64]*tlsWait // by the timeline id of the request whose dials they are
 	closingIdle  int
-	changes      notify.Changes // signalled at every change of state
+	// closeIdle mirrors net/http's Transport.closeIdle: set by
+	// CloseIdleConnections, cleared when a request next asks for a
+	// connection. While it is set, the Transport closes a connection it
+	// would have kept idle.
+	closeIdle bool
+	changes   notify.Changes // signalled at every change of state
 	// opened holds the snapshots of connections opened, for the
 	// OnConnOpen hook, until deliverOpened hands them over with the lock
 	// released; hasOpened says it is not empty.
@@ -214,7 +222,7 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 		maxConn:    tr.MaxConnsPerHost,
 		conns:      map[uint64]*connState{},
 		hosts:      map[string]*counters{},
-		pendingTLS: map[uint64]*connState{},
+		pendingTLS: map[uint64]*tlsWait{},
 	}
 	tr.DialContext = p.dialer(dial, true)
 	if tr.DialTLSContext != nil {
@@ -288,6 +296,9 @@ func disableHTTP2(tr *http.Transport) {
 type roundTripper struct{ p *Pool }
 
 func (r *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if r.p.shut.Load() {
+		return refuse(req, ErrClosed)
+	}
 	return r.p.traced.RoundTrip(req)
 }
 
@@ -295,25 +306,50 @@ func (r *roundTripper) CloseIdleConnections() { r.p.CloseIdleConnections() }
 
 // Client returns an http.Client whose requests go through the tracer and the
 // tracked transport. It has no Timeout: bounds are the pool's options and the
-// request contexts.
-func (p *Pool) Client() *http.Client { return p.client }
+// request contexts. A nil pool's client fails every request.
+func (p *Pool) Client() *http.Client {
+	if p == nil {
+		return &http.Client{Transport: refusing{errNilPool}}
+	}
+	return p.client
+}
 
-// RoundTripper returns the traced RoundTripper behind [Pool.Client].
-func (p *Pool) RoundTripper() http.RoundTripper { return p.rt }
+// RoundTripper returns the traced RoundTripper behind [Pool.Client]. A nil
+// pool's fails every request.
+func (p *Pool) RoundTripper() http.RoundTripper {
+	if p == nil {
+		return refusing{errNilPool}
+	}
+	return p.rt
+}
 
-// Transport returns the tracked http.Transport itself. Requests sent on it
-// directly bypass the tracer: their connections are tracked but not their
-// stages.
-func (p *Pool) Transport() *http.Transport { return p.tr }
+// Transport returns the tracked http.Transport itself (nil for a nil pool).
+// Requests sent on it directly bypass the tracer (their connections are
+// tracked but not their stages) and [Pool.Close]'s refusal.
+func (p *Pool) Transport() *http.Transport {
+	if p == nil {
+		return nil
+	}
+	return p.tr
+}
 
 // MaxConnsPerHost returns the transport's cap.
-func (p *Pool) MaxConnsPerHost() int { return p.maxConn }
+func (p *Pool) MaxConnsPerHost() int {
+	if p == nil {
+		return 0
+	}
+	return p.maxConn
+}
 
 // CloseIdleConnections closes the idle connections; they are recorded as
 // closed by the client with reason "close-idle-connections".
 func (p *Pool) CloseIdleConnections() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	p.closingIdle++
+	p.closeIdle = true
 	p.mu.Unlock()
 	p.tr.CloseIdleConnections()
 	p.mu.Lock()
@@ -321,9 +357,18 @@ func (p *Pool) CloseIdleConnections() {
 	p.mu.Unlock()
 }
 
-// Close closes the idle connections. Connections still in use stay open
-// until their requests end; [Pool.Check] reports them.
-func (p *Pool) Close() { p.CloseIdleConnections() }
+// Close closes the idle connections, and the pool refuses the requests sent
+// through it from then on with [ErrClosed]. Connections still in use stay
+// open until their requests end, and are then closed; [Pool.Check] reports
+// them meanwhile. Its statistics, connections, checks and page still
+// describe what it did. Closing twice is harmless.
+func (p *Pool) Close() {
+	if p == nil {
+		return
+	}
+	p.shut.Store(true)
+	p.CloseIdleConnections()
+}
 
 // dialer wraps dial so that every connection is tracked. With
 // tlsHandshake the Transport runs a TLS handshake after the dial for https
@@ -387,13 +432,18 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 			// that request's timeline reports the handshake done.
 			c.setState(vocab.StateHandshake, stampOf(now))
 			c.dialCtx = ctx
-			p.pendingTLS[tlID] = c
+			c.tls = true
+			p.waitTLSLocked(tlID, c)
 			p.tally(h, func(n *counters) { n.dialing++ })
 		} else {
 			c.Proto = p.dialedProto(nc, tlsHandshake)
 			p.openLocked(c, h, stampOf(now))
 		}
-		return &trackedConn{Conn: nc, p: p, c: c, io: c.io}, nil
+		tc := &trackedConn{Conn: nc, p: p, c: c, io: c.io}
+		if c.tls {
+			tc.records = new(recordReader)
+		}
+		return tc, nil
 	}
 }
 

@@ -233,6 +233,9 @@ func (s Stats) Check() error {
 
 // Stats returns the pool's totals.
 func (p *Pool) Stats() Stats {
+	if p == nil {
+		return Stats{}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.total.stats()
@@ -240,6 +243,9 @@ func (p *Pool) Stats() Stats {
 
 // HostStats returns the numbers of each host ("host:port" as dialed).
 func (p *Pool) HostStats() map[string]Stats {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.hostStatsLocked()
@@ -256,6 +262,9 @@ func (p *Pool) hostStatsLocked() map[string]Stats {
 // Conns returns a snapshot of the connections: those open or dialing, then
 // the most recently closed ones (see [KeepClosed]), in id order.
 func (p *Pool) Conns() []Conn {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.connsLocked()
@@ -279,6 +288,9 @@ func (p *Pool) connsLocked() []Conn {
 
 // Conn returns a snapshot of connection id, if the pool still knows it.
 func (p *Pool) Conn(id uint64) (Conn, bool) {
+	if p == nil {
+		return Conn{}, false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c := p.knownLocked(id); c != nil {

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -10,6 +11,12 @@ import (
 // in the former case, and ctx's error with the last totals seen in the
 // latter. cond runs without the pool's lock held; it must not block.
 func (p *Pool) WaitFor(ctx context.Context, cond func(Stats) bool) error {
+	if err := p.usable(ctx); err != nil {
+		return err
+	}
+	if cond == nil {
+		return errors.New("pool: WaitFor: nil condition")
+	}
 	for {
 		p.mu.Lock()
 		s := p.total.stats()

@@ -40,7 +40,16 @@
 //
 // Every URL in a report is redacted as [httptrace.Timeline.URL] is (no user
 // information, query values masked) and every error as
-// [httptrace.Timeline.RedactError] is. Request header values never appear.
+// [httptrace.Timeline.RedactError] is. Request header values never appear,
+// nor in what the report quotes of the server (its Keep-Alive header), in
+// which each is masked (a value of 1 or 2 bytes where it follows its name).
+//
+// # Nil values
+//
+// Nothing here panics on nil: [Run] refuses a nil context or request with an
+// error; a method called on a nil *Report returns an error if it returns one
+// ([Report.WriteText], [Report.WriteJSON], also for a nil writer) and zero
+// values otherwise.
 //
 // # Schema
 //

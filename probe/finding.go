@@ -86,6 +86,9 @@ func (s Severity) Rank() int {
 // Worst returns the highest severity among r's findings, "" if none.
 func (r *Report) Worst() Severity {
 	var w Severity
+	if r == nil {
+		return w
+	}
 	for _, f := range r.Findings {
 		if f.Severity.Rank() > w.Rank() {
 			w = f.Severity
@@ -102,6 +105,9 @@ func (r *Report) Fails(level Severity) bool {
 
 // Has returns the finding with the given id, if r has it.
 func (r *Report) Has(id string) (Finding, bool) {
+	if r == nil {
+		return Finding{}, false
+	}
 	for _, f := range r.Findings {
 		if f.ID == id {
 			return f, true

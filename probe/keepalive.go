@@ -20,11 +20,12 @@ type keepAliveSeen struct {
 	max       int
 }
 
-// see records a response's Keep-Alive header value.
-func (k *keepAliveSeen) see(v string) {
+// see records a response's Keep-Alive header value; mask masks the
+// request's secrets in the value the report quotes.
+func (k *keepAliveSeen) see(v string, mask func(string) string) {
 	k.responses++
 	if k.responses == 1 {
-		k.first = quoteHeader(v)
+		k.first = quoteHeader(mask(v))
 	}
 	if v == k.last {
 		return

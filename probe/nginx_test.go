@@ -314,7 +314,13 @@ func (n *nginx) requests(t *testing.T) (requests int, conns int) {
 // 5 requests with a GOAWAY, and the Transport sends again the streams it
 // sent above its last stream id. nginx's log shows each request processed
 // once: the report has no possibly processed retry, and the probe's dials
-// are nginx's accepts.
+// are nginx's accepts. No handshake failed (nginx, logging at info, logs
+// none; no dial failed): no connection is closed as handshake-failed,
+// though eight requests at once dial many connections, some twice for one
+// request (sent again after a GOAWAY) with both handshakes running, and
+// the Transport closes those it does not need as their handshakes end;
+// each handshake the Transport abandoned is counted in dials_abandoned; and
+// no connection is closed over a request error, none having failed.
 func TestNginxH2Truth(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -326,9 +332,17 @@ func TestNginxH2Truth(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			n := startNginxH2(t, "keepalive_requests 5;")
-			rep := probeNginx(t, n, tc.opts...)
+			n := startNginxH2(t, "keepalive_requests 5;\n\terror_log stderr info;")
+			rep := probeNginx(t, n, append(tc.opts, probe.Protocols(h2Only()))...)
 			require.Equal(t, rep.Requests, rep.Outcomes[vocab.ClassOK], "%+v", rep.Failures)
+			require.Zero(t, rep.DialErrors, "%+v", rep.Connections)
+			require.NotContains(t, n.diagnose(), "SSL_do_handshake() failed", "nginx saw a handshake fail")
+			require.Zero(t, rep.ClosedBy[vocab.ReasonHandshakeFailed], "no handshake failed: %v %+v", rep.ClosedBy, rep.Connections)
+			require.LessOrEqual(t, rep.ClosedBy[vocab.ReasonHandshakeAbandon], rep.DialsAbandoned, "%v", rep.ClosedBy)
+			// No request failed: no connection closed over one (its
+			// protocol known, from its handshake's report, when nginx's
+			// GOAWAY closes it with streams still reading).
+			require.Zero(t, rep.ClosedBy[vocab.ReasonRequestError], "%v %+v", rep.ClosedBy, rep.Connections)
 			require.Equal(t, map[string]int{"h2": len(servedH2(rep))}, rep.Protocols)
 			require.Zero(t, rep.HiddenRetriesPossiblyProcessed, "not processed: %v", rep.HiddenRetriesWhy)
 			require.NotContains(t, ids(rep), "hidden-retries")
@@ -343,6 +357,13 @@ func TestNginxH2Truth(t *testing.T) {
 	}
 }
 
+// h2Only is HTTP/2 required, as the command's -http2 asks.
+func h2Only() http.Protocols {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	return p
+}
+
 // servedH2 returns the report's connections that answered a request.
 func servedH2(rep *probe.Report) []probe.Connection {
 	var out []probe.Connection
@@ -352,4 +373,35 @@ func servedH2(rep *probe.Report) []probe.Connection {
 		}
 	}
 	return out
+}
+
+// TestNginxHTTP1OverTLSIdleClose: nginx over TLS closes an HTTP/1
+// connection idle past its keepalive_timeout with a close_notify, on which
+// crypto/tls reports EOF to net/http and reads no further: the FIN goes
+// unread, and no read error tells the pool the server closed it. The pool
+// reads the alert's record (its type in TLS 1.2, its size in TLS 1.3): the
+// close is the server's, server-closed-idle, not the client's
+// protocol-error (bytes when no response was due).
+func TestNginxHTTP1OverTLSIdleClose(t *testing.T) {
+	t.Parallel()
+	for name, version := range map[string]uint16{"TLS 1.2": tls.VersionTLS12, "TLS 1.3": tls.VersionTLS13} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			n := startNginxH2(t, "keepalive_timeout 1s;\n\tssl_protocols TLSv1.2 TLSv1.3;")
+			var http1 http.Protocols
+			http1.SetHTTP1(true)
+			cfg := n.tls.Clone()
+			cfg.MinVersion, cfg.MaxVersion = version, version
+			// The gap is well past nginx's timeout: the first connection is
+			// closed, idle, before the second request.
+			rep := probeNginx(t, n, probe.Requests(2), probe.Gap(3*time.Second), probe.Protocols(http1), probe.TLSConfig(cfg))
+			require.Equal(t, 2, rep.Outcomes[vocab.ClassOK], "%+v", rep.Failures)
+			require.Equal(t, map[string]int{name: 2}, rep.TLS.Versions, "%+v", rep.TLS)
+			require.Zero(t, rep.ClosedBy[vocab.ReasonProtocolError], "%v %+v", rep.ClosedBy, rep.Connections)
+			require.EqualValues(t, 1, rep.ClosedBy[vocab.ReasonServerClosedIdle], "%v %+v", rep.ClosedBy, rep.Connections)
+			c := rep.Connections[0]
+			require.Equal(t, vocab.ClosedByServer, c.ClosedBy, "%+v", c)
+			require.Contains(t, c.CloseDetail, "TLS alert")
+		})
+	}
 }

@@ -84,9 +84,10 @@ func Requests(n int) Option {
 }
 
 // Duration makes the main run send requests until d has passed since it
-// began, as hey's -z does, rather than a number of them: at most 1,000,000
-// in all, or [Requests] if given. Requests in flight then end as usual;
-// the run is complete, not cut short. Discovery comes after it.
+// began, as hey's -z does, rather than a number of them: at least one,
+// however short d, and at most 1,000,000 in all, or [Requests] if given.
+// Requests in flight then end as usual; the run is complete, not cut
+// short. Discovery comes after it.
 func Duration(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {

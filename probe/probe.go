@@ -56,6 +56,9 @@ type UnusableError struct {
 // Error says what no request got past, on one line: "no request succeeded
 // (2 of 2 failed): connect-refused @connect: dial tcp …".
 func (e *UnusableError) Error() string {
+	if e == nil {
+		return "probe: nil *UnusableError"
+	}
 	if e.Sent == 0 {
 		return "no request was sent before the deadline"
 	}
@@ -85,6 +88,9 @@ func (e *UnusableError) Error() string {
 // closed (or a few seconds after the deadline, at most), and it never
 // writes anywhere.
 func Run(ctx context.Context, target *http.Request, opts ...Option) (*Report, error) {
+	if ctx == nil {
+		return nil, errors.New("probe: nil context")
+	}
 	cfg := defaults()
 	for _, o := range opts {
 		if o == nil {
@@ -106,7 +112,8 @@ func Run(ctx context.Context, target *http.Request, opts ...Option) (*Report, er
 		runCtx, cancel = context.WithDeadlineCause(ctx, start.Add(cfg.deadline), errDeadline)
 	}
 	defer cancel()
-	pr := &prober{cfg: cfg, target: target, start: start, ctx: runCtx}
+	pr := &prober{cfg: cfg, target: target, start: start, ctx: runCtx,
+		secrets: redact.RequestSecrets(target, slices.Collect(maps.Keys(target.Header)))}
 	rep, err := pr.mainRun()
 	if err != nil {
 		return nil, err
@@ -174,8 +181,11 @@ func checkTarget(target *http.Request, cfg *config) error {
 type prober struct {
 	cfg    config
 	target *http.Request
-	start  time.Time
-	ctx    context.Context // the run's context, with the deadline
+	// secrets are target's header secrets: every header's value, masked
+	// in what the report quotes of the server's replies.
+	secrets []redact.Secret
+	start   time.Time
+	ctx     context.Context // the run's context, with the deadline
 	// stopped is set when the run's context ended a phase early.
 	stopped atomic.Bool
 
@@ -188,6 +198,12 @@ type prober struct {
 
 	progressMu sync.Mutex
 	mainDials  func() int64
+}
+
+// mask returns s, a text the server wrote, with the request's secrets
+// masked: a server may fill what it writes with what it was sent.
+func (pr *prober) mask(s string) string {
+	return redact.Mask(s, pr.target.URL, pr.secrets)
 }
 
 func (pr *prober) progress(p Progress) {
@@ -363,7 +379,7 @@ func (s *sender) send() bool {
 		return true
 	}
 	if v := resp.Header["Keep-Alive"]; len(v) > 0 {
-		s.ka.see(v[0])
+		s.ka.see(v[0], pr.mask)
 	}
 	// A 101 response's body is the connection, handed over to the
 	// protocol switched to: reading it waits for what the server sends
@@ -429,7 +445,10 @@ func (pr *prober) mainRun() (*Report, error) {
 		wg.Go(func() {
 			defer s.close()
 			for first := true; ; first = false {
-				if timeUp.Load() || next.Add(1) > int64(cfg.requests) {
+				// However short the Duration, the run's first request
+				// is sent: a run that asked nothing of the target
+				// would report nothing of it.
+				if n := next.Add(1); n > int64(cfg.requests) || (n > 1 && timeUp.Load()) {
 					return
 				}
 				if !first && (!pr.sleep(cfg.gap) || timeUp.Load()) {

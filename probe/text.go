@@ -2,6 +2,7 @@ package probe
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,9 +16,23 @@ import (
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
+// writable returns the error of writing r to w: r or w nil.
+func (r *Report) writable(w io.Writer) error {
+	switch {
+	case r == nil:
+		return errors.New("probe: nil *Report")
+	case w == nil:
+		return errors.New("probe: nil writer")
+	}
+	return nil
+}
+
 // WriteJSON writes r in its stable JSON form (see the package
 // documentation), indented.
 func (r *Report) WriteJSON(w io.Writer) error {
+	if err := r.writable(w); err != nil {
+		return err
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
@@ -29,6 +44,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // each, led by its severity in capitals ("WARN"). With verbose, each kept
 // timeline's waterfall ([KeepTimelines]) comes before the summary.
 func (r *Report) WriteText(w io.Writer, verbose bool) error {
+	if err := r.writable(w); err != nil {
+		return err
+	}
 	var b strings.Builder
 	if verbose {
 		for _, tl := range r.Timelines {

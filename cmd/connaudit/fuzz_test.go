@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -576,4 +578,70 @@ func TestSecretsCLI(t *testing.T) {
 			require.Contains(t, out, w, "%q:\n%s", r.args, out)
 		}
 	}
+}
+
+// TestSecretsCLIEscapedAndShort: the cases that were printed before. A
+// header value with a backslash, a quote, a tab, a byte that is not UTF-8
+// or a C1 control, echoed in the status line (which net/http quotes), and
+// the Basic credentials of a password holding '"' or '\', echoed decoded,
+// are masked on stdout and stderr of trace and probe (text and JSON), and
+// so is the URL's user name; a header value of 2 bytes is masked where it
+// follows its name, as -h and the README say.
+func TestSecretsCLIEscapedAndShort(t *testing.T) {
+	status := probeRawTCP(t, func(c net.Conn) {
+		head := readHead(c)
+		if len(head) == 0 {
+			return
+		}
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(strings.Join(head, "\r\n") + "\r\n\r\n")))
+		if err != nil {
+			return
+		}
+		v := req.Header.Get("X-Api-Key")
+		if user, pass, ok := req.BasicAuth(); ok {
+			v = user + ":" + pass
+		}
+		io.WriteString(c, "HTTP/1.1 "+v+"\r\n\r\n")
+	})
+	malformed := echoServers(t)["malformed header"]
+	type run struct {
+		args    []string
+		secrets []string
+		want    []string
+	}
+	var runs []run
+	for _, key := range []string{`SEKRET\zz`, `SEKRET"zz`, "SEKRET\tzz", "SEKRET\xffzz", "SEKRET\u009bzz"} {
+		runs = append(runs, run{args: []string{"-H", "X-Api-Key: " + key, "http://" + status + "/"},
+			secrets: []string{key}, want: []string{"malformed HTTP status code"}})
+	}
+	for _, pw := range []string{"SEKRET%22pw", "SEKRET%5Cpw"} {
+		runs = append(runs, run{args: []string{"http://tokuser:" + pw + "@" + status + "/"},
+			secrets: []string{"tokuser", "SEKRET"}, want: []string{"malformed HTTP status code"}})
+	}
+	runs = append(runs, run{args: []string{"-H", "X-Pin: 42", "http://" + malformed + "/"},
+		secrets: []string{"X-Pin: 42"}, want: []string{"X-Pin: REDACTED"}})
+	for _, r := range runs {
+		for _, cmd := range [][]string{{"trace"}, {"trace", "-json"}, {"probe", "-n", "2"}, {"probe", "-n", "2", "-json"}} {
+			args := append(append([]string{}, cmd...), r.args...)
+			code, stdout, stderr := runCLIGuarded(t, args...)
+			require.Equal(t, exitUnreachable, code, "%q:\n%s%s", args, stdout, stderr)
+			out := stdout + stderr
+			for _, s := range r.secrets {
+				for _, form := range []string{s, strconv.Quote(s), strconv.QuoteToASCII(s), redact.Printable(s)} {
+					require.NotContains(t, out, strings.Trim(form, `"`), "%q shows %q:\n%s", args, s, out)
+				}
+			}
+			for _, w := range r.want {
+				require.Contains(t, out, w, "%q", args)
+			}
+		}
+	}
+	// What -h and the README say of short values.
+	for _, cmd := range []string{"trace", "probe"} {
+		_, help, _ := runCLI(t, cmd, "-h")
+		require.Contains(t, help, "1 or 2 bytes only where it follows its", cmd)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	require.Contains(t, string(readme), "(1–2 bytes after their name only)")
 }

@@ -398,3 +398,108 @@ func TestFailuresSayWhy(t *testing.T) {
 	require.Equal(t, exitFail, code)
 	require.Equal(t, "connaudit probe: 1 finding(s) at or above -fail-on warn\n", errOut)
 }
+
+// methodServer answers "0123456789" and sends the method of each request
+// it sees on methods.
+func methodServer(t *testing.T) (string, <-chan string) {
+	t.Helper()
+	methods := make(chan string, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case methods <- r.Method:
+		default:
+		}
+		io.WriteString(w, "0123456789")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, methods
+}
+
+// TestProbeDurationTooShort: a -duration too short for any request still
+// sends one: the report is of what was sent, and the run is complete (not
+// "no request was sent before the deadline", exit 1).
+func TestProbeDurationTooShort(t *testing.T) {
+	t.Parallel()
+	url, methods := methodServer(t)
+	code, stdout, stderr := probeCLI(t, "probe", "-json", "-duration", "1ns", "-c", "4", url)
+	require.Equal(t, exitOK, code, stderr)
+	var rep struct {
+		Requests int            `json:"requests"`
+		Outcomes map[string]int `json:"outcomes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), stdout)
+	// At least one; more if the timer came after several senders began.
+	require.Positive(t, rep.Requests)
+	require.Equal(t, rep.Requests, rep.Outcomes["ok"])
+	require.Len(t, methods, rep.Requests, "the server saw each request")
+}
+
+// TestTraceMaxBodyCut: a body cut by -max-body is a body cut short, exit 1
+// with the reason in one line, as the README lists it; a body of exactly
+// -max-body bytes is whole.
+func TestTraceMaxBodyCut(t *testing.T) {
+	t.Parallel()
+	url, _ := methodServer(t)
+	code, out, errOut := runCLI(t, "trace", "-max-body", "4", url)
+	require.Equal(t, exitFail, code, errOut)
+	require.Contains(t, out, "outcome     ok")
+	require.Equal(t, "connaudit trace: reading the response's body: stopped at -max-body 4 bytes, before its end\n", errOut)
+	code, _, errOut = runCLI(t, "trace", "-max-body", "10", url)
+	require.Equal(t, exitOK, code, errOut)
+	require.Empty(t, errOut)
+}
+
+// TestCurlHabits: -I sends HEAD and -s is quiet (no warning, no progress
+// line), as curl's flags do; a failure is still one line on stderr, and
+// -I with another method or a body is a usage error.
+func TestCurlHabits(t *testing.T) {
+	t.Parallel()
+	url, methods := methodServer(t)
+	code, out, errOut := runCLI(t, "trace", "-I", url)
+	require.Equal(t, exitOK, code, errOut)
+	require.True(t, strings.HasPrefix(out, "HEAD "+url), out)
+	require.Equal(t, http.MethodHead, <-methods)
+	code, _, errOut = runCLI(t, "probe", "-I", "-n", "2", url)
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, http.MethodHead, <-methods)
+	require.Equal(t, http.MethodHead, <-methods)
+
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	t.Cleanup(tlsSrv.Close)
+	for _, cmd := range []string{"trace", "probe"} {
+		code, _, errOut = runCLI(t, cmd, "-k", tlsSrv.URL)
+		require.Equal(t, exitOK, code, errOut)
+		require.Contains(t, errOut, "warning: -k")
+		code, _, errOut = runCLI(t, cmd, "-s", "-k", tlsSrv.URL)
+		require.Equal(t, exitOK, code, errOut)
+		require.Empty(t, errOut, "-s: no warning")
+		code, _, errOut = runCLI(t, cmd, "-s", "http://"+testserver.ClosedPort(t)+"/")
+		require.Equal(t, exitUnreachable, code)
+		require.Equal(t, 1, strings.Count(errOut, "\n"), "-s: a failure is still one line: %q", errOut)
+		require.Contains(t, errOut, "refused")
+	}
+	for args, want := range map[string]string{
+		"-I -X POST": "-I (HEAD) and -X POST ask for two methods",
+		"-I -d x":    "-I sends HEAD, which carries no body: drop -d",
+	} {
+		code, out, errOut = runCLI(t, append(append([]string{"trace"}, strings.Fields(args)...), url)...)
+		require.Equal(t, exitUsage, code, args)
+		require.Empty(t, out)
+		require.Contains(t, errOut, want, args)
+	}
+	require.Empty(t, methods, "no request for a usage error")
+}
+
+// TestProbeAnsweredButBodiesFailed: a target that answered every request
+// and cut every body short did answer: exit 1 (a failed audit), not 3,
+// with the reason on stderr.
+func TestProbeAnsweredButBodiesFailed(t *testing.T) {
+	t.Parallel()
+	addr := probeRawTCP(t, func(c net.Conn) {
+		readHead(c)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")
+	})
+	code, _, errOut := probeCLI(t, "probe", "-n", "2", "http://"+addr+"/")
+	require.Equal(t, exitFail, code, errOut)
+	require.Contains(t, errOut, "unusable target: no request succeeded (2 of 2 failed): body-truncated @body")
+}

@@ -15,15 +15,18 @@ func helpFor(name string) helpText {
 			about: `Trace one request: the connection it got (new or reused), DNS, connect, TLS,
 the request written, the server's wait and the transfer, then every event.
 No redirect is followed. A URL without a scheme means http://; flags may come
-before or after the URL. Secrets (the URL's password and query values,
-Authorization, Proxy-Authorization, Cookie, every -H value) are never printed.
+before or after the URL. Secrets (the URL's user name, password and query
+values, Authorization, Proxy-Authorization, Cookie, every -H value) are never
+printed, as sent or as a server echoes them Go-quoted, JSON-escaped or
+percent-encoded; one of 1 or 2 bytes only where it follows its name (pin=42).
 "get conn" is the time the Transport took to hand the request a connection,
 DNS, connect and TLS apart: its own bookkeeping when the request took an idle
 connection or dialed its own; a wait only when another request held it.`,
 			exits: `exit status:
   0  a response came (any status; with -fail, below 400)
-  1  the request failed once its response began (reading the body), -fail and
-     a status of 400 or more, -http2 not met, or interrupted
+  1  the request failed once its response began (reading the body), the body
+     was cut by -max-body, -fail and a status of 400 or more, -http2 not met,
+     or interrupted
   2  a usage error (a flag, the URL, a file named)
   3  the target did not answer: no response (refused, DNS, TLS, timeout, not HTTP)
 `,
@@ -39,7 +42,10 @@ connection or dialed its own; a wait only when another request held it.`,
 report the dials against the ideal, who closed each connection and why, the
 stages by new and reused connection, the server's keep-alive limits and
 findings. A URL without a scheme means http://; flags may come before or after
-the URL. Secrets are never printed.`,
+the URL. Secrets (the URL's user name, password and query values, every header
+value) are never printed, as sent or as a server echoes them Go-quoted,
+JSON-escaped or percent-encoded; one of 1 or 2 bytes only where it follows its
+name (pin=42).`,
 			exits: `exit status:
   0  no finding at or above -fail-on
   1  a finding at or above -fail-on, or the probe was cut by -deadline or

@@ -62,7 +62,7 @@ func (pf *probeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&pf.maxRequests, "max-requests", defaultMaxRequests, "most requests -find-max-requests sends")
 	fs.BoolVar(&pf.findIdleTimeout, "find-idle-timeout", false, "discover the server's keep-alive idle timeout")
 	fs.DurationVar(&pf.maxIdle, "max-idle", defaultMaxIdle, "longest idle gap -find-idle-timeout tries")
-	fs.DurationVar(&pf.duration, "duration", 0, "send requests for this long instead of -n of them (at most -n if given)")
+	fs.DurationVar(&pf.duration, "duration", 0, "send requests for this long instead of -n of them (at least one; at most -n if given)")
 }
 
 // validate checks the values the flag package cannot, with one message
@@ -139,7 +139,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail("%v", err)
 	}
 	if rf.insecure {
-		fmt.Fprintln(stderr, "connaudit probe: warning: -k: TLS certificates are not verified")
+		rf.warn(stderr, "connaudit probe: warning: -k: TLS certificates are not verified")
 	}
 	var outFile *outputFile
 	if pf.out != "" {
@@ -147,7 +147,10 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail("-o: %v", err)
 		}
 	}
-	progress := newProgressLine(stderr)
+	var progress *progressLine
+	if !rf.silent {
+		progress = newProgressLine(stderr)
+	}
 	var stream *timelineStream
 	if pf.verbose {
 		// Each timeline is written as it finishes, not kept for the end.
@@ -207,9 +210,10 @@ func probeExit(stderr io.Writer, rep *probe.Report, unusable *probe.UnusableErro
 	}
 	if unusable != nil {
 		// A probe whose deadline came before it sent anything learnt
-		// nothing of the target: it was cut, not refused.
+		// nothing of the target: it was cut, not refused. A target that
+		// answered, though every body then failed, did answer.
 		c := exitUnreachable
-		if unusable.Sent == 0 {
+		if unusable.Sent == 0 || responded(rep) {
 			c = exitFail
 		}
 		failed(c, "unusable target: %s%s", rf.redact(unusable, req), hint(unusable))
@@ -231,6 +235,22 @@ func probeExit(stderr io.Writer, rep *probe.Report, unusable *probe.UnusableErro
 		failed(exitFail, "%d finding(s) at or above -fail-on %s", n, pf.failLevel)
 	}
 	return code
+}
+
+// responded reports whether a request of rep got a response (its head),
+// whatever became of its body.
+func responded(rep *probe.Report) bool {
+	for _, f := range rep.Failures {
+		if f.Stage == vocab.StageBody {
+			return true
+		}
+	}
+	for _, c := range rep.Connections {
+		if c.Responses > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // hint suggests a flag for a failure a flag can get past.

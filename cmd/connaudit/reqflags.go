@@ -43,17 +43,28 @@ type requestFlags struct {
 	http2    bool
 	timeout  time.Duration
 	maxBody  int64
+	head     bool // -I, as curl's: the method HEAD
+	silent   bool // -s, as curl's: no progress line, no warning
 }
 
 func (rf *requestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&rf.method, "X", "", "request method (default GET, or POST with -d)")
-	fs.Var(&rf.headers, "H", `request header "Name: value" (repeatable); values are never printed`)
+	fs.Var(&rf.headers, "H", `request header "Name: value" (repeatable); values are never printed (see above)`)
 	fs.StringVar(&rf.data, "d", "", "request body, or @file to read it from a file")
 	fs.BoolVar(&rf.insecure, "k", false, "skip TLS certificate verification (warns)")
 	fs.BoolVar(&rf.http1, "http1", false, "use HTTP/1.1 only")
 	fs.BoolVar(&rf.http2, "http2", false, "require HTTP/2 (over TLS)")
 	fs.DurationVar(&rf.timeout, "timeout", defaultTimeout, "bound on each request, body included")
 	fs.Int64Var(&rf.maxBody, "max-body", 64<<20, "read at most this many body bytes per response")
+	fs.BoolVar(&rf.head, "I", false, "send HEAD, as curl -I does (-X HEAD)")
+	fs.BoolVar(&rf.silent, "s", false, "quiet, as curl -s: no progress line, no warning; a failure is still one line on stderr")
+}
+
+// warn writes a warning on stderr, unless -s.
+func (rf *requestFlags) warn(stderr io.Writer, format string, args ...any) {
+	if !rf.silent {
+		fmt.Fprintf(stderr, format+"\n", args...)
+	}
 }
 
 // parseHeader splits "Name: value" and checks both parts.
@@ -214,6 +225,12 @@ func (rf *requestFlags) validate() error {
 	if rf.method != "" && !validMethod(rf.method) {
 		return fmt.Errorf("invalid method %q", rf.method)
 	}
+	if rf.head && rf.method != "" && rf.method != http.MethodHead {
+		return fmt.Errorf("-I (HEAD) and -X %s ask for two methods", rf.method)
+	}
+	if rf.head && rf.data != "" {
+		return errors.New("-I sends HEAD, which carries no body: drop -d")
+	}
 	for _, h := range rf.headers {
 		if _, _, err := parseHeader(h); err != nil {
 			return fmt.Errorf("-H: %w", err)
@@ -266,7 +283,10 @@ func (rf *requestFlags) request(ctx context.Context, rawURL string) (*http.Reque
 		return nil, err
 	}
 	method := rf.method
-	if method == "" {
+	switch {
+	case rf.head:
+		method = http.MethodHead
+	case method == "":
 		method = http.MethodGet
 		if body != nil {
 			method = http.MethodPost

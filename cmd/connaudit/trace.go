@@ -55,7 +55,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	if rf.insecure {
-		fmt.Fprintln(stderr, "connaudit trace: warning: -k: TLS certificates are not verified")
+		rf.warn(stderr, "connaudit trace: warning: -k: TLS certificates are not verified")
 	}
 	col := &httptrace.Collector{}
 	opts := append(rf.poolOptions(), pool.WithObserver(col), pool.ConnectTimeout(30*time.Second))
@@ -81,6 +81,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var (
 		notH2   string // why -http2 was not met
 		bodyErr error  // reading the body
+		cut     bool   // -max-body stopped the read before the body's end
 	)
 	if err == nil {
 		if rf.http2 && resp.ProtoMajor != 2 {
@@ -95,7 +96,15 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// sends next, and no timeout or context bounds that wait. It is
 		// closed unread.
 		if resp.StatusCode != http.StatusSwitchingProtocols {
-			_, bodyErr = io.Copy(io.Discard, io.LimitReader(resp.Body, rf.maxBody))
+			var n int64
+			n, bodyErr = io.Copy(io.Discard, io.LimitReader(resp.Body, rf.maxBody))
+			if bodyErr == nil && n == rf.maxBody {
+				// The limit reached: one byte more says whether the body
+				// went on.
+				var one [1]byte
+				k, _ := io.ReadFull(resp.Body, one[:])
+				cut = k == 1
+			}
 		}
 		resp.Body.Close()
 	}
@@ -121,7 +130,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFail
 	}
 	return traceExit(stderr, traceResult{
-		tl: tl, err: err, bodyErr: bodyErr, req: req, rf: rf, notH2: notH2,
+		tl: tl, err: err, bodyErr: bodyErr, cut: cut, req: req, rf: rf, notH2: notH2,
 		interrupted: interrupt.Err() != nil, failHTTP: tf.fail,
 	})
 }
@@ -130,6 +139,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 type traceResult struct {
 	tl           *httptrace.Timeline
 	err, bodyErr error // the Client's, reading the body's
+	cut          bool  // -max-body stopped the read before the body's end
 	req          *http.Request
 	rf           *requestFlags
 	notH2        string // why -http2 was not met
@@ -177,6 +187,10 @@ func traceExit(stderr io.Writer, r traceResult) int {
 		failed(exitFail, "reading the response's body: %s", msg)
 	case r.bodyErr != nil:
 		failed(exitFail, "reading the response's body: %s", r.rf.redact(r.bodyErr, r.req))
+	case r.cut:
+		// A body cut short, though by the user's own bound: the response
+		// traced is not the whole of it (as curl's --max-filesize fails).
+		failed(exitFail, "reading the response's body: stopped at -max-body %d bytes, before its end", r.rf.maxBody)
 	}
 	if r.notH2 != "" {
 		failed(exitFail, "-http2: h2-not-offered: %s", r.notH2)

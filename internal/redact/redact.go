@@ -1,7 +1,9 @@
-// Package redact masks the secrets of a request — URL user information and
-// query values, Authorization, Proxy-Authorization, Cookie and the headers a
-// caller names secret — in every text connaudit writes, and escapes what a
-// terminal would obey.
+// Package redact masks the secrets of a request — URL user information
+// (the user name too) and query values, Authorization,
+// Proxy-Authorization, Cookie, Set-Cookie and the headers a caller names
+// secret, in any letter case — in every text connaudit writes, in every
+// form a server or an encoder may have given them ([Mask]), and escapes
+// what a terminal would obey ([Printable]).
 package redact
 
 import (
@@ -12,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -112,117 +115,121 @@ func Header(name string, values []string) string {
 	return strings.Join(values, ", ")
 }
 
-// Error returns err's text with every occurrence of the raw URL u
-// replaced by the redacted form, for errors such as *url.Error that quote
-// the URL they were given, and u's password and query values (of 3 bytes
-// or more), as decoded and as written in u, and the Basic credentials
-// http.Client builds from u's user information, masked wherever else they
-// appear; a shorter query value is masked where it follows its key.
-//
-// Control characters are escaped as Go writes them in a string literal
-// ("\x1b", "\r"), as are bytes that are not UTF-8: an error may quote what
-// a hostile server sent (a certificate's names, say), which must neither
-// drive the terminal that shows it nor forge a line of output.
+// Error returns err's text redacted for a request to u ([ErrorWith] with
+// no other secret).
 func Error(err error, u *url.URL) string {
 	return ErrorWith(err, u, nil)
 }
 
-// redact is [Error] with the secrets more masked too (an empty err
-// text stays empty): control characters are escaped last, once every
-// secret is masked. more may be sorted.
-func ErrorWith(err error, u *url.URL, more []string) string {
-	msg := redactError(err, u)
-	if len(more) > 0 {
-		msg = maskAll(msg, more)
-	}
-	return Printable(msg)
-}
-
-// redactError masks u's secrets in err's text.
-func redactError(err error, u *url.URL) string {
+// ErrorWith returns err's text (an empty text for a nil err) with every
+// secret of a request to u and every secret in more masked, then with
+// control characters escaped ([Printable]): an error may quote what a
+// hostile server sent (a certificate's names, a reply that echoes the
+// request), which must neither show a secret, nor drive the terminal that
+// shows it, nor forge a line of output.
+//
+// The raw URL u, as written and Go-quoted (a *url.Error quotes it, with
+// its password starred as http.Client writes it), is replaced by its
+// redacted form ([URL]). Then each secret is masked in every form it may
+// take ([Mask]): u's user name and password, the user information as
+// written, the pair "user:password" and its base64 (the Basic credentials
+// http.Client sends for u's user information), each query value and each
+// key written without a value, as decoded and as written; and the secrets
+// in more ([RequestSecrets]).
+func ErrorWith(err error, u *url.URL, more []Secret) string {
 	if err == nil {
 		return ""
 	}
-	msg := err.Error()
-	if u == nil {
-		return msg
-	}
-	redacted := URL(u)
-	msg = strings.ReplaceAll(msg, u.String(), redacted)
-	// The secrets are then masked wherever they appear, not only inside
-	// u: an error may quote the request line ("malformed HTTP status code
-	// \"/p?token=…\"") or a URL a redirect kept the query for. Each is
-	// masked as decoded and as written in the URL (a base64 token is
-	// written escaped): the password, whatever its length, and each query
-	// value of 3 bytes or more, also when the query does not parse (a ';'
-	// separator, a bad escape).
-	var secrets []string
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			// http.Client's *url.Error quotes the URL with the password
-			// starred ("user:***@host"), as net/http's stripPassword does.
-			starred := strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
-			msg = strings.ReplaceAll(msg, starred, redacted)
-		}
-		if p, ok := u.User.Password(); ok && p != "" {
-			secrets = append(secrets, secretForms(p, passwordAsWritten(u.User))...)
-		}
-		// http.Client sends the user information as a Basic
-		// Authorization, which a server may quote back.
-		p, _ := u.User.Password()
-		secrets = append(secrets, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+p)))
-	}
-	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
-		// A value is a secret; so is a key written without one.
-		k, v, ok := strings.Cut(pair, "=")
-		if !ok {
-			v = k
-		}
-		d, err := url.QueryUnescape(v)
-		if err != nil {
-			d = v
-		}
-		for _, s := range secretForms(d, v) {
-			if len(s) >= 3 {
-				secrets = append(secrets, s)
-			}
-		}
-	}
-	msg = maskAll(msg, secrets)
-	// A short value is masked only where it is written with its key, as
-	// an error quoting the request line quotes it ("?pin=42"): masking
-	// "42" everywhere would mask unrelated text.
-	var pairs []string
-	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
-		if _, v, ok := strings.Cut(pair, "="); ok && v != "" && len(v) < 3 {
-			pairs = append(pairs, pair)
-		} else if !ok && pair != "" && len(pair) < 3 {
-			// A short key without a value: masked where it follows
-			// the query's '?' or a separator.
-			for _, sep := range [...]string{"?", "&", ";"} {
-				msg = strings.ReplaceAll(msg, sep+pair, sep+Masked)
-			}
-		}
-	}
-	sort.Slice(pairs, func(i, j int) bool { return len(pairs[i]) > len(pairs[j]) })
-	for _, pair := range pairs {
-		k, _, _ := strings.Cut(pair, "=")
-		msg = strings.ReplaceAll(msg, pair, k+"="+Masked)
-	}
-	if u.User != nil {
-		if n := u.User.Username(); n != "" {
-			msg = strings.ReplaceAll(msg, n+":***@", "")
-			msg = strings.ReplaceAll(msg, n+"@", "")
-		}
-	}
-	return msg
+	return Printable(Mask(err.Error(), u, more))
 }
 
-// RequestError returns err's text redacted as [Error] does for
-// req's URL, with the values of req's Authorization, Proxy-Authorization
-// and Cookie headers, and of the headers named, masked too: a server may
-// quote what it was sent in a malformed reply, which net/http's error then
-// quotes.
+// Mask returns s with the secrets of a request to u and those in more
+// masked, as [ErrorWith] masks them, with no escaping: for a text that
+// came from a server other than as an error (a response header a report
+// quotes).
+//
+// A secret of [MinLen] bytes or more is masked wherever it appears, in
+// each of these forms: as it is; JSON-escaped (by encoding/json, with or
+// without its HTML escapes, by log/slog, and ASCII-only); percent-encoded
+// (as a query value, as a path, every byte but the unreserved ones; hex in
+// either case); Go-quoted (strconv.Quote, as %q writes and as net/http and
+// x/net/http2 quote a server's reply in their errors, and QuoteToASCII);
+// and each of those Go-quoted once more. A shorter one is masked only
+// where it follows its name (see [MinLen]).
+func Mask(s string, u *url.URL, more []Secret) string {
+	var m masker
+	if u != nil {
+		urlRules(&m, u)
+	}
+	for _, sec := range more {
+		m.secret(sec)
+	}
+	return m.apply(s)
+}
+
+// urlRules adds the rules that mask the secrets of a request to u.
+func urlRules(m *masker, u *url.URL) {
+	redacted := URL(u)
+	full := u.String()
+	m.add("", full, redacted)
+	m.add("", quoteInner(strconv.Quote(full)), redacted)
+	if u.User != nil {
+		name := u.User.Username()
+		pass, hasPass := u.User.Password()
+		written := u.User.String() // escaped, "name:password" or "name"
+		writtenName, _, _ := strings.Cut(written, ":")
+		if hasPass {
+			// http.Client's *url.Error quotes the URL with the password
+			// starred ("user:***@host"), as net/http's stripPassword does.
+			starred := strings.Replace(full, written+"@", writtenName+":***@", 1)
+			m.add("", starred, redacted)
+			m.add("", quoteInner(strconv.Quote(starred)), redacted)
+			m.add("//", writtenName+":***@", "")
+		}
+		// Elsewhere the user information is dropped where it is written
+		// in a URL, and masked where it is quoted alone.
+		m.add("//", written+"@", "")
+		m.add("//", writtenName+"@", "")
+		m.secret(Secret{Value: written})
+		m.secret(Secret{Value: name, After: []string{"//"}})
+		if hasPass {
+			m.secret(Secret{Value: pass, After: []string{name + ":", writtenName + ":"}})
+			m.secret(Secret{Value: passwordAsWritten(u.User), After: []string{name + ":", writtenName + ":"}})
+		}
+		// http.Client sends the user information as Basic credentials,
+		// which a server may quote back, encoded or decoded.
+		m.secret(Secret{Value: name + ":" + pass})
+		m.secret(Secret{Value: base64.StdEncoding.EncodeToString([]byte(name + ":" + pass))})
+	}
+	// Each query value is a secret, and so is a key written without one;
+	// also when the query does not parse (a ';' separator, a bad escape).
+	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			after := []string{"?", "&", ";"}
+			m.secret(Secret{Value: k, After: after})
+			m.secret(Secret{Value: unescape(k), After: after})
+			continue
+		}
+		after := []string{k + "=", unescape(k) + "="}
+		m.secret(Secret{Value: v, After: after})
+		m.secret(Secret{Value: unescape(v), After: after})
+	}
+}
+
+// unescape returns the query component s decoded, or s if it does not
+// decode.
+func unescape(s string) string {
+	if d, err := url.QueryUnescape(s); err == nil {
+		return d
+	}
+	return s
+}
+
+// RequestError returns err's text redacted as [ErrorWith] does for req's
+// URL and the secrets of its header ([RequestSecrets]) with the headers
+// named secret too: a server may quote what it was sent in a malformed
+// reply, which net/http's error then quotes.
 func RequestError(err error, req *http.Request, names ...string) string {
 	if err == nil || req == nil {
 		return ErrorWith(err, nil, nil)
@@ -273,68 +280,64 @@ func Printable(s string) string {
 }
 
 // RequestSecrets returns the secrets in req's header: each value of
-// Authorization, Proxy-Authorization and Cookie and of the headers named
-// (as canonical keys), and the parts of each that a server may quote
-// alone: an authorization's credentials, and a Basic one decoded, its
-// password apart; each cookie's value. Parts shorter than 3 bytes are
-// left out, as for query values.
-func RequestSecrets(req *http.Request, names []string) []string {
-	var out []string
-	add := func(s string) {
-		if len(s) >= 3 {
-			out = append(out, s)
+// Authorization, Proxy-Authorization, Cookie and Set-Cookie and of the
+// headers named (whatever the letter case of the names and of the
+// header's keys), and the parts of each that a server may quote alone: an
+// authorization's credentials, and Basic ones decoded, their user name and
+// password apart; each cookie's value. Each is written after its header's
+// name (or its scheme, or its cookie's name, or its user name), where a
+// short one is masked too ([MinLen]).
+func RequestSecrets(req *http.Request, names []string) []Secret {
+	var out []Secret
+	add := func(v string, after ...string) {
+		if v != "" {
+			out = append(out, Secret{Value: v, After: after})
 		}
 	}
-	for _, name := range [...]string{"Authorization", "Proxy-Authorization"} {
-		for _, v := range values(req.Header, name) {
-			add(v)
-			scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
-			if !ok {
-				continue
-			}
-			cred = strings.TrimSpace(cred)
-			add(cred)
-			if strings.EqualFold(scheme, "Basic") {
+	// The value of a header is written after its name, as a request's
+	// head carries it and an error quoting a malformed header line shows
+	// it (matched whatever the case of the name).
+	header := func(key, v string) {
+		canon := textproto.CanonicalMIMEHeaderKey(key)
+		add(v, canon+": ", canon+":")
+		add(strings.TrimSpace(v), canon+": ", canon+":")
+	}
+	for key, vs := range req.Header {
+		canon := textproto.CanonicalMIMEHeaderKey(key)
+		named := slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, key) })
+		switch {
+		case canon == "Authorization" || canon == "Proxy-Authorization":
+			for _, v := range vs {
+				header(key, v)
+				scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
+				if !ok {
+					continue
+				}
+				cred = strings.TrimSpace(cred)
+				add(cred, scheme+" ")
+				if !strings.EqualFold(scheme, "Basic") {
+					continue
+				}
 				if b, err := base64.StdEncoding.DecodeString(cred); err == nil {
 					add(string(b))
-					if _, pass, ok := strings.Cut(string(b), ":"); ok {
-						add(pass)
+					user, pass, _ := strings.Cut(string(b), ":")
+					add(user)
+					add(pass, user+":")
+				}
+			}
+		case canon == "Cookie" || canon == "Set-Cookie":
+			for _, v := range vs {
+				header(key, v)
+				for _, pair := range strings.Split(v, ";") {
+					if name, val, ok := strings.Cut(pair, "="); ok {
+						add(strings.TrimSpace(val), strings.TrimSpace(name)+"=")
 					}
 				}
 			}
-		}
-	}
-	for _, v := range values(req.Header, "Cookie") {
-		add(v)
-		for _, pair := range strings.Split(v, ";") {
-			if _, val, ok := strings.Cut(pair, "="); ok {
-				add(strings.TrimSpace(val))
+		case named:
+			for _, v := range vs {
+				header(key, v)
 			}
-		}
-	}
-	// The named headers, whatever the letter case of the names given and
-	// of the keys in the header map (a key set directly, not through
-	// Header.Set, may not be canonical).
-	for key, values := range req.Header {
-		if !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, key) }) {
-			continue
-		}
-		for _, v := range values {
-			add(v)
-			add(strings.TrimSpace(v))
-		}
-	}
-	return out
-}
-
-// values returns the values of every key of h equal to name but for
-// letter case: a key set directly in the map, not through Header.Set, may
-// not be canonical.
-func values(h http.Header, name string) []string {
-	var out []string
-	for k, vs := range h {
-		if strings.EqualFold(k, name) {
-			out = append(out, vs...)
 		}
 	}
 	return out
@@ -345,30 +348,4 @@ func values(h http.Header, name string) []string {
 func passwordAsWritten(user *url.Userinfo) string {
 	_, p, _ := strings.Cut(user.String(), ":")
 	return p
-}
-
-// secretForms returns the decoded form of a secret and, if it differs, the
-// form written in the URL.
-func secretForms(decoded, written string) []string {
-	if written == decoded || written == "" {
-		return []string{decoded}
-	}
-	return []string{decoded, written}
-}
-
-// maskAll replaces every occurrence of each secret in msg by [Masked],
-// longest first, so that masking a secret never leaves behind part of a
-// longer one that contains it, and the result does not depend on the order
-// of secrets.
-func maskAll(msg string, secrets []string) string {
-	sort.Slice(secrets, func(i, j int) bool {
-		if len(secrets[i]) != len(secrets[j]) {
-			return len(secrets[i]) > len(secrets[j])
-		}
-		return secrets[i] < secrets[j]
-	})
-	for _, s := range secrets {
-		msg = strings.ReplaceAll(msg, s, Masked)
-	}
-	return msg
 }

@@ -177,7 +177,7 @@ const (
 	ReasonIdleTimeout      CloseReason = "idle-timeout"           // client: idle longer than IdleConnTimeout
 	ReasonEarlyBodyClose   CloseReason = "early-body-close"       // client: a body was closed before EOF
 	ReasonCloseIdle        CloseReason = "close-idle-connections" // client: CloseIdleConnections
-	ReasonIdlePoolFull     CloseReason = "idle-pool-full"         // client: no room in the idle pool
+	ReasonIdlePoolFull     CloseReason = "idle-pool-full"         // client: no room in the idle pool (for a connection returned, or a dial no request needed)
 	ReasonRequestError     CloseReason = "request-error"          // client: the request on it failed (detail: its class)
 	ReasonHandshakeFailed  CloseReason = "handshake-failed"       // client: the TLS handshake failed or timed out
 	ReasonHandshakeAbandon CloseReason = "handshake-abandoned"    // client: the Transport cancelled the handshake, no request needing the connection
