@@ -280,6 +280,8 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 		}
 	case ev.Requests != e.ServerRequests:
 		switch {
+		case sp.contract == "A8" && ev.Requests > e.ServerRequests:
+			add(failBudget, "%s was retried past the budget: %s, contract %d", sp.subject, plural(ev.Requests, "request"), e.ServerRequests)
 		case sp.contract != "" && ev.Requests > e.ServerRequests:
 			add(retriedWhat(sp, o), "%s was retried: %s, contract %d", sp.subject, plural(ev.Requests, "request"), e.ServerRequests)
 		case sp.contract != "":
@@ -522,8 +524,14 @@ func sessionReport(se *session, why string, faults [3]*faultserver.Server) *Sess
 	}
 	r.OpenAtDone = openConns(se)
 	if r.OpenAtDone > 0 {
-		r.Findings = append(r.Findings, fmt.Sprintf("the client still holds %s open a second after the kit said done",
-			plural(int64(r.OpenAtDone), "connection")))
+		var names []string
+		for _, c := range se.conns {
+			if !c.closed && c.scenario < len(se.states) && !slices.Contains(names, se.states[c.scenario].sp.name) {
+				names = append(names, se.states[c.scenario].sp.name)
+			}
+		}
+		r.Findings = append(r.Findings, fmt.Sprintf("the client still holds %s open a second after the kit said done (opened in %s)",
+			plural(int64(r.OpenAtDone), "connection"), strings.Join(names, ", ")))
 	}
 	if se.extraConn > 0 || se.extraReqs > 0 {
 		r.Limits = fmt.Sprintf("%d connections and %d requests past the session's limits were counted, not recorded", se.extraConn, se.extraReqs)

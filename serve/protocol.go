@@ -73,6 +73,9 @@ type Request struct {
 type Expectation struct {
 	Status int    `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Attempts is how many attempts the catalogue's client makes for the
+	// call: more than 1 only where the policy's retries are the point.
+	Attempts int `json:"attempts"`
 }
 
 // The error kinds a kit reports.

@@ -200,6 +200,7 @@ func fromAudit(s audit.Scenario) (*spec, error) {
 		sp.fault, sp.caller = faultserver.ConnectionClose{}, Expectation{Status: 200}
 	case "tls-handshake-stall":
 		sp.on, sp.caller, sp.timeoutClass = onTLSStall, Expectation{Error: KindTimeout}, vocab.ClassTLSHandshakeTimeout
+		sp.judgeFate = false // the connection is the pool's: the server below TLS counts it (conns_accepted)
 		sp.policy.TLSTimeoutMS = ms(catBound)
 	case "connect-hang":
 		sp.on, sp.caller, sp.timeoutClass = onConnectHang, Expectation{Error: KindTimeout}, vocab.ClassConnectTimeout

@@ -86,6 +86,11 @@ func guardFor(sp *spec) time.Duration {
 	return max(5*time.Second, 3*sp.wait+2*time.Second)
 }
 
+// holdFor is how long the hold of a second-caller scenario lasts.
+func holdFor(sp *spec) time.Duration {
+	return time.Duration(sp.policy.PoolAcquireTimeoutMS*float64(time.Millisecond)) + time.Second
+}
+
 // sessionID returns a new session's id: its number and a random suffix.
 func sessionID(n int) string {
 	var b [3]byte
@@ -217,13 +222,17 @@ func (s *Server) listen(se *session, chosen []*spec) error {
 		}
 		s.faults[okOn].Handle(st.okPath, faultserver.OK{})
 		if sp.steps == StepsSecondCaller {
-			s.faults[okOn].Handle(st.holdPath, faultserver.Hang{})
+			// The hold answers by itself, a second after the second
+			// caller must have been refused, so that no kit has to
+			// cancel it and /ok then finds the connection free.
+			s.faults[okOn].Handle(st.holdPath, faultserver.Status{Code: 200, After: holdFor(sp)})
 		}
 		okBase := s.faults[okOn].URL()
 		ctl := s.URL() + "/v1/sessions/" + se.id
 		st.spec = ScenarioSpec{Name: sp.name, Contract: sp.contract, Proto: string(sp.proto), Fault: sp.faultText,
 			Steps: sp.steps, URL: base + st.faultPath, OKURL: okBase + st.okPath, ReadBytes: sp.readBytes,
 			Request: sp.request, Policy: sp.policy, Expect: sp.caller, GuardMS: ms(guardFor(sp))}
+		st.spec.Expect.Attempts = max(1, sp.audit.ClientAttempts)
 		switch sp.steps {
 		case StepsCancelWhenEntered:
 			st.spec.EnteredURL = ctl + "/entered?scenario=" + strconv.Itoa(i)
