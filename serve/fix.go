@@ -193,7 +193,7 @@ var clientFixes = map[string]fixes{
 		retriedStatus: "retry 503 only", retriedError: "do not retry timeouts or connection errors", notRetried: "retry a 503 up to max_retries times",
 		tooMany: "cap the retries", budget: "a total deadline around the loop", post: "never replay a POST without an Idempotency-Key",
 		key: "set the Idempotency-Key once", lastStatus: "hand back the last 503", cancel: "cancel the CompletableFuture of sendAsync",
-		hidden: "the JDK HttpClient retries an idempotent request once on a connection that failed (jdk.httpclient.enableAllMethodRetry, jdk.httpclient.redirects.retrylimit)",
+		hidden:   "the JDK HttpClient retries an idempotent request once on a connection that failed (jdk.httpclient.enableAllMethodRetry, jdk.httpclient.redirects.retrylimit)",
 		recovery: "send /ok through the same RestClient", fate: "the JDK HttpClient keeps a connection whose body was read",
 	},
 }

@@ -33,8 +33,8 @@ type Result struct {
 	Stage vocab.Stage `json:"stage,omitempty"`
 	// Attempts is the kit's count of its client's attempts, if it gave
 	// one; ElapsedMS the call's time as the kit measured it.
-	Attempts  *int    `json:"attempts,omitempty"`
-	ElapsedMS float64 `json:"elapsed_ms"`
+	Attempts  *int     `json:"attempts,omitempty"`
+	ElapsedMS float64  `json:"elapsed_ms"`
 	Server    Evidence `json:"server"`
 	// Fate is what became of the faulted request's connection, as the
 	// audit says it: "reused", "closed by client (request-error)", "-".

@@ -96,7 +96,7 @@ func poolAcquire() *spec {
 		on: onPlain, steps: StepsSecondCaller, request: get(),
 		policy: Policy{PoolMaxPerHost: 1, PoolAcquireTimeoutMS: ms(acquireBound), RetryStatuses: []int{}, RetryMethods: []string{}},
 		wait:   acquireBound, caller: Expectation{Error: KindPool},
-		audit: audit.Expect{Class: vocab.ClassDeadline, Stage: vocab.StagePoolWait, ClientAttempts: 1, ServerRequests: 0},
+		audit:        audit.Expect{Class: vocab.ClassDeadline, Stage: vocab.StagePoolWait, ClientAttempts: 1, ServerRequests: 0},
 		timeoutClass: vocab.ClassDeadline, stage: vocab.StagePoolWait}
 }
 

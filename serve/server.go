@@ -39,13 +39,13 @@ const (
 // [New]; stop it with [Server.Close]. Its methods are safe for concurrent
 // use.
 type Server struct {
-	cfg   config
-	ctl   net.Listener
-	http  *http.Server
+	cfg    config
+	ctl    net.Listener
+	http   *http.Server
 	faults [3]*faultserver.Server // onPlain, onTLS, onRawH2
-	caPEM []byte
-	cert  tls.Certificate
-	specs []*spec
+	caPEM  []byte
+	cert   tls.Certificate
+	specs  []*spec
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
