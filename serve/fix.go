@@ -51,7 +51,7 @@ type fixes struct {
 var clientFixes = map[string]fixes{
 	"curl": {
 		bounds: map[bound]string{
-			bRead:    "curl has no read timeout: --speed-limit 1 --speed-time N aborts a transfer slower than 1 byte/s for N whole seconds",
+			bRead:    "curl has no read timeout: --speed-limit 1 --speed-time N aborts a transfer slower than 1 byte/s for N whole seconds, measured as an average over about 5 s, so a stall after data is noticed seconds late",
 			bAttempt: "--max-time SECONDS (fractions allowed) bounds each transfer, retries each get their own",
 			bConnect: "--connect-timeout SECONDS bounds the connect (and the TLS handshake)",
 			bTLS:     "--connect-timeout SECONDS bounds the TLS handshake with the connect",
@@ -66,7 +66,7 @@ var clientFixes = map[string]fixes{
 		post:          "curl's --retry replays a POST as any request: leave --retry off for a request that must not be replayed",
 		key:           "set the Idempotency-Key with -H once, outside any retry loop",
 		lastStatus:    "without --fail curl hands back the last response's status",
-		cancel:        "a curl interrupted (SIGINT) closes its connections",
+		cancel:        "a curl that is stopped (SIGTERM) closes its connections",
 		hidden:        "curl replays a request once on a reused connection that died before any response byte (no option turns it off): send Connection: close to avoid reuse",
 		recovery:      "one curl invocation must serve both URLs: pass the /ok URL with --next",
 		fate:          "curl keeps a connection open for the next URL of the same invocation unless told otherwise",
@@ -135,7 +135,7 @@ var clientFixes = map[string]fixes{
 		cancel:        "abort the call's AbortController; undici then closes the connection",
 		hidden:        "undici replays an idempotent request on a socket that closed before the response",
 		recovery:      "send /ok through the same dispatcher",
-		fate:          "undici keeps a connection whose body was read",
+		fate:          "undici sent the next request on a new connection while the faulted one stayed open idle (measured: fetch does not reuse a connection for a request sent right after the previous response's body ended)",
 	},
 	"axios": {
 		bounds: map[bound]string{

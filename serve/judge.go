@@ -239,8 +239,13 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 		res.Unbounded = true
 		ev.CutAfterMS = ms(st.cutAt.Sub(st.guardFrom))
 		res.Server = ev
-		add(failUnbounded, "unbounded: no timeout fired at stage %s within the server's guard (%v): the server cut the call",
-			stageOf(sp), guardFor(sp))
+		if ev.Requests > 1 {
+			add(failUnbounded, "unbounded: the call had not ended within the server's guard (%v), after %s: the server cut it",
+				guardFor(sp), plural(ev.Requests, "request"))
+		} else {
+			add(failUnbounded, "unbounded: no timeout fired at stage %s within the server's guard (%v): the server cut the call",
+				stageOf(sp), guardFor(sp))
+		}
 	}
 	o := rep.Outcome
 	either := sp.either && (o.Error != nil && o.Error.Kind == KindConnection && ev.Requests == 1 ||
@@ -261,6 +266,11 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 		if sp.contract != "" && sp.caller.Status == 503 && o.Error != nil {
 			fails = append(fails, failLastStatus)
 		}
+	}
+	if late := lateBound(sp); !res.Unbounded && sp.caller.Error == KindTimeout && o.Error != nil && o.Error.Kind == KindTimeout &&
+		late > 0 && sp.contract == "" && time.Duration(rep.ElapsedMS*float64(time.Millisecond)) > late {
+		add(failUnbounded, "the timeout came after %.1fs, more than ten times the bound the policy sets: not that bound",
+			rep.ElapsedMS/1000)
 	}
 	if res.Attempts != nil && ev.Requests > int64(*res.Attempts) {
 		res.HiddenRetry = true
@@ -325,8 +335,13 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 	if sp.judgeFate && !res.Unbounded {
 		if f := e.Fate; f != nil {
 			ok := f.ClosedBy == fate.ClosedBy && f.Reason == fate.Reason && f.Reused == fate.Reused && f.None == fate.None
-			if f.ClosedBy != "" && f.Reason == vocab.ReasonRequestError {
+			switch {
+			case f.ClosedBy != "" && f.Reason == vocab.ReasonRequestError:
 				ok = fate.ClosedBy == vocab.ClosedByClient // how the client closes it is its choice
+			case f.Reason == vocab.ReasonServerGoAway:
+				// After a GOAWAY either side may close the idle connection
+				// first: the point is that it is not used again.
+				ok = fate.ClosedBy != "" && !fate.Reused
 			}
 			if !ok {
 				add(failFate, "connection fate: expected %s, observed %s", f, fate)

@@ -81,9 +81,29 @@ type connRec struct {
 
 // guardFor is how long the server lets a faulted call run before it cuts
 // it: three times the scenario's inherent wait plus two seconds, at least
-// five (a client's own retry delays of whole seconds, curl's, fit in it).
+// eight (a client's timers of whole seconds, curl's, fit in it), and for a
+// retry contract two seconds past its total budget, within which a client
+// that holds the policy has ended the call.
 func guardFor(sp *spec) time.Duration {
-	return max(5*time.Second, 3*sp.wait+2*time.Second)
+	g := max(8*time.Second, 3*sp.wait+2*time.Second)
+	if sp.contract != "" && sp.policy.TotalTimeoutMS > 0 {
+		g = max(g, time.Duration(sp.policy.TotalTimeoutMS*float64(time.Millisecond))+2*time.Second)
+	}
+	return g
+}
+
+// lateBound is how late after a scenario's own bound a timeout may come
+// and still be that bound's: ten times it and a second (a client whose
+// timers count whole seconds, curl's, fits), far from a bound that fired.
+func lateBound(sp *spec) time.Duration {
+	b := sp.policy.ReadTimeoutMS
+	if sp.contract == "" || b == 0 {
+		b = max(b, sp.policy.AttemptTimeoutMS, sp.policy.ConnectTimeoutMS, sp.policy.TLSTimeoutMS, sp.policy.PoolAcquireTimeoutMS)
+	}
+	if b == 0 {
+		return 0
+	}
+	return 10*time.Duration(b*float64(time.Millisecond)) + time.Second
 }
 
 // holdFor is how long the hold of a second-caller scenario lasts.

@@ -106,11 +106,12 @@ run_scenario() {
 		curl "${opts[@]}" "${req[@]}" -o /dev/null -w "$W" "$url" >"$KIT_TMP/out" 2>"$err" &
 		local pid=$!
 		ctl GET "$(jq -r .entered_url <<<"$sc")" >/dev/null
-		kill -INT "$pid" 2>/dev/null
+		# SIGTERM: a background job of a script ignores SIGINT.
+		kill -TERM "$pid" 2>/dev/null
 		wait "$pid"
 		local t
 		t=$(awk -v s="$start" -v e="$(date +%s%N)" 'BEGIN{print (e-s)/1e9}')
-		line1="000 130 $t interrupted by the kit"
+		line1="000 143 $t terminated by the kit"
 		line2=$(curl "${opts[@]}" -o /dev/null -w "$W" "$ok" 2>/dev/null)
 		;;
 	*)
@@ -126,7 +127,7 @@ run_scenario() {
 	okt=$(awk '{print $3 * 1000}' <<<"${line2:-0 0 0}")
 	if [ "$steps" = cancel-when-entered ]; then
 		outcome=$(jq -nc --argjson t "$(awk -v s="$start" -v e="$end" 'BEGIN{print (e-s)/1e6}')" \
-			'{error: {kind: "canceled", message: "curl interrupted (SIGINT) by the kit"}, elapsed_ms: $t}')
+			'{error: {kind: "canceled", message: "curl terminated (SIGTERM) by the kit"}, elapsed_ms: $t}')
 	else
 		# The faulted call's time: the invocation's less /ok's (-w's
 		# time_total is the last attempt's alone).
