@@ -133,6 +133,13 @@ func TestTable(t *testing.T) {
 		sessions = append(sessions, s)
 	}
 	table := Table(sessions)
+	if os.Getenv("CONNAUDIT_SHOW") != "" {
+		for _, s := range sessions {
+			var b strings.Builder
+			s.WriteText(&b)
+			t.Log(b.String())
+		}
+	}
 	doc, err := os.ReadFile(docPath)
 	if err != nil {
 		t.Fatal(err)
