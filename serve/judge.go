@@ -338,9 +338,11 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 			switch {
 			case f.ClosedBy != "" && f.Reason == vocab.ReasonRequestError:
 				ok = fate.ClosedBy == vocab.ClosedByClient // how the client closes it is its choice
-			case f.Reason == vocab.ReasonServerGoAway:
-				// After a GOAWAY either side may close the idle connection
-				// first: the point is that it is not used again.
+			case f.Reason == vocab.ReasonServerGoAway, f.Reason == vocab.ReasonConnectionClose:
+				// After a GOAWAY or a "Connection: close" either side may
+				// close the connection first (a client that read the
+				// response may beat the server's own close): the point is
+				// that it is not used again.
 				ok = fate.ClosedBy != "" && !fate.Reused
 			}
 			if !ok {

@@ -18,8 +18,8 @@ import (
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stdout, stderr, "[-addr HOST:PORT] [-ca FILE] [-run P] [-skip P] [-json] [-junit FILE]\n"+
 		"                       [-deadline D] [-- CMD ARGS…]")
-	addr := fs.String("addr", "127.0.0.1:0", "the control API's address (CONNAUDIT_URL); the fault listeners stay on 127.0.0.1")
-	caPath := fs.String("ca", "", "write the CA certificate of the HTTPS listeners to this file (default: a temporary file)")
+	addr := fs.String("addr", "127.0.0.1:0", "the control API's address (CONNAUDIT_URL); faults stay on 127.0.0.1")
+	caPath := fs.String("ca", "", "write the HTTPS listeners' CA certificate here (default: a temporary file)")
 	run := fs.String("run", "", "offer only the scenarios whose name matches this regular expression")
 	skip := fs.String("skip", "", "leave out the scenarios whose name matches this regular expression")
 	asJSON := fs.Bool("json", false, "write the verdicts as JSON")
