@@ -67,7 +67,7 @@ func goKit(t *testing.T, srv *Server, run string, retry500 bool) *SessionReport 
 		p := sc.Policy
 		d := func(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true,
-			DialContext: (&net.Dialer{Timeout: d(max(p.ConnectTimeoutMS, p.TLSTimeoutMS))}).DialContext,
+			DialContext:         (&net.Dialer{Timeout: d(max(p.ConnectTimeoutMS, p.TLSTimeoutMS))}).DialContext,
 			TLSHandshakeTimeout: d(p.TLSTimeoutMS), ResponseHeaderTimeout: d(p.ReadTimeoutMS)}
 		c := &http.Client{Transport: tr, Timeout: d(p.AttemptTimeoutMS)}
 		call := func(url string) Outcome {

@@ -115,17 +115,6 @@ func settled(st *scenarioState, fs *faultserver.Server) bool {
 	return true
 }
 
-// timeoutish and connish are the classes a timeout, and a connection
-// error, of the caller's are.
-func timeoutish(c vocab.Class) bool {
-	switch c {
-	case vocab.ClassResponseHeaderTimeout, vocab.ClassDeadline, vocab.ClassBodyIdleTimeout,
-		vocab.ClassConnectTimeout, vocab.ClassTLSHandshakeTimeout, vocab.ClassTimeout:
-		return true
-	}
-	return false
-}
-
 // classOf states the caller's outcome in the audit's vocabulary, made
 // precise by what the server did.
 func classOf(o *Outcome, sp *spec) (vocab.Class, vocab.Stage) {

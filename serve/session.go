@@ -28,7 +28,6 @@ type session struct {
 	states    []*scenarioState
 	stall     *faultserver.TLSStall
 	hang      *faultserver.ConnectHang
-	closedURL string
 	conns     []*connRec // attributed to the session, at most maxConnsPerSession
 	extraConn int        // connections beyond that, counted only
 	reqs      int        // requests recorded in detail

@@ -35,7 +35,9 @@ var pinned = map[string]map[string]truth{
 		"reset":                {[]string{"error curl(56)"}, 1, []int{1}, []string{"server"}},
 		"truncate":             {[]string{"error curl(18)"}, 1, []int{1}, []string{"server"}},
 		// --retry replays a POST on 503.
-		"post-503": {[]string{"status 503"}, 3, []int{3}, []string{"client-fin"}},
+		"post-503":    {[]string{"status 503"}, 3, []int{3}, []string{"client-fin"}},
+		"500-retry":   {[]string{"status 500"}, 3, []int{3}, []string{"client-fin"}},
+		"stall-retry": {[]string{"error curl(28)"}, 3, []int{1, 1, 1}, []string{"client-fin", "client-fin", "client-fin"}},
 	},
 	"requests": {
 		"stall":                {[]string{"error ReadTimeout"}, 1, []int{1}, []string{"client-fin"}},
@@ -45,7 +47,11 @@ var pinned = map[string]map[string]truth{
 		"reset":                {[]string{"error ConnectionError"}, 1, []int{1}, []string{"server"}},
 		"truncate":             {[]string{"error ChunkedEncodingError"}, 1, []int{1}, []string{"server"}},
 		// urllib3 Retry's default allowed_methods leave POST out.
-		"post-503": {[]string{"status 503"}, 1, []int{1}, []string{"client-fin"}},
+		"post-503":  {[]string{"status 503"}, 1, []int{1}, []string{"client-fin"}},
+		"500-retry": {[]string{"status 500"}, 1, []int{1}, []string{"client-fin"}},
+		// urllib3 Retry(total=2, status_forcelist=[503]) retries a read
+		// timeout too (read=None falls back on total): read=0 stops it.
+		"stall-retry": {[]string{"error ConnectionError"}, 3, []int{1, 1, 1}, []string{"client-fin", "client-fin", "client-fin"}},
 	},
 	"httpx": {
 		"stall":                {[]string{"error ReadTimeout"}, 1, []int{1}, []string{"client-fin"}},
@@ -55,6 +61,8 @@ var pinned = map[string]map[string]truth{
 		"reset":                {[]string{"error ReadError"}, 1, []int{1}, []string{"server"}},
 		"truncate":             {[]string{"error RemoteProtocolError"}, 1, []int{1}, []string{"server"}},
 		"post-503":             {[]string{"status 503"}, 1, []int{1}, []string{"client-fin"}},
+		"500-retry":            {[]string{"status 500"}, 1, []int{1}, []string{"client-fin"}},
+		"stall-retry":          {[]string{"error ReadTimeout"}, 1, []int{1}, []string{"client-fin"}},
 	},
 	"fetch": {
 		"stall":       {[]string{"error TimeoutError"}, 1, []int{1}, []string{"client-fin"}},
@@ -67,6 +75,8 @@ var pinned = map[string]map[string]truth{
 		"reset":                {[]string{"error TypeError: fetch failed (ECONNRESET)"}, 1, []int{1}, []string{"server"}},
 		"truncate":             {[]string{"error TypeError: terminated"}, 1, []int{1}, []string{"server"}},
 		"post-503":             {[]string{"status 503"}, 1, []int{1}, []string{"client-fin"}},
+		"500-retry":            {[]string{"status 500"}, 1, []int{1}, []string{"client-fin"}},
+		"stall-retry":          {[]string{"error TimeoutError"}, 1, []int{1}, []string{"client-fin"}},
 	},
 	"axios": {
 		"stall":                {[]string{"error AxiosError: timeout of 200ms exceeded"}, 1, []int{1}, []string{"client-fin"}},
@@ -77,10 +87,15 @@ var pinned = map[string]map[string]truth{
 		"truncate":             {[]string{"error AxiosError: stream has been aborted"}, 1, []int{1}, []string{"server"}},
 		// axios-retry's default condition: a POST is not idempotent.
 		"post-503": {[]string{"status 503"}, 1, []int{1}, []string{"client-fin"}},
+		// axios-retry's default condition retries a 5xx of an idempotent
+		// request, not a timeout (ECONNABORTED).
+		"500-retry":   {[]string{"status 500"}, 3, []int{3}, []string{"client-fin"}},
+		"stall-retry": {[]string{"error AxiosError: timeout of 200ms exceeded"}, 1, []int{1}, []string{"client-fin"}},
 	},
 }
 
-var truthOrder = []string{"stall", "503-503-200", "disconnect", "keepalive-disconnect", "reset", "truncate", "post-503"}
+var truthOrder = []string{"stall", "503-503-200", "disconnect", "keepalive-disconnect", "reset", "truncate", "post-503",
+	"500-retry", "stall-retry"}
 
 // TestTruth runs each example client, the real one, on each of the
 // catalogue's faults against a raw-socket server and checks what it did

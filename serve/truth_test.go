@@ -126,6 +126,9 @@ var truthCases = map[string]func(global, onConn int) string{
 	"reset":                func(int, int) string { return "reset" },
 	"truncate":             func(int, int) string { return "truncate" },
 	"post-503":             func(int, int) string { return "503" },
+	// With the client's retries on, as for 503-503-200.
+	"500-retry":   func(int, int) string { return "500" },
+	"stall-retry": func(int, int) string { return "stall" },
 }
 
 // clientCmd returns the command that drives client on kase against url,
@@ -141,7 +144,7 @@ func clientCmd(t *testing.T, client, kase, url string) *exec.Cmd {
 		w := []string{"-s", "-o", "/dev/null", "-w", "%{http_code} %{exitcode}\n", "--max-time", "0.2"}
 		args := append([]string{}, w...)
 		switch kase {
-		case "503-503-200":
+		case "503-503-200", "500-retry", "stall-retry":
 			args = append(args, "--retry", "2", "--retry-delay", "1")
 		case "post-503":
 			args = append(args, "--retry", "2", "--retry-delay", "1", "-X", "POST", "--data", `{"order":7}`)

@@ -3,7 +3,7 @@
 // message (code)".
 const [client, kase, url] = process.argv.slice(2);
 const post = kase.startsWith('post');
-const retry = kase === '503-503-200' || kase === 'post-503';
+const retry = ['503-503-200', 'post-503', '500-retry', 'stall-retry'].includes(kase);
 
 function line(e) {
   return `error ${e.name}: ${e.message} (${e.code || e.cause?.code || ''})`.replace(/\n/g, ' ');

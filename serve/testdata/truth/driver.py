@@ -6,7 +6,7 @@ import sys
 client, case, url = sys.argv[1], sys.argv[2], sys.argv[3]
 url2 = sys.argv[4] if len(sys.argv) > 4 else url
 post = case.startswith("post")
-retry = case in ("503-503-200", "post-503")
+retry = case in ("503-503-200", "post-503", "500-retry", "stall-retry")
 
 
 def call(do):
