@@ -21,8 +21,8 @@ type truth struct {
 // pinned are the measurements of the example clients (curl 7.88.1,
 // requests 2.34.2 with urllib3 2.8.0, httpx 0.28.1, Node 20's fetch,
 // axios 1.13.2 with axios-retry 4.5.0) on the catalogue's faults, each
-// with a bound of 200 ms and, on 503-503-200 and post-503, 2 retries as
-// the client's own retry rules allow them.
+// with a bound of 200 ms where the fault stalls (5 s elsewhere) and, on the
+// retry cases, 2 retries as the client's own retry rules allow them.
 var pinned = map[string]map[string]truth{
 	"curl": {
 		"stall":       {[]string{"error curl(28)"}, 1, []int{1}, []string{"client-fin"}},
