@@ -282,6 +282,16 @@ func TestBadInput(t *testing.T) {
 	if m := res.Caller.Error.Message; strings.Contains(m, "\x1b") || len(m) > 1100 {
 		t.Errorf("message kept: %q…", m[:40])
 	}
+	// Secrets a client's message quotes are masked.
+	var opened3 Opened
+	ctlDo(t, "POST", srv.URL()+"/v1/sessions", json.RawMessage(open), &opened3)
+	leaky := "GET http://user:pw@127.0.0.1/x?token=abc123 failed; sent Authorization: Bearer tok-9; X-Api-Secret=s3cr3t"
+	ctlDo(t, "POST", opened3.ReportURL, Report{Scenario: "ok", Outcome: &Outcome{Error: &ErrorOutcome{Kind: KindOther, Message: leaky}}}, &res)
+	for _, secret := range []string{"pw@", "abc123", "tok-9", "s3cr3t"} {
+		if strings.Contains(res.Caller.Error.Message, secret) {
+			t.Errorf("message %q shows %q", res.Caller.Error.Message, secret)
+		}
+	}
 	if code, body := post(strings.TrimPrefix(opened.DoneURL, srv.URL()), `{}`); code != 200 || !strings.Contains(body, `"passed": 0`) {
 		t.Errorf("done: %d %s", code, body)
 	}

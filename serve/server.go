@@ -109,7 +109,8 @@ func New(opts ...Option) (*Server, error) {
 		s.closeFaults()
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, ErrorLog: log.New(io.Discard, "", 0)}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -144,9 +145,11 @@ func (s *Server) Close() error {
 		open = append(open, se)
 	}
 	s.mu.Unlock()
+	var ends sync.WaitGroup
 	for _, se := range open {
-		s.end(se, "the server stopped before the kit said done")
+		ends.Go(func() { s.end(se, "the server stopped before the kit said done") })
 	}
+	ends.Wait()
 	s.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
