@@ -19,7 +19,7 @@ const textWidth = 100
 // under its row, then the findings and the totals.
 func (r *SessionReport) WriteText(w io.Writer) error {
 	var b strings.Builder
-	title := fmt.Sprintf("%s %s (kit %s, session %s)", r.Client.Name, r.Client.Version, r.Kit, r.Session)
+	title := strings.TrimSpace(r.Client.Name+" "+r.Client.Version) + fmt.Sprintf(" (kit %s, session %s)", r.Kit, r.Session)
 	b.WriteString(strings.Join(wrap(title, "", "    ", textWidth), "\n") + "\n")
 	if r.Client.Config != "" {
 		b.WriteString(strings.Join(wrap(r.Client.Config, "  ", "    ", textWidth), "\n") + "\n")

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"encoding/xml"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -80,4 +85,72 @@ func TestServeCurlKit(t *testing.T) {
 	code, out, _ = runCLI(t, "serve", "-json", "--", kit)
 	require.Equal(t, exitFail, code)
 	require.Contains(t, out, `"A5: 500 was retried: 3 requests, contract 1"`)
+}
+
+// lineSignal is a writer that signals its first line containing want.
+type lineSignal struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	want string
+	got  chan string
+	sent bool
+}
+
+func (l *lineSignal) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	if !l.sent && strings.Contains(l.buf.String(), l.want) {
+		l.sent = true
+		l.got <- l.buf.String()
+	}
+	return len(p), nil
+}
+
+func (l *lineSignal) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// TestServeUntilInterrupted: without --, serve says its address, reports
+// each session as it ends, and exits when interrupted (1: the session it
+// saw was not reported).
+func TestServeUntilInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	errOut := &lineSignal{want: "CONNAUDIT_URL=", got: make(chan string, 1)}
+	out := &lineSignal{want: "not reported in", got: make(chan string, 1)}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"serve", "-run", "^ok$"}, out, errOut) }()
+	var line string
+	select {
+	case line = <-errOut.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no address said")
+	}
+	url := strings.Fields(strings.SplitN(line, "CONNAUDIT_URL=", 2)[1])[0]
+	post := func(u, body string) map[string]any {
+		resp, err := http.Post(u, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var m map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+		return m
+	}
+	opened := post(url+"/v1/sessions", `{"protocol":"connaudit.serve/v1","kit":"t","client":{"name":"nothing"}}`)
+	post(opened["done_url"].(string), `{}`)
+	select {
+	case <-out.got:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the session's end was not reported: %s", out.String())
+	}
+	require.Contains(t, out.String(), "nothing (kit t, session s1-")
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, exitFail, code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop when interrupted")
+	}
 }
