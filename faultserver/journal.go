@@ -47,8 +47,9 @@ type ConnEvent struct {
 
 // WithConnEvents makes the server call f with every event of every
 // connection it accepts: accepted, each request read, closed. f is called
-// synchronously from the connection's goroutines, possibly concurrently:
-// it must be quick and safe for concurrent use.
+// synchronously from the connection's goroutines, possibly concurrently,
+// never with a lock of the server's held (it may call the server's
+// methods): it must be quick and safe for concurrent use.
 func WithConnEvents(f func(ConnEvent)) Option {
 	return optionFunc(func(c *config) { c.events = f })
 }

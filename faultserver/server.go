@@ -322,10 +322,11 @@ func (s *Server) track(c net.Conn) *trackedConn {
 	s.accepted.Add(1)
 	s.connWG.Add(1)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.nextID++
 	tc := &trackedConn{Conn: c, id: s.nextID, s: s, tls: s.cfg.tls}
 	s.conns[tc] = struct{}{}
+	s.mu.Unlock()
+	// Outside the lock: the hook may call the server back.
 	s.emit(ConnEvent{Kind: ConnAccepted, Conn: tc.id, At: time.Now()})
 	return tc
 }
