@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connaudit/connaudit/internal/testserver"
+	"github.com/connaudit/connaudit/internal/notify"
 )
 
 // The truth: what each example client really does, measured against a
@@ -34,10 +34,12 @@ type truthConn struct {
 
 // truthServer serves a fault per request on raw sockets and records.
 type truthServer struct {
-	fault func(global, onConn int) string // "ok", "503", "stall", "close", "reset", "truncate"
-	mu    sync.Mutex
-	conns []*truthConn
-	n     int
+	fault   func(global, onConn int) string // "ok", "503", "stall", "close", "reset", "truncate"
+	mu      sync.Mutex
+	conns   []*truthConn
+	n       int
+	active  int // connections being served
+	changes notify.Changes
 }
 
 func (s *truthServer) serve(c net.Conn) {
@@ -45,6 +47,12 @@ func (s *truthServer) serve(c net.Conn) {
 	tc := &truthConn{}
 	s.conns = append(s.conns, tc)
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active--
+		s.changes.Signal()
+		s.mu.Unlock()
+	}()
 	setBy := func(by string) {
 		s.mu.Lock()
 		if tc.closedBy == "" {
@@ -205,8 +213,30 @@ func nodeKit(t *testing.T, root string) string {
 func measure(t *testing.T, client, kase string) measured {
 	t.Helper()
 	s := &truthServer{fault: truthCases[kase]}
-	var wg sync.WaitGroup
-	ln := testserver.Raw(t, func(c net.Conn) { wg.Add(1); defer wg.Done(); s.serve(c) })
+	// The accept loop counts a connection as served before its goroutine
+	// starts, so that once the loop has ended no connection is missed.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepting := make(chan struct{})
+	go func() {
+		defer close(accepting)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.active++
+			s.mu.Unlock()
+			go func() {
+				defer c.Close()
+				s.serve(c)
+			}()
+		}
+	}()
 	url := "http://" + ln.Addr().String() + "/fault"
 	cmd := clientCmd(t, client, kase, url)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -226,9 +256,14 @@ func measure(t *testing.T, client, kase string) measured {
 		t.Fatalf("%s %s: no end within 60s: %s", client, kase, out.String())
 	}
 	// The client process is gone: every connection it had is closed, and
-	// the server's goroutines see it.
+	// the server's goroutines see it and end.
 	ln.Close()
-	wg.Wait()
+	<-accepting
+	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer wcancel()
+	if err := notify.Wait(wctx, &s.mu, &s.changes, func() bool { return s.active == 0 }); err != nil {
+		t.Fatalf("%s %s: the server still serves a connection of the exited client", client, kase)
+	}
 	var m measured
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		if l = strings.TrimSpace(l); l != "" && !strings.Contains(l, "Warning") {
