@@ -6,23 +6,18 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
 
-// bounded returns a context that ends the test's waits if something hangs.
-func bounded(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// bounded returns a context that ends after testkit.WaitBound or with the test.
+func bounded(t *testing.T) context.Context { return testkit.Bounded(t) }
 
 // newServer starts a fault server with /ok and the given faults.
 func newServer(t *testing.T, faults map[string]faultserver.Fault, opts ...faultserver.Option) *faultserver.Server {

@@ -4,12 +4,10 @@ import (
 	"net/http"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/connaudit/connaudit/internal/testkit"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // protocols returns HTTP/1, with HTTP/2 if h2.
 func protocols(h2 bool) http.Protocols {

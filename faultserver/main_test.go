@@ -10,13 +10,11 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // start returns a started server closed at the end of the test, where Close
 // must report nothing.

@@ -3,11 +3,9 @@ package httptrace_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/connaudit/connaudit/internal/testkit"
 )
 
 // TestMain fails the run if any test, example or benchmark leaves a
 // goroutine behind: a connection's read or write loop, a dial, a server.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }

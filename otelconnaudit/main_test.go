@@ -5,9 +5,9 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/connaudit/connaudit/otelconnaudit"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
@@ -17,23 +17,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
-// waitBound bounds every wait of a test: only hit when the awaited thing
-// never happens.
-const waitBound = 10 * time.Second
-
-func bounded(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
-	t.Cleanup(cancel)
-	return ctx
-}
+// bounded returns a context that ends after testkit.WaitBound or with the test.
+func bounded(t *testing.T) context.Context { return testkit.Bounded(t) }
 
 // sdks are the real SDKs a test exports through: a meter provider read by
 // a manual reader, a tracer provider exporting synchronously to memory.
@@ -43,11 +32,14 @@ type sdks struct {
 	spans  *tracetest.InMemoryExporter
 	tp     *sdktrace.TracerProvider
 	extra  httptrace.Observer
+	// opened receives each connection the OnConnOpen hook of an
+	// instrumented pool reported.
+	opened chan pool.Conn
 }
 
 func newSDKs(t *testing.T) *sdks {
 	t.Helper()
-	s := &sdks{reader: sdkmetric.NewManualReader(), spans: tracetest.NewInMemoryExporter()}
+	s := &sdks{reader: sdkmetric.NewManualReader(), spans: tracetest.NewInMemoryExporter(), opened: make(chan pool.Conn, 1024)}
 	s.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(s.reader))
 	s.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(s.spans), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
 	t.Cleanup(func() {
@@ -69,6 +61,7 @@ func (s *sdks) instrumented(t *testing.T, opts ...pool.Option) (*pool.Pool, *htt
 	p, err := pool.New(append([]pool.Option{
 		pool.WithObserver(httptrace.Multi(o, col, s.extra)),
 		pool.OnConnClose(func(c pool.Conn) { o.ConnClosed(c); closed <- c }),
+		pool.OnConnOpen(func(c pool.Conn) { o.ConnOpened(c); s.opened <- c }),
 	}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
@@ -76,6 +69,23 @@ func (s *sdks) instrumented(t *testing.T, opts ...pool.Option) (*pool.Pool, *htt
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, reg.Unregister()) })
 	return p, col, closed
+}
+
+// opensSeen waits until the OnConnOpen hook has reported n connections
+// in all, of which seen already: the hook runs after the pool counted the
+// connection.
+func (s *sdks) opensSeen(t *testing.T, n int64, seen int64) int64 {
+	t.Helper()
+	ctx := bounded(t)
+	for seen < n {
+		select {
+		case <-s.opened:
+			seen++
+		case <-ctx.Done():
+			t.Fatalf("%d of %d opens seen", seen, n)
+		}
+	}
+	return seen
 }
 
 func (s *sdks) collect(t *testing.T) metricdata.ResourceMetrics {

@@ -10,29 +10,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
-// waitBound bounds every wait of a test: generous, because it is only hit
-// when the awaited thing never happens.
-const waitBound = 10 * time.Second
-
-// bounded returns a context that ends after waitBound or with the test.
-func bounded(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
-	t.Cleanup(cancel)
-	return ctx
-}
+// bounded returns a context that ends after testkit.WaitBound or with the test.
+func bounded(t *testing.T) context.Context { return testkit.Bounded(t) }
 
 // newPool returns a pool whose idle connections are closed at the end of
 // the test, capped at one connection per host and one idle (the audit's

@@ -5,24 +5,17 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
-func bounded(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// bounded returns a context that ends after testkit.WaitBound or with the test.
+func bounded(t *testing.T) context.Context { return testkit.Bounded(t) }
 
 // faultRun sends 20 requests with faults through a new pool — 5 bodies
 // closed early, a "Connection: close", a hidden retry — then holds one

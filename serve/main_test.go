@@ -3,9 +3,7 @@ package serve
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/connaudit/connaudit/internal/testkit"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }

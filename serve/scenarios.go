@@ -61,6 +61,7 @@ var NotServed = map[string]string{
 // The catalogue's bounds, as the serve policy states them.
 const (
 	catBound     = 150 * time.Millisecond
+	readInterval = 250 * time.Millisecond // the contracts' read interval (A7, A10), the source's responseTimeout
 	trickleIdle  = time.Second
 	acquireBound = time.Second // the chapter's pendingAcquireTimeout
 )
@@ -138,7 +139,7 @@ func fromAudit(s audit.Scenario) (*spec, error) {
 	}
 	seq := func(f ...faultserver.Fault) faultserver.Fault { return faultserver.Sequence{Faults: f} }
 	s503 := faultserver.Status{Code: http.StatusServiceUnavailable}
-	writes := seq(faultserver.Write{Status: 503}, faultserver.Write{Status: 200})
+	writes := seq(faultserver.Write{Status: 503}, faultserver.Write{Status: 200, Report: true})
 	post := func(key string) {
 		sp.request = Request{Method: http.MethodPost, Headers: map[string]string{}, Body: `{"order":7}`}
 		if key != "" {
@@ -167,6 +168,14 @@ func fromAudit(s audit.Scenario) (*spec, error) {
 		if s.Contract == "" {
 			sp.policy.AttemptTimeoutMS = ms(catBound)
 		}
+	case "retry/cancel-in-attempt":
+		sp.fault, sp.steps, sp.caller = faultserver.Hang{}, StepsCancelWhenEntered, Expectation{Error: KindCanceled}
+	case "retry/fresh-connection-closed":
+		sp.fault, sp.caller, sp.connClass = faultserver.CloseBeforeResponse{}, Expectation{Error: KindConnection}, vocab.ClassServerClosed
+	case "retry/body-read-interval":
+		sp.fault = faultserver.StallMidBody{Length: 10000, Send: 1000}
+		sp.policy.ReadTimeoutMS = ms(readInterval)
+		sp.caller, sp.timeoutClass, sp.stage = Expectation{Error: KindTimeout}, vocab.ClassBodyIdleTimeout, vocab.StageBody
 	case "cancel-in-handler":
 		sp.fault, sp.steps, sp.caller = faultserver.Hang{}, StepsCancelWhenEntered, Expectation{Error: KindCanceled}
 		// Over HTTP/2 a cancelled stream leaves the connection to the
@@ -236,7 +245,7 @@ func fromAudit(s audit.Scenario) (*spec, error) {
 		sp.caller, sp.timeoutClass = Expectation{Error: KindTimeout}, vocab.ClassDeadline
 	}
 	if s.Name == "retry/response-header-timeout" {
-		sp.policy.ReadTimeoutMS = ms(catBound)
+		sp.policy.ReadTimeoutMS = ms(readInterval)
 	}
 	return sp, nil
 }

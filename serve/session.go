@@ -81,12 +81,14 @@ type connRec struct {
 // guardFor is how long the server lets a faulted call run before it cuts
 // it: three times the scenario's inherent wait plus two seconds, at least
 // eight (a client's timers of whole seconds, curl's, fit in it), and for a
-// retry contract two seconds past its total budget, within which a client
-// that holds the policy has ended the call.
+// retry contract eight seconds past its total budget: a client that holds
+// the policy has ended the call by then, and one whose retries outlast the
+// budget by an attempt (curl's --retry-max-time lets the last one start
+// late) ends it by itself, with all its requests counted.
 func guardFor(sp *spec) time.Duration {
 	g := max(8*time.Second, 3*sp.wait+2*time.Second)
 	if sp.contract != "" && sp.policy.TotalTimeoutMS > 0 {
-		g = max(g, time.Duration(sp.policy.TotalTimeoutMS*float64(time.Millisecond))+2*time.Second)
+		g = max(g, time.Duration(sp.policy.TotalTimeoutMS*float64(time.Millisecond))+8*time.Second)
 	}
 	if sp.on >= onTLSStall {
 		g = max(g, belowHTTPGuard)

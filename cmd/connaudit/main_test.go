@@ -4,13 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 func TestVersion(t *testing.T) {
 	code, out, errOut := runCLI(t, "version")

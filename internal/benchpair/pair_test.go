@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"github.com/connaudit/connaudit/internal/benchpair"
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // TestRunAlternates checks that both clients send b.N requests, in batches
 // that alternate ABBA, and that the metrics are reported under the names.

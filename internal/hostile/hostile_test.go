@@ -9,13 +9,11 @@ import (
 	"testing"
 
 	"github.com/connaudit/connaudit/internal/hostile"
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 const request = "GET /x HTTP/1.1\r\nHost: h\r\n\r\n"
 

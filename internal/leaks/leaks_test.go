@@ -4,11 +4,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 func TestName(t *testing.T) {
 	require.NoError(t, Name(nil))

@@ -8,13 +8,11 @@ import (
 	"testing"
 
 	"github.com/connaudit/connaudit/internal/loopback"
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 func TestAddrRefusesNonLoopback(t *testing.T) {
 	for _, addr := range []string{

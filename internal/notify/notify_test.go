@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/connaudit/connaudit/internal/notify"
+	"github.com/connaudit/connaudit/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // TestWaitWakes checks that a waiter sees each change signalled, and that
 // a condition already true returns at once.

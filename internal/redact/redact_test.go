@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // TestURLQuery: values are masked, keys kept; a key written without a value
 // is masked whole, not shown as "key=REDACTED".

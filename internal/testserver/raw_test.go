@@ -6,14 +6,12 @@ import (
 	"net"
 	"testing"
 
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 func TestRawServesEachConnectionAndCleansUp(t *testing.T) {
 	served := make(chan struct{}, 2)

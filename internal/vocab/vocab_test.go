@@ -3,10 +3,10 @@ package vocab
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/connaudit/connaudit/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // TestKinds: every kind has its own bit and a unique name; AllKinds holds
 // every listed kind and nothing else; a kind not listed has no bit.

@@ -56,7 +56,29 @@ outcome_json() {
 	fi
 }
 
-W='%{http_code} %{exitcode} %{time_total} %{errormsg}\n'
+# The -w lines: F for the faulted transfer, K for /ok, N for a warm-up.
+# A transfer curl gives up without writing its line (a failure of the
+# output, say) has none: its outcome comes from curl's own error line.
+W='F %{http_code} %{exitcode} %{time_total} %{errormsg}\n'
+WK='K %{http_code} %{exitcode} %{time_total} %{errormsg}\n'
+WN='N %{http_code} %{exitcode} %{time_total} %{errormsg}\n'
+
+# pick TAG LINES…: the line tagged TAG, without its tag; else one made of
+# the first "curl: (N) message" on stderr.
+pick() {
+	local tag=$1 l
+	shift
+	for l in "$@"; do
+		if [ "${l%% *}" = "$tag" ]; then
+			printf '%s' "${l#* }"
+			return
+		fi
+	done
+	l=$(grep -m1 -o 'curl: ([0-9]*) .*' "$KIT_TMP/stderr" 2>/dev/null)
+	local n=${l#curl: (}
+	n=${n%%)*}
+	printf '000 %s 0 %s' "${n:-1}" "${l#*) }"
+}
 
 # run_scenario SCENARIO_JSON: runs one scenario and prints its report.
 run_scenario() {
@@ -80,30 +102,34 @@ run_scenario() {
 	local body
 	body=$(jq -r .request.body <<<"$sc")
 	[ -n "$body" ] && req+=(-H 'Content-Type: application/json' --data-binary "$body")
-	local err="$KIT_TMP/stderr"
+	local err="$KIT_TMP/stderr" body="$KIT_TMP/body"
+	: >"$err"
 	start=$(date +%s%N)
 	case "$steps" in
 	request)
-		mapfile -t lines < <(curl "${opts[@]}" "${req[@]}" -o /dev/null -w "$W" "$url" \
-			--next "${opts[@]}" -o /dev/null -w "$W" "$ok" 2>"$err")
-		line1=${lines[0]:-}
-		line2=${lines[1]:-}
+		# The body goes to a file curl can truncate: a retry after part
+		# of a body starts the file anew (into /dev/null curl cannot,
+		# and gives up).
+		mapfile -t lines < <(curl "${opts[@]}" "${req[@]}" -o "$body" -w "$W" "$url" \
+			--next "${opts[@]}" -o "$body.ok" -w "$WK" "$ok" 2>"$err")
+		line1=$(pick F "${lines[@]}")
+		line2=$(pick K "${lines[@]}")
 		;;
 	warm-then-request)
-		mapfile -t lines < <(curl "${opts[@]}" -o /dev/null -w "$W" "$url" \
-			--next "${opts[@]}" "${req[@]}" -o /dev/null -w "$W" "$url" \
-			--next "${opts[@]}" -o /dev/null -w "$W" "$ok" 2>"$err")
-		line1=${lines[1]:-}
-		line2=${lines[2]:-}
+		mapfile -t lines < <(curl "${opts[@]}" -o "$body.warm" -w "$WN" "$url" \
+			--next "${opts[@]}" "${req[@]}" -o "$body" -w "$W" "$url" \
+			--next "${opts[@]}" -o "$body.ok" -w "$WK" "$ok" 2>"$err")
+		line1=$(pick F "${lines[@]}")
+		line2=$(pick K "${lines[@]}")
 		;;
 	read-then-close)
 		local n
 		n=$(jq -r .read_bytes <<<"$sc")
-		line1=$(curl "${opts[@]}" "${req[@]}" -w "$W" -o >(head -c "$n" >/dev/null) "$url" 2>"$err")
-		line2=$(curl "${opts[@]}" -o /dev/null -w "$W" "$ok" 2>/dev/null)
+		line1=$(pick F "$(curl "${opts[@]}" "${req[@]}" -w "$W" -o >(head -c "$n" >/dev/null) "$url" 2>"$err")")
+		line2=$(pick K "$(curl "${opts[@]}" -o "$body.ok" -w "$WK" "$ok" 2>/dev/null)")
 		;;
 	cancel-when-entered)
-		curl "${opts[@]}" "${req[@]}" -o /dev/null -w "$W" "$url" >"$KIT_TMP/out" 2>"$err" &
+		curl "${opts[@]}" "${req[@]}" -o "$body" -w "$W" "$url" >"$KIT_TMP/out" 2>"$err" &
 		local pid=$!
 		ctl GET "$(jq -r .entered_url <<<"$sc")" >/dev/null
 		# SIGTERM: a background job of a script ignores SIGINT.
@@ -112,7 +138,7 @@ run_scenario() {
 		local t
 		t=$(awk -v s="$start" -v e="$(date +%s%N)" 'BEGIN{print (e-s)/1e9}')
 		line1="000 143 $t terminated by the kit"
-		line2=$(curl "${opts[@]}" -o /dev/null -w "$W" "$ok" 2>/dev/null)
+		line2=$(pick K "$(curl "${opts[@]}" -o "$body.ok" -w "$WK" "$ok" 2>/dev/null)")
 		;;
 	*)
 		jq -nc --arg n "$name" --arg s "$steps" '{scenario: $n, skipped: ("steps " + $s + " unknown to the curl kit"), elapsed_ms: 0}'

@@ -11,11 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/pool/pooltest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 func okServer(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
