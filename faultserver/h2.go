@@ -261,6 +261,7 @@ func (c *h2conn) runFault(st *h2stream, fault Fault, header http.Header, n int) 
 	case LargeBody:
 		return c.respond(st, http.StatusOK, octets(f.Size), xs(f.Size), true)
 	case ConnectionClose:
+		c.tc.peer.serverFirst() // the GOAWAY: the close is the server's
 		if err := c.respondText(st, ""); err != nil {
 			return err
 		}

@@ -132,6 +132,10 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 		h.finish()
 		writeN(w, min(f.Size, 1))
 	case ConnectionClose:
+		// The server closes this connection: whoever's FIN comes first
+		// on the wire, the close is the server's (over TLS net/http
+		// closes with a close_notify the connection cannot see).
+		h.tc.peer.serverFirst()
 		h.finish()
 		w.Header().Set("Connection", "close")
 		writeText(w, "")

@@ -1,6 +1,9 @@
 package faultserver
 
-import "errors"
+import (
+	"crypto/tls"
+	"errors"
+)
 
 // An Option configures a [Server] at [NewUnstarted] or [New]. Options are
 // built only by the With functions of this package.
@@ -15,6 +18,8 @@ type config struct {
 	tls    bool
 	h2only bool
 	rawH2  bool
+	cert   *tls.Certificate // WithCertificate
+	events func(ConnEvent)  // WithConnEvents
 }
 
 type optionFunc func(*config)

@@ -69,7 +69,16 @@ func NewUnstarted(opts ...Option) (*Server, error) {
 		conns:     make(map[*trackedConn]struct{}),
 		inflight:  make(map[*trackedConn]int),
 	}
-	if cfg.tls {
+	if cfg.cert != nil {
+		s.cert, s.leaf = *cfg.cert, cfg.cert.Leaf
+		if s.leaf == nil && len(s.cert.Certificate) > 0 {
+			s.leaf, err = x509.ParseCertificate(s.cert.Certificate[0])
+		}
+		if s.leaf == nil {
+			ln.Close()
+			return nil, fmt.Errorf("faultserver: WithCertificate: no certificate: %v", err)
+		}
+	} else if cfg.tls {
 		s.cert, s.leaf, err = selfSigned(ln.Addr().(*net.TCPAddr).IP)
 		if err != nil {
 			ln.Close()
@@ -313,10 +322,12 @@ func (s *Server) track(c net.Conn) *trackedConn {
 	s.accepted.Add(1)
 	s.connWG.Add(1)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.nextID++
-	tc := &trackedConn{Conn: c, id: s.nextID}
+	tc := &trackedConn{Conn: c, id: s.nextID, s: s, tls: s.cfg.tls}
 	s.conns[tc] = struct{}{}
+	s.mu.Unlock()
+	// Outside the lock: the hook may call the server back.
+	s.emit(ConnEvent{Kind: ConnAccepted, Conn: tc.id, At: time.Now()})
 	return tc
 }
 
@@ -395,6 +406,7 @@ func (s *Server) waitHandlers(on map[*trackedConn]bool, timeout <-chan time.Time
 func (s *Server) read(path string, tc *trackedConn) (*endpoint, Fault, int) {
 	ep := s.endpoint(path)
 	n := tc.countRequest(path)
+	s.emit(ConnEvent{Kind: ConnRequest, Conn: tc.id, At: time.Now(), Path: path})
 	return ep, ep.read(tc.id), n
 }
 

@@ -76,6 +76,28 @@ the outcome, then that the same pool serves /ok with nothing leaked.`,
 				"connaudit scenarios -json -junit report.xml",
 			},
 		}
+	case "serve":
+		return helpText{
+			about: `Serve the fault catalogue to clients of any language (docs/serve.md): a kit
+opens a session at CONNAUDIT_URL, runs each scenario through the client under
+test and reports what the caller got; the verdicts combine that with what the
+server saw. With -- CMD ARGS…, run CMD with CONNAUDIT_URL and CONNAUDIT_CA (the
+CA file of the HTTPS listeners) in its environment, wait for it and print
+every session's verdicts; without, serve until interrupted and print each
+session's verdicts as it ends. Every listener is on loopback unless -addr
+names another address for the control API (a warning is printed then).`,
+			exits: `exit status:
+  0  CMD succeeded and every scenario it ran passed
+  1  a scenario failed, a session had a finding or was not finished, CMD
+     failed, or CMD audited no scenario (nothing was judged)
+  2  a usage error (a flag, a file named, CMD not found)
+`,
+			examples: []string{
+				"connaudit serve -- kits/curl/example.sh",
+				"connaudit serve -run '^retry/' -json -- python3 kits/python/example_requests.py",
+				"connaudit serve -ca /tmp/connaudit-ca.pem",
+			},
+		}
 	case "version":
 		return helpText{
 			about: "Print connaudit's version.",

@@ -30,6 +30,7 @@ func commands() []command {
 	return []command{
 		{"scenarios", "run the fault catalogue against an embedded loopback server", runScenarios},
 		{"probe", "audit a host's connection reuse", runProbe},
+		{"serve", "serve the fault catalogue to a client of any language", runServe},
 		{"trace", "trace one request's stages", runTrace},
 		{"version", "print the version", runVersion},
 	}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# An example client audited by connaudit serve: curl configured from each
+# scenario's policy with its own flags — --max-time (the attempt limit),
+# --connect-timeout, --speed-limit/--speed-time (the read interval, in
+# whole seconds), --retry/--retry-delay/--retry-max-time (the retries).
+#
+#   connaudit serve -- kits/curl/example.sh
+#
+# CONNAUDIT_EXAMPLE=retry-500 configures curl against contract A5 (a 500 is
+# retried: curl's --retry always does), for the test that a broken
+# configuration fails the contract it breaks.
+set -uo pipefail
+. "$(dirname "$0")/kit.sh"
+
+# ceil_s MS: whole seconds, at least 1.
+ceil_s() { awk -v m="$1" 'BEGIN{s=int((m+999)/1000); if (s<1) s=1; print s}'; }
+# secs MS: seconds with fractions.
+secs() { awk -v m="$1" 'BEGIN{printf "%.3f", m/1000}'; }
+
+curl_options() {
+	local p
+	p=$(jq -c .policy <<<"$1")
+	local attempt connect tls read retries delay total method anym keyed haskey perkey pool
+	read -r attempt connect tls read retries delay total pool < <(jq -r \
+		'[.attempt_timeout_ms, .connect_timeout_ms, .tls_timeout_ms, .read_timeout_ms, .max_retries, .delay_ms, .total_timeout_ms, .pool_max_per_host] | @tsv' <<<"$p")
+	perkey=$(jq -r '.request.key_per_attempt // ""' <<<"$1")
+	if [ -n "$perkey" ]; then
+		echo "NOT_CONFIGURABLE: curl sends the headers given, the same on every --retry attempt"
+		return
+	fi
+	if [ "$pool" != 0 ]; then
+		echo "NOT_CONFIGURABLE: curl has no pool of one whose second caller is refused after an acquire timeout"
+		return
+	fi
+	[ "$attempt" != 0 ] && printf -- '--max-time\n%s\n' "$(secs "$attempt")"
+	local c
+	c=$(awk -v a="$connect" -v b="$tls" 'BEGIN{print (a>b)?a:b}')
+	[ "$c" != 0 ] && printf -- '--connect-timeout\n%s\n' "$(secs "$c")"
+	[ "$read" != 0 ] && printf -- '--speed-limit\n1\n--speed-time\n%s\n' "$(ceil_s "$read")"
+	method=$(jq -r .request.method <<<"$1")
+	anym=$(jq -r .retry_any_method <<<"$p")
+	keyed=$(jq -r .retry_with_idempotency_key <<<"$p")
+	haskey=$(jq -r '.request.headers["Idempotency-Key"] // ""' <<<"$1")
+	local replayable=false
+	if jq -e --arg m "$method" '.retry_methods | index($m)' <<<"$p" >/dev/null || [ "$anym" = true ] ||
+		{ [ "$keyed" = true ] && [ -n "$haskey" ]; }; then
+		replayable=true
+	fi
+	if [ "${CONNAUDIT_EXAMPLE:-}" = retry-500 ] && [ "$(jq -r .name <<<"$1")" = retry/500 ]; then
+		retries=2 replayable=true
+	fi
+	if [ "$retries" != 0 ] && [ "$replayable" = true ]; then
+		printf -- '--retry\n%s\n--retry-delay\n%s\n' "$retries" "$(ceil_s "$delay")"
+		[ "$total" != 0 ] && printf -- '--retry-max-time\n%s\n' "$(ceil_s "$total")"
+	fi
+	return 0
+}
+
+version=$(curl --version | head -1 | cut -d' ' -f2)
+kit_run curl "$version" "curl's own --max-time, --connect-timeout, --speed-time, --retry from each policy" '["http1","h2"]'

@@ -1,0 +1,61 @@
+"""An example client audited by connaudit serve: httpx, configured from each
+scenario's policy: httpx.Timeout(connect, read, write, pool),
+httpx.Limits(max_connections), no retry layer (httpx retries no status, so
+the contracts whose point is a retry are not configurable).
+
+    connaudit serve -- python3 kits/python/example_httpx.py
+"""
+
+import os
+import sys
+
+import httpx
+
+from connaudit_kit import NotConfigurable, main, seconds
+
+
+class Httpx:
+    name = "httpx"
+    version = httpx.__version__
+    config = "httpx.Client(timeout=httpx.Timeout(...), limits=httpx.Limits(...)), no retry layer"
+    protocols = ["http1"]
+
+    def open(self, sc):
+        p = sc["policy"]
+        if sc["expect"]["attempts"] > 1:
+            raise NotConfigurable("httpx retries no status, and this example adds no retry layer")
+        connect = seconds(max(p["connect_timeout_ms"], p["tls_timeout_ms"]))
+        read = seconds(p["read_timeout_ms"] or p["attempt_timeout_ms"])
+        pool = seconds(p["pool_acquire_timeout_ms"])
+        limits = httpx.Limits(max_connections=p["pool_max_per_host"] or None)
+        c = httpx.Client(timeout=httpx.Timeout(connect=connect, read=read, write=read, pool=pool), limits=limits,
+                         verify=os.environ.get("CONNAUDIT_CA") or True, transport=httpx.HTTPTransport(
+                             retries=0, limits=limits, verify=os.environ.get("CONNAUDIT_CA") or True))
+        c.connaudit_config = f"httpx.Timeout(connect={connect}, read={read}, pool={pool}), Limits(max_connections={limits.max_connections})"
+        return c
+
+    def send(self, c, sc, method, url, headers, body, read_bytes=None):
+        with c.stream(method, url, headers=headers, content=body.encode() if body else None) as r:
+            if read_bytes is not None:
+                for chunk in r.iter_raw(read_bytes):
+                    break
+            else:
+                for _ in r.iter_raw():
+                    pass
+            return r.status_code, 1
+
+    def kind(self, e):
+        if isinstance(e, httpx.PoolTimeout):
+            return "pool"
+        if isinstance(e, httpx.TimeoutException):
+            return "timeout"
+        if isinstance(e, (httpx.TransportError, httpx.RemoteProtocolError)):
+            return "connection"
+        return "other"
+
+    def close(self, c):
+        c.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(Httpx()))

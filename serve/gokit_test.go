@@ -1,0 +1,383 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A kit in Go, for the tests that need no tool installed: the client
+// under test is a net/http client configured from each policy (its bounds,
+// no retry unless retry500 says so, which retries a 500 as a broken
+// configuration would).
+
+func ctlDo(t *testing.T, method, url string, body any, out any) int {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, url, resp.StatusCode, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// goKit runs a session of a net/http client on the scenarios run selects.
+func goKit(t *testing.T, srv *Server, run string, retry500 bool) *SessionReport {
+	t.Helper()
+	var opened Opened
+	if code := ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Kit: "go-test",
+		Client: Client{Name: "net/http", Version: "test"}, Protocols: []string{"http1", "h2"}, Run: run}, &opened); code != 201 {
+		t.Fatalf("open: %d", code)
+	}
+	var list Scenarios
+	ctlDo(t, "GET", opened.ScenariosURL, nil, &list)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(srv.CA())
+	for _, sc := range list.Scenarios {
+		p := sc.Policy
+		d := func(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true,
+			DialContext:         (&net.Dialer{Timeout: d(max(p.ConnectTimeoutMS, p.TLSTimeoutMS))}).DialContext,
+			TLSHandshakeTimeout: d(p.TLSTimeoutMS), ResponseHeaderTimeout: d(p.ReadTimeoutMS)}
+		c := &http.Client{Transport: tr, Timeout: d(p.AttemptTimeoutMS)}
+		call := func(url string) Outcome {
+			tries := 1
+			if retry500 && sc.Contract == "A5" {
+				tries = 3
+			}
+			var o Outcome
+			for range tries {
+				resp, err := c.Get(url)
+				if err != nil {
+					kind := KindConnection
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() {
+						kind = KindTimeout
+					}
+					return Outcome{Error: &ErrorOutcome{Kind: kind, Message: err.Error()}}
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					return Outcome{Error: &ErrorOutcome{Kind: KindConnection, Message: err.Error()}}
+				}
+				o = Outcome{Status: resp.StatusCode}
+				if resp.StatusCode != 500 {
+					break
+				}
+			}
+			return o
+		}
+		rep := Report{Scenario: sc.Name, Config: "net/http"}
+		switch sc.Steps {
+		case StepsRequest:
+			start := time.Now()
+			o := call(sc.URL)
+			rep.Outcome, rep.ElapsedMS = &o, float64(time.Since(start))/1e6
+			ok := call(sc.OKURL)
+			rep.OK = &ok
+		default:
+			rep.Skipped = "the test kit runs request steps only"
+		}
+		var res Result
+		if code := ctlDo(t, "POST", opened.ReportURL, rep, &res); code != 200 {
+			t.Fatalf("report %s: %d", sc.Name, code)
+		}
+		tr.CloseIdleConnections()
+	}
+	var done SessionReport
+	ctlDo(t, "POST", opened.DoneURL, Done{}, &done)
+	return &done
+}
+
+func resultOf(t *testing.T, r *SessionReport, name string) Result {
+	t.Helper()
+	for _, res := range r.Results {
+		if res.Name == name {
+			return res
+		}
+	}
+	t.Fatalf("no result %s", name)
+	return Result{}
+}
+
+// TestGoKitVerdicts: a net/http client through the protocol gets the
+// verdicts its behaviour earns, with the server's counts.
+func TestGoKitVerdicts(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rep := goKit(t, srv, `^(ok|status-503|reset|close-mid-body|attempt-deadline|h2/ok|retry/500|connect-refused)$`, false)
+	if !rep.OK || rep.Passed != 8 || rep.Failed != 0 {
+		var b strings.Builder
+		rep.WriteText(&b)
+		t.Fatalf("report:\n%s", b.String())
+	}
+	ok := resultOf(t, rep, "ok")
+	if ok.Server.Requests != 1 || !ok.Server.OKReused || ok.Fate != "reused" || len(ok.Server.Connections) != 1 {
+		t.Errorf("ok: %+v", ok)
+	}
+	reset := resultOf(t, rep, "reset")
+	if c := reset.Server.Connections[0]; reset.Class != "reset" || c.ClosedBy != "server" || c.How != "rst" {
+		t.Errorf("reset: class %s, conns %+v", reset.Class, reset.Server.Connections)
+	}
+	ad := resultOf(t, rep, "attempt-deadline")
+	if c := ad.Server.Connections[0]; ad.Class != "deadline" || c.ClosedBy != "client" || ad.Server.CancelsObserved != 1 {
+		t.Errorf("attempt-deadline: class %s, cancels %d, conns %+v", ad.Class, ad.Server.CancelsObserved, ad.Server.Connections)
+	}
+	if h2 := resultOf(t, rep, "h2/ok"); h2.Server.Requests != 1 || h2.Fate != "reused" {
+		t.Errorf("h2/ok: %+v", h2)
+	}
+}
+
+// TestGoKitRetrying500FailsA5: the same client retrying a 500 fails A5
+// with the server's counts and a fix.
+func TestGoKitRetrying500FailsA5(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rep := goKit(t, srv, `^retry/500$`, true)
+	r := resultOf(t, rep, "retry/500")
+	if r.Pass || r.Server.Requests != 3 || len(r.Mismatches) != 1 || r.Mismatches[0] != "A5: 500 was retried: 3 requests, contract 1" {
+		t.Fatalf("A5: pass %v, requests %d, %q", r.Pass, r.Server.Requests, r.Mismatches)
+	}
+	if r.Fix != generic.retriedStatus {
+		t.Errorf("fix %q", r.Fix)
+	}
+	if rep.OK {
+		t.Error("the session is ok")
+	}
+}
+
+// TestSessionsAtOnce: four sessions of the Go kit against one server at
+// once each get the counts of one alone.
+func TestSessionsAtOnce(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	const sel = `^(ok|status-503|close-before-response|retry/503-503-ok|retry/500)$`
+	want := counts(goKit(t, srv, sel, false))
+	out := make(chan string, 4)
+	for range 4 {
+		go func() { out <- counts(goKit(t, srv, sel, false)) }()
+	}
+	for range 4 {
+		if got := <-out; got != want {
+			t.Errorf("a session at once:\n%s\nalone:\n%s", got, want)
+		}
+	}
+}
+
+// TestBadInput: what a kit gets wrong is a 4xx with the reason, never a
+// panic or a hang.
+func TestBadInput(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	post := func(path, body string) (int, string) {
+		resp, err := http.Post(srv.URL()+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	open := `{"protocol":"connaudit.serve/v1","kit":"t","client":{"name":"x"},"run":"^ok$"}`
+	cases := []struct {
+		path, body string
+		code       int
+		says       string
+	}{
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v2","client":{"name":"x"}}`, 400, `this server speaks \"connaudit.serve/v1\"`},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x"},"extra":1}`, 400, "unknown field"},
+		{"/v1/sessions", `{"protocol":`, 400, "malformed JSON"},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x"}} {}`, 400, "data after the object"},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":""}}`, 400, "client.name is empty"},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x"},"run":"("}`, 400, "bad run pattern"},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x"},"protocols":["h3"]}`, 400, `protocol \"h3\"`},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x"},"run":"nothing-matches"}`, 400, "no scenario is selected"},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"` + strings.Repeat("x", 70<<10) + `"}}`, 413, "over 65536 bytes"},
+		{"/v1/sessions/nope/reports", `{}`, 404, `no open session \"nope\"`},
+		{"/v1/sessions/nope/done", `{}`, 404, "no open session"},
+		{"/v2/anything", `{}`, 404, "no such endpoint"},
+	}
+	for _, c := range cases {
+		code, body := post(c.path, c.body)
+		if code != c.code || !strings.Contains(body, c.says) || !strings.Contains(body, Protocol) {
+			t.Errorf("POST %s %.60s: %d %s; want %d saying %q", c.path, c.body, code, body, c.code, c.says)
+		}
+	}
+	var opened Opened
+	if code := ctlDo(t, "POST", srv.URL()+"/v1/sessions", json.RawMessage(open), &opened); code != 201 {
+		t.Fatalf("open: %d", code)
+	}
+	reports := strings.TrimPrefix(opened.ReportURL, srv.URL())
+	bad := []struct {
+		body string
+		code int
+		says string
+	}{
+		{`{"scenario":"ok"}`, 400, "exactly one of outcome, not_configurable, skipped"},
+		{`{"scenario":"ok","outcome":{"status":200},"skipped":"x"}`, 400, "exactly one"},
+		{`{"scenario":"ok","outcome":{}}`, 400, "neither a status"},
+		{`{"scenario":"ok","outcome":{"status":200,"error":{"kind":"timeout"}}}`, 400, "both a status and an error"},
+		{`{"scenario":"ok","outcome":{"error":{"kind":"slow"}}}`, 400, `kind \"slow\" is not one of`},
+		{`{"scenario":"ok","outcome":{"status":200},"elapsed_ms":-1}`, 400, "elapsed_ms is not a time"},
+		{`{"scenario":"ok","outcome":{"status":200},"attempts":-2}`, 400, "attempts -2"},
+		{`{"scenario":"nope","outcome":{"status":200}}`, 404, `no scenario \"nope\"`},
+		{`{"scenario":"ok","outcome":{"status":200},"ok":{"status":200}}`, 200, `"name": "ok"`},
+		{`{"scenario":"ok","outcome":{"status":200}}`, 409, "reported already"},
+	}
+	for _, c := range bad {
+		code, body := post(reports, c.body)
+		if code != c.code || !strings.Contains(body, c.says) {
+			t.Errorf("report %s: %d %s; want %d saying %q", c.body, code, body, c.code, c.says)
+		}
+	}
+	// A message is kept printable and cut to 1 KiB.
+	var opened2 Opened
+	ctlDo(t, "POST", srv.URL()+"/v1/sessions", json.RawMessage(open), &opened2)
+	var res Result
+	msg := "\x1b[31mred\x1b[0m" + strings.Repeat("y", 4000)
+	ctlDo(t, "POST", opened2.ReportURL, Report{Scenario: "ok", Outcome: &Outcome{Error: &ErrorOutcome{Kind: KindOther, Message: msg}}}, &res)
+	if m := res.Caller.Error.Message; strings.Contains(m, "\x1b") || len(m) > 1100 {
+		t.Errorf("message kept: %q…", m[:40])
+	}
+	// Secrets a client's message quotes are masked.
+	var opened3 Opened
+	ctlDo(t, "POST", srv.URL()+"/v1/sessions", json.RawMessage(open), &opened3)
+	leaky := "GET http://user:pw@127.0.0.1/x?token=abc123 failed; sent Authorization: Bearer tok-9; X-Api-Secret=s3cr3t"
+	ctlDo(t, "POST", opened3.ReportURL, Report{Scenario: "ok", Outcome: &Outcome{Error: &ErrorOutcome{Kind: KindOther, Message: leaky}}}, &res)
+	for _, secret := range []string{"pw@", "abc123", "tok-9", "s3cr3t"} {
+		if strings.Contains(res.Caller.Error.Message, secret) {
+			t.Errorf("message %q shows %q", res.Caller.Error.Message, secret)
+		}
+	}
+	if code, body := post(strings.TrimPrefix(opened.DoneURL, srv.URL()), `{}`); code != 200 || !strings.Contains(body, `"passed": 0`) {
+		t.Errorf("done: %d %s", code, body)
+	}
+	if code, _ := post(reports, `{"scenario":"ok","outcome":{"status":200}}`); code != 404 {
+		t.Errorf("report after done: %d", code)
+	}
+}
+
+// TestTooManySessions: past MaxSessions a session is refused with 429.
+func TestTooManySessions(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	open := OpenRequest{Protocol: Protocol, Client: Client{Name: "x"}, Run: "^ok$"}
+	for i := range MaxSessions {
+		if code := ctlDo(t, "POST", srv.URL()+"/v1/sessions", open, &Opened{}); code != 201 {
+			t.Fatalf("session %d: %d", i, code)
+		}
+	}
+	var e apiError
+	if code := ctlDo(t, "POST", srv.URL()+"/v1/sessions", open, &e); code != 429 || !strings.Contains(e.Error, "64 sessions") {
+		t.Errorf("%d %q", code, e.Error)
+	}
+}
+
+// TestSessionMemory logs the heap a session of the whole catalogue holds,
+// and checks it is bounded: under 2 MiB per session.
+func TestSessionMemory(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	before := heap()
+	const n = 16
+	for range n {
+		var o Opened
+		ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Client: Client{Name: "x"},
+			Protocols: []string{"http1", "h2"}, Skip: "connect-hang|tls-handshake-stall"}, &o)
+		ctlDo(t, "GET", o.ScenariosURL, nil, &Scenarios{})
+	}
+	per := (int64(heap()) - int64(before)) / n
+	t.Logf("a session of the catalogue holds about %d KiB before any request", per>>10)
+	if per > 2<<20 {
+		t.Errorf("a session holds %d bytes", per)
+	}
+	if os.Getenv("CONNAUDIT_SHOW") != "" {
+		fmt.Println(per)
+	}
+	_ = context.Background
+}
+
+// TestSessionLimits: a client that opens more connections than a session
+// records is counted past the limit, not recorded, and said in the
+// report; the session's heap stays bounded.
+func TestSessionLimits(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	before := heap()
+	var o Opened
+	ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Client: Client{Name: "x"}, Run: "^ok$"}, &o)
+	var list Scenarios
+	ctlDo(t, "GET", o.ScenariosURL, nil, &list)
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	const n = maxConnsPerSession + 44
+	for range n {
+		resp, err := c.Get(list.Scenarios[0].OKURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	grown := int64(heap()) - int64(before)
+	var done SessionReport
+	ctlDo(t, "POST", o.DoneURL, Done{}, &done)
+	if !strings.Contains(done.Limits, "44 connections") {
+		t.Errorf("limits: %q", done.Limits)
+	}
+	t.Logf("a session with %d connections recorded holds about %d KiB", maxConnsPerSession, grown>>10)
+	if grown > 2<<20 {
+		t.Errorf("the session holds %d bytes", grown)
+	}
+}

@@ -1,0 +1,36 @@
+package serve
+
+import "regexp"
+
+// An Option configures a [Server] at [New].
+type Option interface {
+	apply(*config)
+}
+
+type config struct {
+	addr      string
+	anyAddr   bool
+	run, skip *regexp.Regexp
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithAddr makes the control API listen on addr ("host:port") instead of
+// "127.0.0.1:0". A host that is not loopback is refused unless
+// [AllowRemote] is given too. The fault listeners stay on 127.0.0.1.
+func WithAddr(addr string) Option {
+	return optionFunc(func(c *config) { c.addr = addr })
+}
+
+// AllowRemote lets [WithAddr] name an address that is not loopback.
+func AllowRemote() Option {
+	return optionFunc(func(c *config) { c.anyAddr = true })
+}
+
+// Select offers kits only the scenarios whose name matches run (nil: all)
+// and not skip (nil: none), on top of a kit's own selection.
+func Select(run, skip *regexp.Regexp) Option {
+	return optionFunc(func(c *config) { c.run, c.skip = run, skip })
+}

@@ -1,0 +1,254 @@
+package serve
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// textWidth is the width the text report fits.
+const textWidth = 100
+
+// WriteText writes one session's verdicts as a table within 100 columns —
+// scenario, the caller's outcome in the audit's vocabulary, attempts the
+// kit reported and requests the server saw, the faulted connection's
+// fate, the call's time, result — with each failure's mismatches and fix
+// under its row, then the findings and the totals.
+func (r *SessionReport) WriteText(w io.Writer) error {
+	var b strings.Builder
+	title := strings.TrimSpace(r.Client.Name+" "+r.Client.Version) + fmt.Sprintf(" (kit %s, session %s)", r.Kit, r.Session)
+	b.WriteString(strings.Join(wrap(title, "", "    ", textWidth), "\n") + "\n")
+	if r.Client.Config != "" {
+		b.WriteString(strings.Join(wrap(r.Client.Config, "  ", "    ", textWidth), "\n") + "\n")
+	}
+	rows := [][]string{{"SCENARIO", "OUTCOME", "SENT/SEEN", "CONNECTION", "TIME", "RESULT"}}
+	unders := [][]string{nil}
+	for _, res := range r.Results {
+		var under []string
+		row := []string{res.Name, "", "-", "-", "-", ""}
+		switch {
+		case res.NotReported:
+			row[1], row[5] = "not reported", "FAIL"
+		case res.NotConfigurable != "":
+			row[1], row[5] = "not configurable", "N/A"
+			under = append(under, wrap(firstLine(res.NotConfigurable), "  - ", "    ", textWidth)...)
+		case res.Skipped != "":
+			row[1], row[5] = "not run", "SKIP"
+			under = append(under, wrap(firstLine(res.Skipped), "  - ", "    ", textWidth)...)
+		default:
+			row[1] = outcomeText(res)
+			sent := "?"
+			if res.Attempts != nil {
+				sent = fmt.Sprint(*res.Attempts)
+			}
+			row[2] = fmt.Sprintf("%s/%d", sent, res.Server.Requests)
+			if res.Contract != "" && (res.Contract[0] == 'W') {
+				row[2] += fmt.Sprintf(" w%d", res.Server.Writes)
+			}
+			if res.HiddenRetry {
+				row[2] += " hidden"
+			}
+			row[3] = res.Fate
+			row[4] = fmt.Sprintf("%.3fs", res.ElapsedMS/1000)
+			row[5] = "PASS"
+			if !res.Pass {
+				row[5] = "FAIL"
+			}
+		}
+		if !res.Pass {
+			for _, m := range res.Mismatches {
+				under = append(under, wrap(firstLine(m), "  - ", "    ", textWidth)...)
+			}
+			if res.Fix != "" {
+				under = append(under, wrap(res.Fix, "  fix: ", "    ", textWidth)...)
+			}
+		}
+		rows, unders = append(rows, row), append(unders, under)
+	}
+	writeTable(&b, rows, unders)
+	for _, f := range r.Findings {
+		b.WriteString(strings.Join(wrap(f, "FINDING: ", "    ", textWidth), "\n") + "\n")
+	}
+	if r.Error != "" {
+		b.WriteString(strings.Join(wrap(r.Error, "ERROR: ", "    ", textWidth), "\n") + "\n")
+	}
+	if r.Limits != "" {
+		b.WriteString(strings.Join(wrap(r.Limits, "note: ", "    ", textWidth), "\n") + "\n")
+	}
+	fmt.Fprintf(&b, "%d passed, %d failed, %d not configurable, %d skipped, %d not reported in %.1fs\n",
+		r.Passed, r.Failed, r.NotConfigurable, r.Skipped, r.NotReported, r.ElapsedMS/1000)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// outcomeText is the OUTCOME cell: ok(200), unbounded, a class.
+func outcomeText(res Result) string {
+	switch {
+	case res.Unbounded:
+		return "unbounded"
+	case res.Class == "ok" && res.Caller != nil:
+		return fmt.Sprintf("ok(%d)", res.Caller.Status)
+	}
+	return string(res.Class)
+}
+
+// writeTable writes rows in columns, shrinking the CONNECTION and OUTCOME
+// columns (cut with "…") to fit textWidth, each row's lines under it.
+func writeTable(b *strings.Builder, rows [][]string, unders [][]string) {
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	total := func() int {
+		t := 0
+		for _, w := range widths {
+			t += w + 2
+		}
+		return t - 2
+	}
+	for _, i := range []int{3, 1, 0} {
+		for total() > textWidth && widths[i] > 10 {
+			widths[i]--
+		}
+	}
+	for k, r := range rows {
+		var line strings.Builder
+		for i, c := range r {
+			c = cut(c, widths[i])
+			pad := widths[i] - utf8.RuneCountInString(c)
+			if i == 4 {
+				line.WriteString(strings.Repeat(" ", pad) + c)
+			} else {
+				line.WriteString(c)
+				if i < len(r)-1 {
+					line.WriteString(strings.Repeat(" ", pad))
+				}
+			}
+			if i < len(r)-1 {
+				line.WriteString("  ")
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
+		for _, u := range unders[k] {
+			b.WriteString(u + "\n")
+		}
+	}
+}
+
+func cut(s string, w int) string {
+	if utf8.RuneCountInString(s) <= w {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:w-1]) + "…"
+}
+
+// wrap breaks s into lines of at most width columns at spaces, the first
+// with prefix, the others with indent.
+func wrap(s, prefix, indent string, width int) []string {
+	var lines []string
+	cur := prefix
+	empty := true
+	for _, word := range strings.Fields(s) {
+		if !empty && utf8.RuneCountInString(cur)+1+utf8.RuneCountInString(word) > width {
+			lines = append(lines, cur)
+			cur, empty = indent, true
+		}
+		if !empty {
+			cur += " "
+		}
+		cur += word
+		empty = false
+	}
+	return append(lines, cur)
+}
+
+// WriteJSON writes the reports as one JSON object:
+// {"protocol": …, "sessions": [ … ]}.
+func WriteJSON(w io.Writer, reports []*SessionReport) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if reports == nil {
+		reports = []*SessionReport{}
+	}
+	return enc.Encode(struct {
+		Protocol string           `json:"protocol"`
+		Sessions []*SessionReport `json:"sessions"`
+	}{Protocol, reports})
+}
+
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Skipped  int         `xml:"skipped,attr"`
+	Time     string      `xml:"time,attr"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	ClassName string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
+}
+
+// WriteJUnit writes the reports as JUnit XML: a test suite per session
+// (named for the client), a test case per scenario.
+func WriteJUnit(w io.Writer, reports []*SessionReport) error {
+	var out junitSuites
+	for _, r := range reports {
+		s := junitSuite{Name: "connaudit serve: " + r.Client.Name + " " + r.Client.Version, Time: fmt.Sprintf("%.3f", r.ElapsedMS/1000)}
+		for _, res := range r.Results {
+			c := junitCase{Name: res.Name, ClassName: "connaudit.serve." + r.Client.Name, Time: fmt.Sprintf("%.3f", res.ElapsedMS/1000)}
+			switch {
+			case res.NotConfigurable != "":
+				c.Skipped = &junitSkipped{Message: "not configurable: " + res.NotConfigurable}
+				s.Skipped++
+			case res.Skipped != "":
+				c.Skipped = &junitSkipped{Message: res.Skipped}
+				s.Skipped++
+			case !res.Pass:
+				text := strings.Join(res.Mismatches, "\n")
+				if res.Fix != "" {
+					text += "\nfix: " + res.Fix
+				}
+				c.Failure = &junitFailure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
+				s.Failures++
+			}
+			s.Cases = append(s.Cases, c)
+			s.Tests++
+		}
+		out.Suites = append(out.Suites, s)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}

@@ -1,0 +1,242 @@
+package serve
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/loopback"
+)
+
+// Limits of a server, per session and in all (docs/serve.md, "Limits").
+const (
+	MaxSessions        = 64
+	maxConnsPerSession = 256
+	maxReqsPerSession  = 4096
+	maxBody            = 64 << 10
+	maxMessage         = 1 << 10
+	maxName            = 200
+	idleSession        = 2 * time.Minute
+)
+
+// A Server serves the fault catalogue to kits: a control API speaking
+// [Protocol] and the fault listeners it points them to. Build it with
+// [New]; stop it with [Server.Close]. Its methods are safe for concurrent
+// use.
+type Server struct {
+	cfg    config
+	ctl    net.Listener
+	http   *http.Server
+	faults [3]*faultserver.Server // onPlain, onTLS, onRawH2
+	caPEM  []byte
+	cert   tls.Certificate
+	specs  []*spec
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	conns    map[connRef]*connRec // connections of the fault listeners, by listener and id
+	next     int
+	ended    []*SessionReport // reports of ended sessions not yet taken
+	endedCh  chan struct{}    // signalled when a session ends
+	closed   bool
+}
+
+// connRef names a connection of one of the fault listeners.
+type connRef struct {
+	on listener
+	id uint64
+}
+
+// New starts a server: the control API on the address of [WithAddr]
+// (127.0.0.1 with a free port by default) and the fault listeners on
+// 127.0.0.1. The caller must call [Server.Close].
+func New(opts ...Option) (*Server, error) {
+	cfg := config{addr: "127.0.0.1:0"}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("serve: nil option")
+		}
+		o.apply(&cfg)
+	}
+	specs, err := catalogue()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, specs: specs, sessions: map[string]*session{}, conns: map[connRef]*connRec{},
+		endedCh: make(chan struct{}, 1)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.cert, s.caPEM, err = newCA()
+	if err != nil {
+		return nil, err
+	}
+	modes := [3][]faultserver.Option{
+		nil,
+		{faultserver.WithCertificate(s.cert)},
+		{faultserver.WithCertificate(s.cert), faultserver.WithRawHTTP2()},
+	}
+	for i, m := range modes {
+		on := listener(i)
+		opts := append(m, faultserver.WithConnEvents(func(ev faultserver.ConnEvent) { s.connEvent(on, ev) }))
+		if s.faults[i], err = faultserver.New(opts...); err != nil {
+			s.closeFaults()
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+	}
+	if cfg.anyAddr {
+		s.ctl, err = net.Listen("tcp", cfg.addr)
+	} else {
+		s.ctl, err = loopback.Listen(cfg.addr)
+	}
+	if err != nil {
+		s.closeFaults()
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, ErrorLog: log.New(io.Discard, "", 0)}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.http.Serve(s.ctl)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.reapIdle()
+	}()
+	return s, nil
+}
+
+// URL returns the control API's base URL, CONNAUDIT_URL: "http://host:port".
+func (s *Server) URL() string { return "http://" + s.ctl.Addr().String() }
+
+// CA returns the PEM of the CA certificate that signs every HTTPS fault
+// listener: CONNAUDIT_CA's content.
+func (s *Server) CA() []byte { return append([]byte(nil), s.caPEM...) }
+
+// Close ends every open session (their reports are kept for [Server.Ended]),
+// stops the control API and the fault listeners, and waits for their
+// goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	var open []*session
+	for _, se := range s.sessions {
+		open = append(open, se)
+	}
+	s.mu.Unlock()
+	var ends sync.WaitGroup
+	for _, se := range open {
+		ends.Go(func() { s.end(se, "the server stopped before the kit said done") })
+	}
+	ends.Wait()
+	s.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		s.http.Close()
+	}
+	s.wg.Wait()
+	s.closeFaults()
+	return nil
+}
+
+func (s *Server) closeFaults() {
+	for _, f := range s.faults {
+		if f != nil {
+			f.Close() // a handler cut here is a kit gone mid-scenario: said in its session
+		}
+	}
+}
+
+// Ended returns the reports of the sessions that ended since the last
+// call, in the order they ended, and a channel signalled when another
+// ends.
+func (s *Server) Ended() ([]*SessionReport, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.ended
+	s.ended = nil
+	return out, s.endedCh
+}
+
+// reapIdle ends the sessions idle for longer than idleSession.
+func (s *Server) reapIdle() {
+	t := time.NewTicker(idleSession / 8)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var idle []*session
+		for _, se := range s.sessions {
+			if time.Since(se.touched) > idleSession {
+				idle = append(idle, se)
+			}
+		}
+		s.mu.Unlock()
+		for _, se := range idle {
+			s.end(se, fmt.Sprintf("abandoned: no request from the kit for %v", idleSession))
+		}
+	}
+}
+
+// newCA returns a fresh self-signed CA certificate for 127.0.0.1, ::1 and
+// localhost, served by every HTTPS fault listener, and its PEM.
+func newCA() (tls.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("serve: generating key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("serve: generating serial: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{Organization: []string{"connaudit serve"}, CommonName: "connaudit serve CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(7 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("serve: creating certificate: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("serve: parsing certificate: %w", err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}

@@ -1,0 +1,437 @@
+package serve
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/loopback"
+	"github.com/connaudit/connaudit/internal/notify"
+)
+
+// session is one kit's audit of one client. Its state is guarded by the
+// server's mutex.
+type session struct {
+	id        string
+	kit       string
+	client    Client
+	protocols []string
+	started   time.Time
+	touched   time.Time
+	states    []*scenarioState
+	stall     *faultserver.TLSStall
+	hang      *faultserver.ConnectHang
+	conns     []*connRec // attributed to the session, at most maxConnsPerSession
+	extraConn int        // connections beyond that, counted only
+	reqs      int        // requests recorded in detail
+	extraReqs int        // beyond maxReqsPerSession, counted only
+	fetched   bool
+	done      bool
+	changes   notify.Changes
+}
+
+// scenarioState is what the server saw of one scenario in one session.
+type scenarioState struct {
+	idx       int
+	sp        *spec
+	spec      ScenarioSpec // as the kit gets it
+	faultPath string
+	okPath    string
+	holdPath  string
+	fault     []reqRec // requests for the faulted URL, warm-up included
+	ok        []reqRec
+	hold      []reqRec
+	guard     *time.Timer
+	guardFrom time.Time // when the guard started
+	fromReq   bool      // the guard runs from the first faulted request
+	cut       bool      // the guard fired: the server cut the scenario
+	cutAt     time.Time
+	report    *Report
+	result    *Result
+}
+
+// reqRec is a request the server read.
+type reqRec struct {
+	conn *connRec
+	at   time.Time
+}
+
+// connRec is a connection of a fault listener, attributed to the session
+// of the first request it carried.
+type connRec struct {
+	ref      connRef
+	accepted time.Time
+	se       *session
+	scenario int // index of the first scenario it served
+	requests int
+	lastReq  time.Time
+	closed   bool
+	closedBy string
+	how      string
+	closedAt time.Time
+}
+
+// guardFor is how long the server lets a faulted call run before it cuts
+// it: three times the scenario's inherent wait plus two seconds, at least
+// eight (a client's timers of whole seconds, curl's, fit in it), and for a
+// retry contract eight seconds past its total budget: a client that holds
+// the policy has ended the call by then, and one whose retries outlast the
+// budget by an attempt (curl's --retry-max-time lets the last one start
+// late) ends it by itself, with all its requests counted.
+func guardFor(sp *spec) time.Duration {
+	g := max(8*time.Second, 3*sp.wait+2*time.Second)
+	if sp.contract != "" && sp.policy.TotalTimeoutMS > 0 {
+		g = max(g, time.Duration(sp.policy.TotalTimeoutMS*float64(time.Millisecond))+8*time.Second)
+	}
+	if sp.on >= onTLSStall {
+		g = max(g, belowHTTPGuard)
+	}
+	return g
+}
+
+// lateBound is how late after a scenario's own bound a timeout may come
+// and still be that bound's: ten times it and a second (a client whose
+// timers count whole seconds, curl's, fits), far from a bound that fired.
+func lateBound(sp *spec) time.Duration {
+	b := sp.policy.ReadTimeoutMS
+	if sp.contract == "" || b == 0 {
+		b = max(b, sp.policy.AttemptTimeoutMS, sp.policy.ConnectTimeoutMS, sp.policy.TLSTimeoutMS, sp.policy.PoolAcquireTimeoutMS)
+	}
+	if b == 0 {
+		return 0
+	}
+	return 10*time.Duration(b*float64(time.Millisecond)) + time.Second
+}
+
+// holdFor is how long the hold of a second-caller scenario lasts.
+func holdFor(sp *spec) time.Duration {
+	return time.Duration(sp.policy.PoolAcquireTimeoutMS*float64(time.Millisecond)) + time.Second
+}
+
+// sessionID returns a new session's id: its number and a random suffix.
+func sessionID(n int) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("s%d-%s", n, hex.EncodeToString(b[:]))
+}
+
+// open creates a session for req, or says why not.
+func (s *Server) open(req OpenRequest) (*session, error) {
+	if req.Protocol != Protocol {
+		return nil, badRequest("protocol %q is not spoken here; this server speaks %q", req.Protocol, Protocol)
+	}
+	if req.Client.Name == "" {
+		return nil, badRequest("client.name is empty: name the client under test")
+	}
+	for _, f := range []struct{ name, v string }{{"kit", req.Kit}, {"client.name", req.Client.Name},
+		{"client.version", req.Client.Version}, {"client.config", req.Client.Config}} {
+		if len(f.v) > maxName {
+			return nil, badRequest("%s is longer than %d bytes", f.name, maxName)
+		}
+	}
+	protos := req.Protocols
+	if len(protos) == 0 {
+		protos = []string{string(audit.HTTP1)}
+	}
+	for _, p := range protos {
+		if p != string(audit.HTTP1) && p != string(audit.HTTP2) {
+			return nil, badRequest("protocol %q is not %q or %q", p, audit.HTTP1, audit.HTTP2)
+		}
+	}
+	run, err := compile("run", req.Run)
+	if err != nil {
+		return nil, err
+	}
+	skip, err := compile("skip", req.Skip)
+	if err != nil {
+		return nil, err
+	}
+	var chosen []*spec
+	for _, sp := range s.specs {
+		switch {
+		case !slices.Contains(protos, string(sp.proto)),
+			run != nil && !run.MatchString(sp.name), skip != nil && skip.MatchString(sp.name),
+			s.cfg.run != nil && !s.cfg.run.MatchString(sp.name), s.cfg.skip != nil && s.cfg.skip.MatchString(sp.name):
+			continue
+		}
+		chosen = append(chosen, sp)
+	}
+	if len(chosen) == 0 {
+		return nil, badRequest("no scenario is selected for protocols %v, run %q, skip %q", protos, req.Run, req.Skip)
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, &apiErr{code: 503, msg: "the server is stopping"}
+	}
+	if len(s.sessions) >= MaxSessions {
+		s.mu.Unlock()
+		return nil, &apiErr{code: 429, msg: fmt.Sprintf("%d sessions are open, the most this server holds", MaxSessions)}
+	}
+	s.next++
+	now := time.Now()
+	se := &session{id: sessionID(s.next), kit: printable(req.Kit), client: Client{Name: printable(req.Client.Name),
+		Version: printable(req.Client.Version), Config: printable(req.Client.Config)}, protocols: protos,
+		started: now, touched: now}
+	s.sessions[se.id] = se
+	s.mu.Unlock()
+
+	if err := s.listen(se, chosen); err != nil {
+		s.end(se, "setup failed: "+err.Error())
+		return nil, &apiErr{code: 500, msg: err.Error()}
+	}
+	return se, nil
+}
+
+func compile(name, pattern string) (*regexp.Regexp, error) {
+	if pattern == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, badRequest("bad %s pattern: %v", name, err)
+	}
+	return re, nil
+}
+
+// listen registers the session's scenarios on the fault listeners, and
+// starts the listeners of its own that some need.
+func (s *Server) listen(se *session, chosen []*spec) error {
+	var states []*scenarioState
+	for i, sp := range chosen {
+		st := &scenarioState{idx: i, sp: sp}
+		prefix := fmt.Sprintf("/s/%s/%d/", se.id, i)
+		st.faultPath, st.okPath, st.holdPath = prefix+"fault", prefix+"ok", prefix+"hold"
+		okOn := sp.on
+		base := ""
+		switch sp.on {
+		case onTLSStall:
+			if se.stall == nil {
+				stall, err := faultserver.NewTLSStall()
+				if err != nil {
+					return err
+				}
+				se.stall = stall
+			}
+			okOn, base = onTLS, se.stall.URL()
+		case onConnectHang:
+			if se.hang == nil {
+				hang, err := faultserver.NewConnectHang()
+				if err != nil {
+					return err
+				}
+				se.hang = hang
+			}
+			okOn, base = onPlain, se.hang.URL()
+		case onClosedPort:
+			addr, err := loopback.ClosedPort()
+			if err != nil {
+				return err
+			}
+			okOn, base = onPlain, "http://"+addr
+		default:
+			s.faults[sp.on].Handle(st.faultPath, sp.fault)
+			base = s.faults[sp.on].URL()
+		}
+		if sp.on == onRawH2 {
+			okOn = onRawH2
+		}
+		s.faults[okOn].Handle(st.okPath, faultserver.OK{})
+		if sp.steps == StepsSecondCaller {
+			// The hold answers by itself, a second after the second
+			// caller must have been refused, so that no kit has to
+			// cancel it and /ok then finds the connection free.
+			s.faults[okOn].Handle(st.holdPath, faultserver.Status{Code: 200, After: holdFor(sp)})
+		}
+		okBase := s.faults[okOn].URL()
+		ctl := s.URL() + "/v1/sessions/" + se.id
+		st.spec = ScenarioSpec{Name: sp.name, Contract: sp.contract, Proto: string(sp.proto), Fault: sp.faultText,
+			Steps: sp.steps, URL: base + st.faultPath, OKURL: okBase + st.okPath, ReadBytes: sp.readBytes,
+			Request: sp.request, Policy: sp.policy, Expect: sp.caller, GuardMS: ms(guardFor(sp))}
+		st.spec.Expect.Attempts = max(1, sp.audit.ClientAttempts)
+		switch sp.steps {
+		case StepsCancelWhenEntered:
+			st.spec.EnteredURL = ctl + "/entered?scenario=" + strconv.Itoa(i)
+		case StepsSecondCaller:
+			st.spec.HoldURL = okBase + st.holdPath
+			st.spec.EnteredURL = ctl + "/entered?scenario=" + strconv.Itoa(i) + "&what=hold"
+		}
+		states = append(states, st)
+	}
+	s.mu.Lock()
+	se.states = states
+	s.mu.Unlock()
+	return nil
+}
+
+// lookup returns the open session id, touching it.
+func (s *Server) lookup(id string) (*session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.sessions[id]
+	if se == nil {
+		return nil, &apiErr{code: 404, msg: fmt.Sprintf("no open session %q", printable(id))}
+	}
+	se.touched = time.Now()
+	return se, nil
+}
+
+// parsePath splits a fault listener's path /s/{session}/{index}/{what}.
+func parsePath(p string) (id string, idx int, what string, ok bool) {
+	rest, found := strings.CutPrefix(p, "/s/")
+	if !found {
+		return "", 0, "", false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 {
+		return "", 0, "", false
+	}
+	idx, err := strconv.Atoi(parts[1])
+	if err != nil || idx < 0 {
+		return "", 0, "", false
+	}
+	return parts[0], idx, parts[2], true
+}
+
+// connEvent records an event of a fault listener's connection.
+func (s *Server) connEvent(on listener, ev faultserver.ConnEvent) {
+	ref := connRef{on: on, id: ev.Conn}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch ev.Kind {
+	case faultserver.ConnAccepted:
+		s.conns[ref] = &connRec{ref: ref, accepted: ev.At}
+	case faultserver.ConnRequest:
+		c := s.conns[ref]
+		id, idx, what, ok := parsePath(ev.Path)
+		se := s.sessions[id]
+		if c == nil || !ok || se == nil || se.done || idx >= len(se.states) {
+			return
+		}
+		s.request(se, c, se.states[idx], what, ev.At)
+	case faultserver.ConnClosed:
+		c := s.conns[ref]
+		delete(s.conns, ref)
+		if c == nil {
+			return
+		}
+		c.closed, c.closedBy, c.how, c.closedAt = true, ev.ClosedBy, ev.How, ev.At
+		if c.se != nil {
+			c.se.changes.Signal()
+		}
+	}
+}
+
+// request records a request of st read on c; s.mu is held.
+func (s *Server) request(se *session, c *connRec, st *scenarioState, what string, at time.Time) {
+	if c.se == nil {
+		if len(se.conns) >= maxConnsPerSession {
+			se.extraConn++
+			return
+		}
+		c.se, c.scenario = se, st.idx
+		se.conns = append(se.conns, c)
+	}
+	if c.se != se {
+		return
+	}
+	c.requests++
+	c.lastReq = at
+	se.touched = at
+	if se.reqs >= maxReqsPerSession {
+		se.extraReqs++
+		return
+	}
+	se.reqs++
+	r := reqRec{conn: c, at: at}
+	switch what {
+	case "fault":
+		st.fault = append(st.fault, r)
+		if !st.fromReq && st.report == nil && !st.cut {
+			st.fromReq = true
+			s.startGuard(se, st, at)
+		}
+	case "ok":
+		st.ok = append(st.ok, r)
+	case "hold":
+		st.hold = append(st.hold, r)
+		if !st.fromReq && st.report == nil && !st.cut {
+			st.fromReq = true
+			s.startGuard(se, st, at)
+		}
+	}
+	se.changes.Signal()
+}
+
+// startGuard (re)starts the guard of st from now; s.mu is held.
+func (s *Server) startGuard(se *session, st *scenarioState, from time.Time) {
+	if st.guard != nil {
+		st.guard.Stop()
+	}
+	st.guardFrom = from
+	st.guard = time.AfterFunc(guardFor(st.sp)-time.Since(from), func() { s.fireGuard(se, st) })
+}
+
+// belowHTTPGuard is the guard of a scenario below HTTP (a full accept
+// queue, a stalled handshake), which no request starts: it runs from the
+// moment the kit moves on to the scenario, so it must also cover the kit's
+// own time before its call, on a loaded machine too.
+const belowHTTPGuard = 20 * time.Second
+
+// current starts the guard of the first scenario after idx not reported,
+// when the kit moves on to it, if that scenario is below HTTP (the guard
+// of any other starts with its first request); s.mu is held.
+func (s *Server) current(se *session, after int) {
+	for _, st := range se.states[after+1:] {
+		if st.report == nil {
+			if st.guard == nil && st.sp.on >= onTLSStall {
+				st.guardFrom = time.Now()
+				st.guard = time.AfterFunc(guardFor(st.sp), func() { s.fireGuard(se, st) })
+			}
+			return
+		}
+	}
+}
+
+// fireGuard cuts a scenario whose call outlived its guard: its connections
+// are closed, its listener of its own emptied, so the kit's client gets an
+// error and the kit goes on.
+func (s *Server) fireGuard(se *session, st *scenarioState) {
+	s.mu.Lock()
+	if st.report != nil || st.cut || se.done {
+		s.mu.Unlock()
+		return
+	}
+	st.cut, st.cutAt = true, time.Now()
+	var ids []connRef
+	for _, r := range append(append([]reqRec(nil), st.fault...), st.hold...) {
+		if !r.conn.closed && !slices.Contains(ids, r.conn.ref) {
+			ids = append(ids, r.conn.ref)
+		}
+	}
+	on := st.sp.on
+	stall, hang := se.stall, se.hang
+	se.changes.Signal()
+	s.mu.Unlock()
+	switch on {
+	case onTLSStall:
+		if stall != nil {
+			stall.Close()
+		}
+	case onConnectHang:
+		if hang != nil {
+			hang.Close()
+		}
+	}
+	for _, id := range ids {
+		s.faults[id.on].CloseConn(id.id)
+	}
+}
