@@ -181,7 +181,7 @@ public final class ReactorWebClient implements AuditedClient {
         if (!policy.mayReplay(request.method(), request.hasKey())) {
             return false;
         }
-        if (e instanceof WebClientResponseException w) {
+        if (e instanceof WebClientResponseException w && w.getCause() == null) {
             int status = w.getStatusCode().value();
             return policy.retryStatuses().contains(status) || (status == 500 && mutations.contains(Mutation.RETRY_500));
         }
@@ -226,7 +226,9 @@ public final class ReactorWebClient implements AuditedClient {
 
     /** What the caller got, in the protocol's kinds, from the exception the chain ended with. */
     static Outcome classify(Throwable e) {
-        if (e instanceof WebClientResponseException w) {
+        // A response whose body then failed is a WebClientResponseException too ("200 OK from GET
+        // …, but response failed with cause: …"): it is the cause's error, not a status.
+        if (e instanceof WebClientResponseException w && w.getCause() == null) {
             return Outcome.response(w.getStatusCode().value(), w.getResponseBodyAsString());
         }
         for (Throwable c = e; c != null; c = c.getCause()) {
