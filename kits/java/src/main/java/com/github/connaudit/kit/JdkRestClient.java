@@ -61,6 +61,21 @@ public final class JdkRestClient implements AuditedClient {
      * @throws NotConfigurableException when the policy asks for a read interval or a pool bound
      */
     public JdkRestClient(Policy policy, Set<Mutation> mutations, boolean viaInterface) throws NotConfigurableException {
+        this(policy, mutations, viaInterface, null);
+    }
+
+    /**
+     * Makes a client with its own JDK HttpClient, speaking HTTPS to listeners the CA signs. The
+     * JDK HttpClient has one connect bound: it takes the larger of the connect and TLS bounds.
+     *
+     * @param policy the numbers
+     * @param mutations changes to the chapter's configuration; only {@link Mutation#RETRY_500} applies
+     * @param viaInterface whether GETs and POSTs go through an HTTP Interface proxy
+     * @param tls the CA of the HTTPS listeners, or null for plain HTTP
+     * @throws NotConfigurableException when the policy asks for a read interval or a pool bound
+     */
+    public JdkRestClient(Policy policy, Set<Mutation> mutations, boolean viaInterface, Tls tls)
+            throws NotConfigurableException {
         if (policy.readTimeout() != null) {
             throw new NotConfigurableException("the JDK HttpClient has no read interval (Reactor Netty's responseTimeout);"
                     + " JdkClientHttpRequestFactory.setReadTimeout bounds the whole exchange");
@@ -72,8 +87,12 @@ public final class JdkRestClient implements AuditedClient {
         this.policy = policy;
         this.mutations = mutations.isEmpty() ? EnumSet.noneOf(Mutation.class) : EnumSet.copyOf(mutations);
         HttpClient.Builder builder = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1);
-        if (policy.connectTimeout() != null) {
-            builder.connectTimeout(policy.connectTimeout());
+        Duration connect = connectBound(policy);
+        if (connect != null) {
+            builder.connectTimeout(connect);
+        }
+        if (tls != null) {
+            builder.sslContext(tls.jdk());
         }
         this.jdk = builder.build();
         JdkClientHttpRequestFactory factory = new JdkClientHttpRequestFactory(jdk);
@@ -101,7 +120,7 @@ public final class JdkRestClient implements AuditedClient {
 
     @Override
     public String config() {
-        return "HttpClient.newBuilder().connectTimeout(" + ReactorWebClient.ms(policy.connectTimeout())
+        return "HttpClient.newBuilder().connectTimeout(" + ReactorWebClient.ms(connectBound(policy))
                 + ").version(HTTP_1_1); JdkClientHttpRequestFactory.setReadTimeout(" + ReactorWebClient.ms(policy.attemptTimeout())
                 + "); " + (target != null ? "HTTP Interface, " : "") + "interceptor: retry " + policy.retryStatuses()
                 + (mutations.contains(Mutation.RETRY_500) ? "+500" : "") + " " + policy.maxRetries() + " times "
@@ -199,7 +218,14 @@ public final class JdkRestClient implements AuditedClient {
         }
     }
 
-    static Duration orZero(Duration d) {
-        return d == null ? Duration.ZERO : d;
+    /** The larger of the connect and TLS bounds, the JDK HttpClient having one for both. */
+    static Duration connectBound(Policy p) {
+        if (p.connectTimeout() == null) {
+            return p.tlsTimeout();
+        }
+        if (p.tlsTimeout() == null) {
+            return p.connectTimeout();
+        }
+        return p.connectTimeout().compareTo(p.tlsTimeout()) >= 0 ? p.connectTimeout() : p.tlsTimeout();
     }
 }

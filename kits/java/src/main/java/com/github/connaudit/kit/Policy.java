@@ -19,6 +19,7 @@ import java.util.Set;
  * @param retryWithIdempotencyKey any method may be replayed when it carries an Idempotency-Key
  * @param retryAnyMethod any method may be replayed
  * @param connectTimeout bound on the TCP connect
+ * @param tlsTimeout bound on the TLS handshake
  * @param readTimeout the read interval: the longest wait for the headers and between two reads of
  *     the body (Reactor Netty's {@code responseTimeout}), not a total deadline
  * @param poolMaxPerHost connections per host in the pool; 0 is the client's default
@@ -35,6 +36,7 @@ public record Policy(
         boolean retryWithIdempotencyKey,
         boolean retryAnyMethod,
         Duration connectTimeout,
+        Duration tlsTimeout,
         Duration readTimeout,
         int poolMaxPerHost,
         Duration poolAcquireTimeout) {
@@ -58,7 +60,7 @@ public record Policy(
     public static Policy source() {
         return new Policy(Duration.ofSeconds(3), Duration.ofSeconds(8), 2, Duration.ofMillis(10),
                 Set.of(503), false, Set.of("GET", "HEAD"), false, false,
-                Duration.ofMillis(1000), null, 1, Duration.ofSeconds(1));
+                Duration.ofMillis(1000), null, null, 1, Duration.ofSeconds(1));
     }
 
     /**
@@ -70,7 +72,7 @@ public record Policy(
      */
     public Policy withTimeouts(Duration attempt, Duration total) {
         return new Policy(attempt, total, maxRetries, delay, retryStatuses, retryErrors, retryMethods,
-                retryWithIdempotencyKey, retryAnyMethod, connectTimeout, readTimeout, poolMaxPerHost,
+                retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, readTimeout, poolMaxPerHost,
                 poolAcquireTimeout);
     }
 
@@ -83,7 +85,7 @@ public record Policy(
      */
     public Policy withRetries(int retries, Duration delayBetween) {
         return new Policy(attemptTimeout, totalTimeout, retries, delayBetween, retryStatuses, retryErrors,
-                retryMethods, retryWithIdempotencyKey, retryAnyMethod, connectTimeout, readTimeout,
+                retryMethods, retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, readTimeout,
                 poolMaxPerHost, poolAcquireTimeout);
     }
 
@@ -95,7 +97,7 @@ public record Policy(
      */
     public Policy withReadTimeout(Duration interval) {
         return new Policy(attemptTimeout, totalTimeout, maxRetries, delay, retryStatuses, retryErrors,
-                retryMethods, retryWithIdempotencyKey, retryAnyMethod, connectTimeout, interval,
+                retryMethods, retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, interval,
                 poolMaxPerHost, poolAcquireTimeout);
     }
 
@@ -108,7 +110,7 @@ public record Policy(
      */
     public Policy withReplay(boolean anyMethod, boolean withKey) {
         return new Policy(attemptTimeout, totalTimeout, maxRetries, delay, retryStatuses, retryErrors,
-                retryMethods, withKey, anyMethod, connectTimeout, readTimeout, poolMaxPerHost,
+                retryMethods, withKey, anyMethod, connectTimeout, tlsTimeout, readTimeout, poolMaxPerHost,
                 poolAcquireTimeout);
     }
 
@@ -120,7 +122,7 @@ public record Policy(
      */
     public Policy withRetryStatuses(Set<Integer> statuses) {
         return new Policy(attemptTimeout, totalTimeout, maxRetries, delay, statuses, retryErrors, retryMethods,
-                retryWithIdempotencyKey, retryAnyMethod, connectTimeout, readTimeout, poolMaxPerHost,
+                retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, readTimeout, poolMaxPerHost,
                 poolAcquireTimeout);
     }
 
@@ -133,7 +135,7 @@ public record Policy(
      */
     public Policy withPool(int max, Duration acquire) {
         return new Policy(attemptTimeout, totalTimeout, maxRetries, delay, retryStatuses, retryErrors,
-                retryMethods, retryWithIdempotencyKey, retryAnyMethod, connectTimeout, readTimeout, max, acquire);
+                retryMethods, retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, readTimeout, max, acquire);
     }
 
     /**

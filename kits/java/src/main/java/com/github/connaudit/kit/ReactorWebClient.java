@@ -2,6 +2,7 @@ package com.github.connaudit.kit;
 
 import io.netty.channel.ChannelOption;
 import io.netty.channel.ConnectTimeoutException;
+import io.netty.handler.ssl.SslHandshakeTimeoutException;
 import io.netty.handler.timeout.ReadTimeoutException;
 import java.io.IOException;
 import java.net.SocketTimeoutException;
@@ -67,6 +68,18 @@ public final class ReactorWebClient implements AuditedClient {
      * @param viaInterface whether GETs and POSTs go through an HTTP Interface proxy
      */
     public ReactorWebClient(Policy policy, Set<Mutation> mutations, boolean viaInterface) {
+        this(policy, mutations, viaInterface, null);
+    }
+
+    /**
+     * Makes a client with its own pool, speaking HTTPS to listeners the CA signs.
+     *
+     * @param policy the numbers
+     * @param mutations changes to the source's configuration (none for the source's own)
+     * @param viaInterface whether GETs and POSTs go through an HTTP Interface proxy
+     * @param tls the CA of the HTTPS listeners, or null for plain HTTP
+     */
+    public ReactorWebClient(Policy policy, Set<Mutation> mutations, boolean viaInterface, Tls tls) {
         this.policy = policy;
         this.mutations = mutations.isEmpty() ? EnumSet.noneOf(Mutation.class) : EnumSet.copyOf(mutations);
         ConnectionProvider.Builder pool = ConnectionProvider.builder("connaudit");
@@ -84,6 +97,21 @@ public final class ReactorWebClient implements AuditedClient {
         }
         if (policy.readTimeout() != null) {
             http = http.responseTimeout(policy.readTimeout());
+        }
+        if (tls != null) {
+            io.netty.handler.ssl.SslContext ssl;
+            try {
+                ssl = tls.netty();
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+            Duration handshake = policy.tlsTimeout();
+            http = http.secure(spec -> {
+                var next = spec.sslContext(ssl);
+                if (handshake != null) {
+                    next.handshakeTimeout(handshake);
+                }
+            });
         }
         this.web = WebClient.builder().clientConnector(new ReactorClientHttpConnector(http)).build();
         this.target = viaInterface
@@ -110,6 +138,9 @@ public final class ReactorWebClient implements AuditedClient {
                 + ", pendingAcquireTimeout=" + ms(policy.poolAcquireTimeout()) + ")");
         if (policy.connectTimeout() != null) {
             http.add("CONNECT_TIMEOUT_MILLIS=" + policy.connectTimeout().toMillis());
+        }
+        if (policy.tlsTimeout() != null) {
+            http.add("handshakeTimeout(" + ms(policy.tlsTimeout()) + ")");
         }
         if (policy.readTimeout() != null) {
             http.add("responseTimeout(" + ms(policy.readTimeout()) + ")");
@@ -238,7 +269,7 @@ public final class ReactorWebClient implements AuditedClient {
             }
         }
         for (Throwable c = e; c != null; c = c.getCause()) {
-            if (c instanceof TimeoutException || c instanceof ReadTimeoutException
+            if (c instanceof TimeoutException || c instanceof ReadTimeoutException || c instanceof SslHandshakeTimeoutException
                     || c instanceof ConnectTimeoutException || c instanceof SocketTimeoutException) {
                 return Outcome.error(Outcome.Kind.TIMEOUT, e);
             }

@@ -27,12 +27,14 @@ class PoolOfOneTest {
     /**
      * ConnectionProvider maxConnections 1, pendingAcquireTimeout 1 s: while a first caller holds
      * the one connection, a second is refused by the pool (PoolAcquireTimeoutException) and never
-     * reaches the server; once the first is cancelled, /ok is served on a new connection.
+     * reaches the server; once the first is cancelled, /ok is served on a new connection. The
+     * calls have no attempt or total timeout here, so that the pool's is the only timer running.
      */
     @ParameterizedTest
     @EnumSource(value = Variant.class, names = {"WEBCLIENT", "WEBCLIENT_INTERFACE"})
     void secondCallerIsRefusedAfterThePendingAcquireTimeout(Variant v) throws Exception {
-        try (RawServer s = holdOthers200(); AuditedClient c = v.make(Policy.source(), Set.of())) {
+        Policy p = Policy.source().withTimeouts(null, null);
+        try (RawServer s = holdOthers200(); AuditedClient c = v.make(p, Set.of())) {
             AuditedClient.Call first = c.start(Request.get(s.url("/hold")));
             assertTrue(s.awaitEntered(1, Harness.SIGNAL), s.evidence());
             Outcome second = c.send(Request.get(s.url("/fault")), Harness.GUARD);
@@ -79,15 +81,15 @@ class PoolOfOneTest {
         }
     }
 
-    /** responseTimeout 250 ms is an interval, not a deadline: a byte every 100 ms for 1.2 s is read whole. */
+    /** responseTimeout 250 ms is an interval, not a deadline: a byte every 50 ms for 1 s is read whole. */
     @ParameterizedTest
     @EnumSource(value = Variant.class, names = {"WEBCLIENT", "WEBCLIENT_INTERFACE"})
     void readIntervalIsNotATotalDeadline(Variant v) throws Exception {
-        try (RawServer s = RawServer.always(new Trickle(12, 100))) {
+        try (RawServer s = RawServer.always(new Trickle(20, 50))) {
             Policy p = Policy.source().withReadTimeout(Duration.ofMillis(250));
             Harness.Run r = Harness.run(v, p, Set.of(), s, false, srv -> Request.get(srv.url("/fault")))
                     .attempts(1).status(200).counts(1, 1);
-            assertEquals("x".repeat(12), r.outcome().body(), r.toString());
+            assertEquals("x".repeat(20), r.outcome().body(), r.toString());
         }
     }
 
