@@ -1,5 +1,6 @@
 package com.github.connaudit.kit;
 
+import java.net.URI;
 import java.time.Duration;
 
 /**
@@ -48,6 +49,16 @@ public interface AuditedClient extends AutoCloseable {
     default Outcome send(Request request, Duration guard) {
         return start(request).await(guard);
     }
+
+    /**
+     * GETs a recovery URL through the same pool, outside the retry layer and its bounds (the
+     * pool's own proof of health after a fault), and reads its body.
+     *
+     * @param ok the recovery URL
+     * @param guard how long to wait before the call is cancelled as unbounded
+     * @return what the caller got
+     */
+    Outcome recover(URI ok, Duration guard);
 
     /**
      * The attempts the retry layer has started over the client's life.

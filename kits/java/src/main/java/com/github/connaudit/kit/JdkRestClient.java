@@ -44,6 +44,7 @@ public final class JdkRestClient implements AuditedClient {
     private final Set<Mutation> mutations;
     private final HttpClient jdk;
     private final RestClient rest;
+    private final RestClient bare;
     private final BlockingTarget target;
     private final AtomicInteger attempts = new AtomicInteger();
     private final ExecutorService callers = Executors.newCachedThreadPool(r -> {
@@ -103,6 +104,7 @@ public final class JdkRestClient implements AuditedClient {
                 .requestFactory(factory)
                 .requestInterceptor(new BoundedRetry(policy, this.mutations.contains(Mutation.RETRY_500), attempts))
                 .build();
+        this.bare = RestClient.builder().requestFactory(new JdkClientHttpRequestFactory(jdk)).build();
         this.target = viaInterface
                 ? HttpServiceProxyFactory.builderFor(RestClientAdapter.create(rest)).build().createClient(BlockingTarget.class)
                 : null;
@@ -151,6 +153,23 @@ public final class JdkRestClient implements AuditedClient {
             cancelled.set(true);
             running.cancel(true);
         }, started);
+    }
+
+    @Override
+    public Outcome recover(java.net.URI ok, Duration guard) {
+        long started = System.nanoTime();
+        CompletableFuture<Outcome> outcome = new CompletableFuture<>();
+        Future<?> running = callers.submit(() -> {
+            Outcome o;
+            try {
+                ResponseEntity<String> e = bare.get().uri(ok).retrieve().toEntity(String.class);
+                o = Outcome.response(e.getStatusCode().value(), e.getBody() == null ? "" : e.getBody());
+            } catch (RuntimeException e) {
+                o = classify(e);
+            }
+            outcome.complete(o.timed(FutureCall.millisSince(started), 1));
+        });
+        return new FutureCall(outcome, () -> running.cancel(true), started).await(guard);
     }
 
     private Outcome exchange(Request request) {

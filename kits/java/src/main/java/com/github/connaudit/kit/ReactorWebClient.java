@@ -188,6 +188,17 @@ public final class ReactorWebClient implements AuditedClient {
         }, started);
     }
 
+    @Override
+    public Outcome recover(java.net.URI ok, Duration guard) {
+        long started = System.nanoTime();
+        CompletableFuture<Outcome> outcome = new CompletableFuture<>();
+        Disposable subscription = web.get().uri(ok).retrieve().toEntity(String.class)
+                .map(e -> Outcome.response(e.getStatusCode().value(), e.getBody() == null ? "" : e.getBody()))
+                .subscribe(o -> outcome.complete(o.timed(FutureCall.millisSince(started), 1)),
+                        e -> outcome.complete(classify(e).timed(FutureCall.millisSince(started), 1)));
+        return new FutureCall(outcome, subscription::dispose, started).await(guard);
+    }
+
     /** The attempt bound, the retry and the total bound, in the source's order (or a mutation's). */
     private Mono<Outcome> bounded(Mono<Outcome> attempt, Request request) {
         Retry retry = Retry.fixedDelay(policy.maxRetries(), policy.delay() == null ? Duration.ZERO : policy.delay())

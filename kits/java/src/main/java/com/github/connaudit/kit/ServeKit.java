@@ -96,12 +96,28 @@ public final class ServeKit {
                 .put("config", cut(factory.config(), 200));
         open.putArray("protocols").add("http1");
         JsonNode session = call("POST", control.resolve("/v1/sessions"), open);
-        JsonNode scenarios = call("GET", URI.create(session.path("scenarios_url").asText()), null);
+        URI scenariosUrl = URI.create(session.path("scenarios_url").asText());
+        JsonNode scenarios = call("GET", scenariosUrl, null);
+        warmUp(factory, scenariosUrl);
         URI reports = URI.create(session.path("report_url").asText());
         for (JsonNode sc : scenarios.path("scenarios")) {
             call("POST", reports, scenario(factory, sc));
         }
         return call("POST", URI.create(session.path("done_url").asText()), JSON.createObjectNode());
+    }
+
+    /**
+     * Loads the client's classes and starts its event loops before the first scenario, through a
+     * throwaway client of the same kind and the control API (never a fault listener, so nothing of
+     * it is counted): a fresh JVM's first request can take over a second, longer than the
+     * catalogue's 150 ms bounds, and a verdict must not depend on which scenario comes first.
+     */
+    private static void warmUp(ClientFactory factory, URI control) {
+        try (AuditedClient c = factory.create(Policy.source().withPool(0, null), null)) {
+            c.send(Request.get(control), Duration.ofSeconds(30));
+        } catch (NotConfigurableException e) {
+            // a client that cannot take the source's policy warms up on its first scenario
+        }
     }
 
     /** Runs one scenario and makes its report. */
@@ -144,7 +160,7 @@ public final class ServeKit {
                     return report.put("skipped", "steps " + steps + " unknown to this kit");
                 }
             }
-            Outcome ok = client.send(Request.get(URI.create(sc.path("ok_url").asText())), guard);
+            Outcome ok = client.recover(URI.create(sc.path("ok_url").asText()), guard);
             put(report.putObject("outcome"), outcome);
             report.put("elapsed_ms", outcome.elapsedMillis());
             report.put("attempts", outcome.attempts());

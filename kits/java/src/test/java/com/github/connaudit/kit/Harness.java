@@ -86,7 +86,7 @@ final class Harness {
     /**
      * Sends {@code request(server)} through a new client, optionally after a warm-up GET of /ok
      * (not counted in the server's requests; it leaves a kept-alive connection, and the faulted
-     * request is then the 2nd on it), then GETs /ok.
+     * request is then the 2nd on it), then GETs /ok through the same pool, outside the retry layer.
      */
     static Run run(Variant v, Policy p, Set<Mutation> m, RawServer server, boolean warm,
             Function<RawServer, Request> request) throws Exception {
@@ -98,7 +98,7 @@ final class Harness {
             int before = c.attempts();
             Outcome o = c.send(request.apply(server), GUARD);
             int attempts = c.attempts() - before;
-            Outcome ok = c.send(Request.get(server.url("/ok")), GUARD);
+            Outcome ok = c.recover(server.url("/ok"), GUARD);
             return new Run(o, ok, server, attempts);
         }
     }

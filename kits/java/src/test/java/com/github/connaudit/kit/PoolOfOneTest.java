@@ -45,7 +45,7 @@ class PoolOfOneTest {
             first.cancel();
             assertEquals(Outcome.Kind.CANCELED, first.await(Harness.GUARD).kind());
             assertTrue(s.awaitCancels(1, Harness.SIGNAL), s.evidence());
-            Outcome ok = c.send(Request.get(s.url("/ok")), Harness.GUARD);
+            Outcome ok = c.recover(s.url("/ok"), Harness.GUARD);
             assertEquals(200, ok.status(), ok + " | " + s.evidence());
             assertEquals(2, s.connections(), s.evidence());
             assertEquals(1, s.maxOpen(), "never more than one connection open: " + s.evidence());
@@ -118,7 +118,7 @@ class PoolOfOneTest {
             Outcome o = call.await(Harness.GUARD);
             assertEquals(Outcome.Kind.CANCELED, o.kind(), o + " | " + s.evidence());
             assertTrue(s.awaitCancels(1, Harness.SIGNAL), "the server saw the client go: " + s.evidence());
-            Outcome ok = c.send(Request.get(s.url("/ok")), Harness.GUARD);
+            Outcome ok = c.recover(s.url("/ok"), Harness.GUARD);
             assertEquals(200, ok.status(), ok + " | " + s.evidence());
             assertEquals(1, s.handlersEntered(), s.evidence());
             assertEquals(1, s.requests(), s.evidence());
