@@ -75,7 +75,8 @@ final class BoundedRetry implements ClientHttpRequestInterceptor {
         try {
             if (delay >= left) {
                 Thread.sleep(Math.max(0, left / 1_000_000), (int) Math.max(0, left % 1_000_000));
-                throw budget(attempt + 1);
+                throw new HttpTimeoutException("total timeout of " + policy.totalTimeout().toMillis()
+                        + "ms ran out in the delay before attempt " + (attempt + 1));
             }
             Thread.sleep(delay / 1_000_000, (int) (delay % 1_000_000));
         } catch (InterruptedException e) {

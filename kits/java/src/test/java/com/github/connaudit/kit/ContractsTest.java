@@ -115,7 +115,9 @@ class ContractsTest {
 
     /**
      * A8, attempt 1 s, total 1.5 s, delay 1 s, 503 at once: two attempts, and the total timeout
-     * ends the call in the second delay (Reactor's TimeoutException names the 1500 ms).
+     * ends the call in the second delay: Reactor's TimeoutException names the total's 1500 ms
+     * (the timeout after retryWhen; the 503s come at once, so it fired in the delay); the
+     * interceptor says it ended in the delay, not at the start of a third attempt.
      */
     @ParameterizedTest
     @EnumSource(Variant.class)
@@ -124,20 +126,24 @@ class ContractsTest {
             Policy p = Policy.source().withTimeouts(Duration.ofSeconds(1), Duration.ofMillis(1500))
                     .withRetries(2, Duration.ofSeconds(1));
             get(v, p, s).attempts(2).counts(2, 1)
-                    .error(Outcome.Kind.TIMEOUT, v.web() ? "within 1500ms" : "total timeout of 1500ms");
+                    .error(Outcome.Kind.TIMEOUT, v.web() ? "within 1500ms in 'retryWhen'"
+                            : "total timeout of 1500ms ran out in the delay before attempt 3");
         }
     }
 
     /**
-     * A9, each answer after 400 ms (503, then 200), attempt 500 ms, delay 200 ms, total 2 s: the
-     * attempt's timeout restarts with the retry, so the 200 arrives (at about 1 s). A warm-up /ok
-     * first, so that the first attempt does not also pay for the connect and the classes loaded.
+     * A9, each answer after 400 ms (503, then 200), delay 200 ms, total 2 s: the attempt's
+     * timeout restarts with the retry, so the 200 arrives (at about 1 s). The article's attempt
+     * limit is 500 ms; that leaves 100 ms for client and server together, which a loaded 2-core
+     * machine overran in 2 of 8 runs (the first attempt cut at 500 ms). 700 ms keeps the
+     * contract's point — one answer fits in an attempt, two answers and the delay (1000 ms) do
+     * not — with 300 ms of slack either way.
      */
     @ParameterizedTest
     @EnumSource(Variant.class)
     void a9AttemptTimeoutRestartsWithEachRetry(Variant v) throws Exception {
         try (RawServer s = RawServer.sequence(new Respond(503, "slow 503", 400), new Respond(200, "ok", 400))) {
-            Policy p = Policy.source().withTimeouts(Duration.ofMillis(500), Duration.ofSeconds(2))
+            Policy p = Policy.source().withTimeouts(Duration.ofMillis(700), Duration.ofSeconds(2))
                     .withRetries(2, Duration.ofMillis(200));
             Harness.run(v, p, SOURCE, s, true, srv -> Request.get(srv.url("/fault")))
                     .status(200).attempts(2).counts(2, 1);
