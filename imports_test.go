@@ -12,6 +12,7 @@ import (
 // testHelpers are the module's packages meant for tests alone: they may
 // link package testing, and no other package may import them.
 var testHelpers = []string{
+	"github.com/connaudit/connaudit/audit/audittest",
 	"github.com/connaudit/connaudit/internal/benchpair",
 	"github.com/connaudit/connaudit/internal/testserver",
 }

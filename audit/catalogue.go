@@ -6,7 +6,6 @@ import (
 
 	"github.com/connaudit/connaudit/faultserver"
 	"github.com/connaudit/connaudit/httptrace"
-	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
 	"golang.org/x/net/http2"
@@ -43,7 +42,7 @@ func closedFate(by pool.Closer, reason pool.CloseReason) *Fate {
 }
 
 func ok(status int) Expect {
-	return Expect{Class: vocab.ClassOK, Status: status, ClientAttempts: 1, ServerRequests: 1, Dials: n(1)}
+	return Expect{Class: httptrace.ClassOK, Status: status, ClientAttempts: 1, ServerRequests: 1, Dials: n(1)}
 }
 
 func failed(class httptrace.Class, stage httptrace.Stage, serverRequests int64) Expect {
@@ -59,48 +58,48 @@ func http1Scenarios() []Scenario {
 	}
 	okExp := ok(200)
 	okExp.Fate = reusedFate()
-	rht := failed(vocab.ClassResponseHeaderTimeout, vocab.StageAwaitHeaders, 1)
-	rht.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
+	rht := failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 1)
+	rht.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
 	rht.CancelObserved = true
-	deadline := failed(vocab.ClassDeadline, vocab.StageAwaitHeaders, 1)
+	deadline := failed(httptrace.ClassDeadline, httptrace.StageAwaitHeaders, 1)
 	deadline.CancelObserved = true
-	deadline.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
-	canceled := failed(vocab.ClassCanceled, vocab.StageAwaitHeaders, 1)
+	deadline.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
+	canceled := failed(httptrace.ClassCanceled, httptrace.StageAwaitHeaders, 1)
 	canceled.CancelObserved = true
 	canceled.HandlersEntered = n(1) // the cancel came once the handler was entered, and nothing resent it
-	canceled.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
-	waiting := failed(vocab.ClassCanceled, vocab.StagePoolWait, 0)
+	canceled.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
+	waiting := failed(httptrace.ClassCanceled, httptrace.StagePoolWait, 0)
 	waiting.Fate = &Fate{None: true}
-	closeBefore := failed(vocab.ClassServerClosed, vocab.StageAwaitHeaders, 1)
-	closeBefore.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerEOF)
-	hidden := Expect{Class: vocab.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
-	reset := failed(vocab.ClassReset, vocab.StageAwaitHeaders, 1)
-	reset.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerReset)
-	truncated := failed(vocab.ClassBodyTruncated, vocab.StageBody, 1)
-	truncated.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerEOF)
+	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
+	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
+	hidden := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
+	reset := failed(httptrace.ClassReset, httptrace.StageAwaitHeaders, 1)
+	reset.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerReset)
+	truncated := failed(httptrace.ClassBodyTruncated, httptrace.StageBody, 1)
+	truncated.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
 	truncated.BodyBytes = n(midBodySend)
-	stall := failed(vocab.ClassBodyIdleTimeout, vocab.StageBody, 1)
+	stall := failed(httptrace.ClassBodyIdleTimeout, httptrace.StageBody, 1)
 	stall.CancelObserved = true
-	stall.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
+	stall.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
 	trickle := ok(200)
 	trickle.Fate = reusedFate()
 	trickle.BodyAtLeast = trickleEvery * (trickleBytes - 1)
 	trickle.BodyBytes = n(trickleBytes)
 	early := ok(200)
-	early.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonEarlyBodyClose)
+	early.Fate = closedFate(pool.ClosedByClient, pool.ReasonEarlyBodyClose)
 	early.BodyBytes = n(earlyRead)
 	unclosed := ok(200)
 	unclosed.Dials = n(2) // closing the unread body closes the connection; /ok dials anew
 	unclosed.Leak, unclosed.BlocksOK = true, true
-	unclosed.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonEarlyBodyClose)
+	unclosed.Fate = closedFate(pool.ClosedByClient, pool.ReasonEarlyBodyClose)
 	connClose := ok(200)
-	connClose.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonConnectionClose)
-	tlsStallExp := failed(vocab.ClassTLSHandshakeTimeout, vocab.StageTLS, 0)
-	tlsStallExp.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonHandshakeFailed)
+	connClose.Fate = closedFate(pool.ClosedByServer, pool.ReasonConnectionClose)
+	tlsStallExp := failed(httptrace.ClassTLSHandshakeTimeout, httptrace.StageTLS, 0)
+	tlsStallExp.Fate = closedFate(pool.ClosedByClient, pool.ReasonHandshakeFailed)
 	tlsStallExp.ConnsAccepted = n(1) // the connect succeeded; the handshake stalled
-	connectTimeout := failed(vocab.ClassConnectTimeout, vocab.StageConnect, 0)
+	connectTimeout := failed(httptrace.ClassConnectTimeout, httptrace.StageConnect, 0)
 	connectTimeout.Fate = &Fate{None: true}
-	refused := failed(vocab.ClassConnectRefused, vocab.StageConnect, 0)
+	refused := failed(httptrace.ClassConnectRefused, httptrace.StageConnect, 0)
 	refused.Fate = &Fate{None: true}
 
 	return []Scenario{
@@ -158,17 +157,17 @@ func http2Scenarios() []Scenario {
 			Expect: reused(ok(code)), server: tlsOpts, setup: handle(faultserver.Status{Code: code}), drive: single}
 	}
 	okExp := reused(ok(200))
-	rht := reused(failed(vocab.ClassResponseHeaderTimeout, vocab.StageAwaitHeaders, 1))
+	rht := reused(failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 1))
 	rht.CancelObserved = true
-	deadline := reused(failed(vocab.ClassDeadline, vocab.StageAwaitHeaders, 1))
+	deadline := reused(failed(httptrace.ClassDeadline, httptrace.StageAwaitHeaders, 1))
 	deadline.CancelObserved = true
-	canceled := reused(failed(vocab.ClassCanceled, vocab.StageAwaitHeaders, 1))
+	canceled := reused(failed(httptrace.ClassCanceled, httptrace.StageAwaitHeaders, 1))
 	canceled.CancelObserved = true
 	canceled.HandlersEntered = n(1)
-	streamReset := reused(failed(vocab.ClassStreamReset, vocab.StageAwaitHeaders, 1))
-	midBody := reused(failed(vocab.ClassStreamReset, vocab.StageBody, 1))
+	streamReset := reused(failed(httptrace.ClassStreamReset, httptrace.StageAwaitHeaders, 1))
+	midBody := reused(failed(httptrace.ClassStreamReset, httptrace.StageBody, 1))
 	midBody.BodyBytes = n(midBodySend)
-	stall := reused(failed(vocab.ClassBodyIdleTimeout, vocab.StageBody, 1))
+	stall := reused(failed(httptrace.ClassBodyIdleTimeout, httptrace.StageBody, 1))
 	stall.CancelObserved = true
 	trickle := reused(ok(200))
 	trickle.BodyAtLeast = trickleEvery * (trickleBytes - 1)
@@ -177,12 +176,12 @@ func http2Scenarios() []Scenario {
 	early.BodyBytes = n(earlyRead)
 	unclosed := reused(ok(200))
 	unclosed.Leak = true
-	closeBefore := failed(vocab.ClassServerClosed, vocab.StageAwaitHeaders, 1)
-	closeBefore.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerEOF)
+	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
+	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
 	connClose := ok(200)
-	connClose.Fate = closedFate(vocab.ClosedByServer, vocab.ReasonServerGoAway)
-	goaway := Expect{Class: vocab.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
-	refused := Expect{Class: vocab.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(1), HiddenRetry: true, Fate: reusedFate()}
+	connClose.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerGoAway)
+	goaway := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
+	refused := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(1), HiddenRetry: true, Fate: reusedFate()}
 	return []Scenario{
 		{Name: "h2/ok", Proto: HTTP2, Fault: `200 "ok"`, Bound: "-", Expect: okExp, server: tlsOpts,
 			setup: handle(faultserver.OK{}), drive: single},
@@ -229,6 +228,11 @@ func http2Scenarios() []Scenario {
 // through reading the body and restarts with each retry; the total budget
 // bounds all attempts and delays.
 const (
+	// A7 and A10, at Reactor Netty's 250 ms: its responseTimeout is an interval
+	// between reads, which Go splits in two: the wait for the response
+	// headers (ResponseHeaderTimeout) and the wait for each read of the
+	// body (pool.BodyIdleTimeout).
+	readInterval = 250 * time.Millisecond
 	// A8, scaled by 0.3 from 1 s, 1.5 s, 1 s: two immediate 503s, and
 	// the budget ends 150 ms into the second delay.
 	budgetAttempt = 300 * time.Millisecond
@@ -259,69 +263,92 @@ func retryScenarios() []Scenario {
 	}
 	// A request that timed out: the server sees it go, the client closes
 	// the connection.
-	timedOut := func(class httptrace.Class) Expect {
+	timedOut := func(class httptrace.Class, stage httptrace.Stage) Expect {
 		e := exp(class, 0, 1, 1)
-		e.Stage, e.CancelObserved = vocab.StageAwaitHeaders, true
-		e.Fate = closedFate(vocab.ClosedByClient, vocab.ReasonRequestError)
+		e.Stage, e.CancelObserved = stage, true
+		e.Fate = closedFate(pool.ClosedByClient, pool.ReasonRequestError)
 		return e
 	}
-	budget := exp(vocab.ClassDeadline, 0, 2, 2)
-	postOnce := func(p *retry.Policy) { p.MaxRetries = 1 }
+	bodyStalled := timedOut(httptrace.ClassBodyIdleTimeout, httptrace.StageBody)
+	bodyStalled.BodyBytes = n(midBodySend)
+	closed := exp(httptrace.ClassServerClosed, 0, 1, 1)
+	closed.Stage = httptrace.StageAwaitHeaders
+	closed.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
+	canceled := timedOut(httptrace.ClassCanceled, httptrace.StageAwaitHeaders)
+	canceled.HandlersEntered = n(1)
+	budget := exp(httptrace.ClassDeadline, 0, 2, 2)
+	// W1 and W2 retry a POST once with no delay, as Reactor's retry(1)
+	// does.
+	postOnce := func(p *retry.Policy) { p.MaxRetries, p.Delay = 1, 0 }
 	unsafe := with(func(p *retry.Policy) { postOnce(p); p.UnsafeRetryNonIdempotent = true })
 	keyed := with(func(p *retry.Policy) { postOnce(p); p.RetryIdempotencyKey = true })
 	postExp := func(attempts int, server, writes int64, status int) Expect {
-		e := exp(vocab.ClassOK, status, attempts, server)
+		e := exp(httptrace.ClassOK, status, attempts, server)
 		e.Writes = n(writes)
 		return e
 	}
-	hidden := exp(vocab.ClassOK, 200, 1, 2)
+	hidden := exp(httptrace.ClassOK, 200, 1, 2)
 	hidden.HiddenRetry, hidden.Dials = true, n(2)
-	writes := seq(faultserver.Write{Status: 503}, faultserver.Write{Status: 200})
+	// The second answer reports the writes the server committed, which
+	// the caller must read in the body it gets.
+	writes := seq(faultserver.Write{Status: 503}, faultserver.Write{Status: 200, Report: true})
 	const bound = "503 only, 2 retries 10ms apart"
 	return []Scenario{
 		{Name: "retry/immediate-success", Contract: "A1", Proto: HTTP1, Fault: `200 "ok"`, Bound: bound,
-			Expect: exp(vocab.ClassOK, 200, 1, 1), setup: handle(faultserver.OK{}), drive: get, policy: base, subject: "200"},
+			Expect: exp(httptrace.ClassOK, 200, 1, 1), setup: handle(faultserver.OK{}), drive: get, policy: base, subject: "200"},
 		{Name: "retry/503-503-ok", Contract: "A2", Proto: HTTP1, Fault: "503, 503, 200", Bound: bound,
-			Wait: 2 * base.Delay, Expect: exp(vocab.ClassOK, 200, 3, 3), setup: seq(s503, s503, faultserver.OK{}), drive: get,
+			Wait: 2 * base.Delay, Expect: exp(httptrace.ClassOK, 200, 3, 3), setup: seq(s503, s503, faultserver.OK{}), drive: get,
 			policy: base, subject: "503"},
 		{Name: "retry/always-503", Contract: "A3", Proto: HTTP1, Fault: "503 every time", Bound: bound,
-			Wait: 2 * base.Delay, Expect: exp(vocab.ClassOK, 503, 3, 3), setup: handle(s503), drive: get, policy: base, subject: "503"},
+			Wait: 2 * base.Delay, Expect: exp(httptrace.ClassOK, 503, 3, 3), setup: handle(s503), drive: get, policy: base, subject: "503"},
 		{Name: "retry/404", Contract: "A4", Proto: HTTP1, Fault: "answers 404", Bound: bound,
-			Expect: exp(vocab.ClassOK, 404, 1, 1), setup: handle(faultserver.Status{Code: 404}), drive: get, policy: base, subject: "404"},
+			Expect: exp(httptrace.ClassOK, 404, 1, 1), setup: handle(faultserver.Status{Code: 404}), drive: get, policy: base, subject: "404"},
 		{Name: "retry/500", Contract: "A5", Proto: HTTP1, Fault: "answers 500", Bound: bound,
-			Expect: exp(vocab.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: get, policy: base, subject: "500"},
+			Expect: exp(httptrace.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: get, policy: base, subject: "500"},
 		{Name: "retry/attempt-deadline", Contract: "A6", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "attempt limit 150ms",
-			Wait: boundShort, Expect: timedOut(vocab.ClassDeadline), setup: handle(faultserver.Hang{}), drive: get,
-			policy: with(func(p *retry.Policy) { p.AttemptTimeout = boundShort }), subject: "the attempt timeout"},
+			Wait: boundShort, Expect: timedOut(httptrace.ClassDeadline, httptrace.StageAwaitHeaders), setup: handle(faultserver.Hang{}),
+			drive: connected(get), policy: with(func(p *retry.Policy) { p.AttemptTimeout = boundShort }), subject: "the attempt timeout"},
 		{Name: "retry/response-header-timeout", Contract: "A7", Proto: HTTP1, Fault: "handler entered, never writes",
-			Bound: "ResponseHeaderTimeout 150ms < attempt limit 3s", Wait: boundShort, Expect: timedOut(vocab.ClassResponseHeaderTimeout),
-			Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)}, setup: handle(faultserver.Hang{}), drive: get,
-			policy: base, subject: "the read timeout"},
+			Bound: "header wait (ResponseHeaderTimeout) 250ms < attempt limit 3s", Wait: readInterval,
+			Expect: timedOut(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders),
+			Bounds: []pool.Option{pool.ResponseHeaderTimeout(readInterval)}, setup: handle(faultserver.Hang{}), drive: get,
+			policy: base, subject: "the header wait timeout"},
 		{Name: "retry/total-budget", Contract: "A8", Proto: HTTP1, Fault: "503 at once, every time",
-			Bound: "attempt 300ms, budget 450ms, delay 300ms", Wait: budgetTotal, Expect: budget, setup: handle(s503), drive: get,
+			Bound: "attempt 300ms, budget 450ms, delay 300ms", Wait: budgetTotal, Expect: budget, setup: handle(s503), drive: connected(get),
 			policy: with(func(p *retry.Policy) {
 				p.AttemptTimeout, p.TotalTimeout, p.Delay = budgetAttempt, budgetTotal, budgetDelay
 			}), subject: "503"},
 		{Name: "retry/attempt-limit-restarts", Contract: "A9", Proto: HTTP1, Fault: "503, then 200, each after 150ms",
-			Bound: "attempt 300ms, budget 1.2s, delay 100ms", Wait: 2*slowAnswer + slowDelay, Expect: exp(vocab.ClassOK, 200, 2, 2),
-			setup: seq(faultserver.Status{Code: 503, After: slowAnswer}, faultserver.Status{Code: 200, After: slowAnswer}), drive: get,
+			Bound: "attempt 300ms, budget 1.2s, delay 100ms", Wait: 2*slowAnswer + slowDelay, Expect: exp(httptrace.ClassOK, 200, 2, 2),
+			setup: seq(faultserver.Status{Code: 503, After: slowAnswer}, faultserver.Status{Code: 200, After: slowAnswer}), drive: connected(get),
 			policy: with(func(p *retry.Policy) {
 				p.AttemptTimeout, p.TotalTimeout, p.Delay = slowAttempt, 4*slowAttempt, slowDelay
 			}), subject: "503"},
-		{Name: "retry/post-unsafe", Contract: "W1", Proto: HTTP1, Fault: "commits the write, answers 503, then 200",
-			Bound: "one retry allowed for POST", Wait: base.Delay, Expect: postExp(2, 2, 2, 200), setup: writes,
-			drive: retried(call{method: http.MethodPost}), policy: unsafe, subject: "the POST"},
-		{Name: "retry/post-idempotency-key", Contract: "W2", Proto: HTTP1, Fault: "commits once per key, answers 503, then 200",
-			Bound: "POST with Idempotency-Key: order-7 retried once", Wait: base.Delay, Expect: postExp(2, 2, 1, 200), setup: writes,
-			drive: retried(call{method: http.MethodPost, key: "order-7"}), policy: keyed, subject: "the POST"},
+		{Name: "retry/body-read-interval", Contract: "A10", Proto: HTTP1, Fault: "sends half the body, stalls",
+			Bound: "body read interval (pool.BodyIdleTimeout) 250ms < attempt limit 3s", Wait: readInterval, Expect: bodyStalled,
+			Bounds: []pool.Option{pool.BodyIdleTimeout(readInterval)},
+			setup:  handle(faultserver.StallMidBody{Length: midBodyLength, Send: midBodySend}), drive: get,
+			policy: base, subject: "the body read timeout"},
+		{Name: "retry/post-unsafe", Contract: "W1", Proto: HTTP1, Fault: "commits the write, answers 503, then 200 with the writes",
+			Bound: "one retry allowed for POST, no delay", Expect: postExp(2, 2, 2, 200), setup: writes,
+			drive: retried(call{method: http.MethodPost, body: faultserver.WriteReport(2)}), policy: unsafe, subject: "the POST"},
+		{Name: "retry/post-idempotency-key", Contract: "W2", Proto: HTTP1, Fault: "commits once per key, answers 503, then 200 with the writes",
+			Bound: "POST with Idempotency-Key: order-7 retried once, no delay", Expect: postExp(2, 2, 1, 200), setup: writes,
+			drive: retried(call{method: http.MethodPost, key: "order-7", body: faultserver.WriteReport(1)}), policy: keyed, subject: "the POST"},
 		{Name: "retry/post-key-per-attempt", Contract: "W3", Proto: HTTP1, Fault: "commits once per key, answers 503, then 200",
-			Bound: "POST retried once, a new key per attempt", Wait: base.Delay, Expect: postExp(2, 2, 2, 200), setup: writes,
+			Bound: "POST retried once, a new key per attempt", Expect: postExp(2, 2, 2, 200), setup: writes,
 			drive: retried(call{method: http.MethodPost, key: "order-7", keyPerTry: true}), policy: keyed, subject: "the POST"},
 		{Name: "retry/post-not-retried", Contract: "W4", Proto: HTTP1, Fault: "commits the write, answers 503", Bound: "default: POST never retried",
 			Expect: postExp(1, 1, 1, 503), setup: writes, drive: retried(call{method: http.MethodPost}), policy: base, subject: "the POST"},
 		{Name: "retry/hidden-retry", Contract: "H1", Proto: HTTP1, Fault: "closes a kept-alive connection after reading its 2nd request",
 			Bound: "GET on a reused connection", Expect: hidden, setup: handle(faultserver.CloseBeforeResponse{After: 1}),
 			drive: warmThen(get), policy: base, subject: "the GET"},
+		{Name: "retry/fresh-connection-closed", Contract: "H2", Proto: HTTP1, Fault: "reads the request on a fresh connection, closes it",
+			Bound: "GET on a fresh connection: no hidden retry, an error is not retried", Expect: closed,
+			setup: handle(faultserver.CloseBeforeResponse{}), drive: get, policy: base, subject: "the GET"},
+		{Name: "retry/cancel-in-attempt", Contract: "P1", Proto: HTTP1, Fault: "handler entered, never writes",
+			Bound: "the caller cancels once the handler is entered", Expect: canceled, setup: handle(faultserver.Hang{}),
+			drive: cancelRetried(get), policy: base, subject: "the canceled GET"},
 	}
 }
 

@@ -20,14 +20,26 @@
 // connection it closes once its read loop has failed the request), rather
 // than reading a race.
 //
-// A client with no bound on the faulted stage does not hang the run: a guard
-// deadline ends the request and the scenario fails as "unbounded: no
-// timeout fired at stage X" (a retry layer's call of several attempts: "the
-// call had not ended …", with the attempts it started after its context
-// ended). Every failure says what fixes it ([Result.Fix]): the
-// http.Transport setting that bounds the stage, the one that explains the
-// connection's fate, or what the retry layer must do. A server that saw more requests
-// than the client made attempts is reported as a hidden transport retry.
+// A client with no bound on the faulted stage does not hang the run, and
+// no bound of the client's is judged by racing it ([GuardDeadline]): a
+// bound the runner sees is waited for, and half again; one it cannot see
+// (a dial function of the transport's own, the caller's retry layer) up
+// to the guard deadline, 10s by default. A stage still in progress then
+// fails as "unbounded: no timeout fired at stage X" (a retry layer's call
+// of several attempts: "the call had not ended …", with the attempts it
+// started after its context ended); a bound it sees that is longer than
+// the deadline fails as "beyond the guard". Every failure says what fixes
+// it ([Result.Fix]): the http.Transport setting that bounds the stage, the
+// one that explains the connection's fate, or what the retry layer must
+// do, down to the policy field it does not apply. A server that saw more
+// requests than the client made attempts is reported as a hidden transport
+// retry.
+//
+// Retry layers are audited as they are written: an http.RoundTripper
+// ([WithRetryTransport]) or a function ([WithRetry]). Package audittest
+// runs the catalogue as go test subtests, one per scenario. Outcomes are
+// compared with the vocabulary's constants: httptrace.ClassReset,
+// httptrace.StageConnect, pool.ReasonServerEOF, [FateReused].
 //
 // [Protocols] says which protocols the client is meant to speak. The
 // scenarios of a protocol not meant, or one the transport cannot speak,

@@ -38,11 +38,12 @@ func Example() {
 
 // ExampleWithTransport audits a transport of your own instead of the
 // reference pool: its own bounds decide. This one has no
-// ResponseHeaderTimeout, so a server that never answers is contained only
-// by the audit's guard deadline, and the scenario fails as unbounded.
+// ResponseHeaderTimeout, so nothing it has ends the wait for a server that
+// never answers: the scenario's guard does, and the scenario fails as
+// unbounded, with the setting that bounds the stage.
 func ExampleWithTransport() {
 	yours := func() *http.Transport { return &http.Transport{} }
-	r, err := audit.NewRunner(audit.WithTransport("ours", yours), audit.GuardDeadline(300*time.Millisecond))
+	r, err := audit.NewRunner(audit.WithTransport("ours", yours))
 	if err != nil {
 		panic(err)
 	}
@@ -53,8 +54,8 @@ func ExampleWithTransport() {
 	fmt.Println("fix:", res.Fix)
 	// Output:
 	// false true await-headers
-	// unbounded: no timeout fired at stage await-headers within the audit's guard deadline (300ms)
-	// fix: set ResponseHeaderTimeout: it bounds the wait for the response headers (the catalogue's reference bound: ResponseHeaderTimeout 150ms)
+	// unbounded: no timeout fired at stage await-headers within the scenario's guard (2s)
+	// fix: set ResponseHeaderTimeout: it bounds the wait for the response headers
 }
 
 // ExampleProtocols declares the protocols a client is meant to speak. This
@@ -117,4 +118,52 @@ func ExampleWithRetry() {
 	// Output:
 	// A2 true []
 	// A5 false [A5: client attempts: expected 1, observed 3 A5: 500 was retried: 3 requests, contract 1]
+}
+
+// retrier is a retry layer as services write it: a RoundTripper that
+// retries a GET on a 503 a fixed number of times, whatever a policy says.
+type retrier struct {
+	next    http.RoundTripper
+	retries int
+}
+
+func (r *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := r.next.RoundTrip(req)
+		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || attempt == r.retries {
+			return resp, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// ExampleWithRetryTransport audits a retry layer written as an
+// http.RoundTripper over the audited pool. This one retries 3 times
+// whatever the policy says, so the contract that a 503 is retried at most
+// MaxRetries times (A3) fails, naming the policy field it does not apply.
+func ExampleWithRetryTransport() {
+	layer := func(base http.RoundTripper, p retry.Policy) (http.RoundTripper, error) {
+		return &retrier{next: base, retries: 3}, nil // ignores p.MaxRetries
+	}
+	r, err := audit.NewRunner(audit.WithRetryTransport("fixed: 3 retries", layer))
+	if err != nil {
+		panic(err)
+	}
+	scenarios, _ := audit.Select(audit.Catalogue(), `^retry/(immediate-success|always-503)$`, "")
+	for _, res := range r.Run(context.Background(), scenarios).Results {
+		fmt.Println(res.Contract, res.Pass, res.Observed.ClientAttempts)
+		for _, m := range res.Mismatches {
+			fmt.Println("  ", m)
+		}
+		if res.Fix != "" {
+			fmt.Println("   fix:", res.Fix)
+		}
+	}
+	// Output:
+	// A1 true 1
+	// A3 false 4
+	//    A3: 4 attempts where MaxRetries=2 allows 3: the layer does not apply MaxRetries
+	//    A3: 503 was retried: 4 requests, contract 3
+	//    fix: in the retry layer: apply MaxRetries: stop after 2 retries (3 attempts), and hand the caller the last response
 }

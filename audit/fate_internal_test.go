@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -39,5 +38,5 @@ func TestFateOfAConnectionClosedAfterRecovery(t *testing.T) {
 	o := &Observed{Conn: conns[0].ID}
 
 	require.Equal(t, Fate{Reused: true}, fateOf(p, o, true))
-	require.Equal(t, Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonCloseIdle}, fateOf(p, o, false))
+	require.Equal(t, Fate{ClosedBy: pool.ClosedByClient, Reason: pool.ReasonCloseIdle}, fateOf(p, o, false))
 }

@@ -22,8 +22,9 @@ const textWidth = 100
 // WriteText writes the report as a table that fits 100 columns — scenario,
 // observed outcome, requests the client sent and the server saw (with
 // writes committed and hidden retries), what became of the faulted
-// request's connection (reused, open, "-" for none, or why it was closed),
-// time, result — with every mismatch of a failed scenario and its fix
+// request's connection ([FateKind]: reused, open, closed, none; dialing
+// when the guard ended a dial), time, result — with who closed the
+// connection and why, and every mismatch of a failed scenario and its fix,
 // directly under its row, then the reasons scenarios were skipped, the
 // findings and the totals. A skipped scenario's row says "not run" (or
 // "cut: no verdict", when the run ended while it ran) and SKIP. With verbose, each scenario's fault, reference bound, notes and
@@ -32,55 +33,78 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
 	t := table{heads: []string{"SCENARIO", "OUTCOME", "SENT/SEEN", "CONNECTION", "TIME", "RESULT"},
 		right: []bool{false, false, false, false, true, false},
-		// The connection's close reason, then the outcome, give way
-		// (cut with "…") when the table is too wide.
-		shrink: []int{0, 2, 0, 1, 0, 0}}
+		// The outcome, then the connection, give way (cut with "…") when
+		// the table is too wide.
+		shrink: []int{0, 1, 0, 2, 0, 0}}
 	var skips []skipGroup
 	for _, res := range r.Results {
-		name := redact.Printable(res.Name)
 		if res.Skipped != "" {
-			outcome := "not run"
-			if strings.HasPrefix(res.Skipped, "cut: ") {
-				outcome = "cut: no verdict"
-			}
-			t.add(name, outcome, "-", "-", "-", "SKIP")
 			skips = addSkip(skips, res)
-			continue
 		}
-		if res.NotConfigurable != "" {
-			t.add(name, "not configurable", "-", "-", "-", "N/A")
-			t.under(wrap(redact.Printable(firstLine(res.NotConfigurable)), "  - ", "    ", textWidth)...)
-			continue
-		}
-		o := res.Observed
-		got := outcomeText(o.Class, o.Status)
-		if o.Unbounded {
-			got = "unbounded"
-		}
-		sent := fmt.Sprintf("%d/%d", o.ClientAttempts, o.ServerRequests)
-		if res.Expected.Writes != nil {
-			sent += fmt.Sprintf(" w%d", o.Writes)
-		}
-		if o.HiddenRetry {
-			sent += " hidden"
-		}
-		result := "PASS"
-		if !res.Pass {
-			result = "FAIL"
-		}
-		var under []string
-		if !res.Pass {
-			for _, m := range res.Mismatches {
-				under = append(under, wrap(redact.Printable(firstLine(m)), "  - ", "    ", textWidth)...)
-			}
-			if res.Fix != "" {
-				under = append(under, wrap(redact.Printable(res.Fix), "  fix: ", "    ", textWidth)...)
-			}
-		}
-		t.add(name, got, sent, redact.Printable(connText(o)), fmt.Sprintf("%.3fs", res.Elapsed.Seconds()), result)
-		t.under(under...)
+		addRow(&t, res)
 	}
 	t.write(&b, textWidth)
+	r.writeSkips(&b, skips)
+	r.writeFindings(&b)
+	if verbose {
+		for _, res := range r.Results {
+			if res.Skipped == "" && res.NotConfigurable == "" {
+				writeDetails(&b, res)
+			}
+		}
+	}
+	r.writeTotals(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// addRow adds a result's row to t, and under it who closed the connection
+// and why, and a failure's mismatches and fix.
+func addRow(t *table, res Result) {
+	name := redact.Printable(res.Name)
+	switch {
+	case res.Skipped != "":
+		outcome := "not run"
+		if strings.HasPrefix(res.Skipped, "cut: ") {
+			outcome = "cut: no verdict"
+		}
+		t.add(name, outcome, "-", "-", "-", "SKIP")
+		return
+	case res.NotConfigurable != "":
+		t.add(name, "not configurable", "-", "-", "-", "N/A")
+		t.under(wrap(redact.Printable(firstLine(res.NotConfigurable)), "  - ", "    ", textWidth)...)
+		return
+	}
+	o := res.Observed
+	got := outcomeText(o.Class, o.Status)
+	switch {
+	case o.Unbounded:
+		got = "unbounded"
+	case o.Beyond != "":
+		got = "beyond the guard"
+	}
+	result := "PASS"
+	if !res.Pass {
+		result = "FAIL"
+	}
+	t.add(name, got, sentText(res), connText(o), fmt.Sprintf("%.3fs", res.Elapsed.Seconds()), result)
+	if f := o.Fate; f.ClosedBy != "" && !o.Unbounded && o.Beyond == "" {
+		t.under(fmt.Sprintf("  closed by %s: %s", f.ClosedBy, redact.Printable(string(f.Reason))))
+	}
+	if res.Pass {
+		return
+	}
+	for _, m := range res.Mismatches {
+		t.under(wrap(redact.Printable(firstLine(m)), "  - ", "    ", textWidth)...)
+	}
+	if res.Fix != "" {
+		t.under(wrap(redact.Printable(res.Fix), "  fix: ", "    ", textWidth)...)
+	}
+}
+
+// writeSkips writes why scenarios were skipped, and how to make them run
+// where a finding does not say it already.
+func (r Report) writeSkips(b *strings.Builder, skips []skipGroup) {
 	for _, g := range skips {
 		b.WriteString("\n")
 		for _, l := range wrap(fmt.Sprintf("%d skipped (%s): %s", len(g.names), nameList(g.names, 60), redact.Printable(g.reason)), "", "    ", textWidth) {
@@ -92,6 +116,10 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 			}
 		}
 	}
+}
+
+// writeFindings writes each finding and its fix.
+func (r Report) writeFindings(b *strings.Builder) {
 	for _, f := range r.Findings {
 		b.WriteString("\n")
 		problem, fix, _ := strings.Cut(f, "; fix: ")
@@ -104,13 +132,10 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 			}
 		}
 	}
-	if verbose {
-		for _, res := range r.Results {
-			if res.Skipped == "" && res.NotConfigurable == "" {
-				writeDetails(&b, res)
-			}
-		}
-	}
+}
+
+// writeTotals writes the counts, the time and what was audited.
+func (r Report) writeTotals(b *strings.Builder) {
 	skipped := ""
 	if r.Skipped > 0 {
 		skipped = fmt.Sprintf(", %d skipped", r.Skipped)
@@ -122,7 +147,7 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	if n := len(r.Findings); n > 0 {
 		findings = fmt.Sprintf(", %d finding%s", n, pluralSuffix(n))
 	}
-	fmt.Fprintf(&b, "\n%d passed, %d failed%s%s in %s (the scenarios inherently wait %s)\n",
+	fmt.Fprintf(b, "\n%d passed, %d failed%s%s in %s (the scenarios inherently wait %s)\n",
 		r.Passed, r.Failed, skipped, findings, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond))
 	meant := ""
 	if r.Protocols != "" {
@@ -131,12 +156,13 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	retryLayer := ""
 	if r.Retry != "" {
 		retryLayer = "; retry: " + redact.Printable(r.Retry)
+		if r.RetryRow != "" {
+			retryLayer += " (" + r.RetryRow + ")"
+		}
 	}
 	for _, l := range wrap(fmt.Sprintf("%s%s%s; %s", redact.Printable(r.Transport), meant, retryLayer, r.GoVersion), "", "    ", textWidth) {
 		b.WriteString(l + "\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // writeDetails writes a scenario's full details: fault, reference bound,
@@ -216,18 +242,35 @@ func pluralSuffix(n int) string {
 // "dialing" when the guard ended the request while nothing bounded its
 // dial.
 func connText(o Observed) string {
-	f := o.Fate
-	switch {
-	case o.Unbounded && vocab.SetupStage(o.UnboundedStage):
-		return "dialing"
-	case f.None:
-		return "-"
-	case f.ClosedBy != "":
-		return string(f.Reason)
-	case f.Reused:
-		return "reused"
+	if o.Unbounded || o.Beyond != "" {
+		if vocab.SetupStage(o.UnboundedStage) {
+			return "dialing"
+		}
 	}
-	return "open"
+	return string(o.Fate.Kind())
+}
+
+// sentText says how many requests the client sent and the server saw for
+// the faulted request, with the writes the server committed and a hidden
+// retry, each marked "(exp)" when the scenario expects it: "1/2 hidden
+// (exp)" is the evidence of a scenario about hidden retries, "1/2 hidden"
+// a retry nobody asked for.
+func sentText(res Result) string {
+	o, e := res.Observed, res.Expected
+	sent := fmt.Sprintf("%d/%d", o.ClientAttempts, o.ServerRequests)
+	if e.Writes != nil {
+		sent += fmt.Sprintf(" w%d", o.Writes)
+		if o.Writes > 1 && o.Writes == *e.Writes {
+			sent += " (exp)"
+		}
+	}
+	if o.HiddenRetry {
+		sent += " hidden"
+		if e.HiddenRetry {
+			sent += " (exp)"
+		}
+	}
+	return sent
 }
 
 // skipGroup is one reason scenarios were skipped for, and which.
@@ -401,7 +444,7 @@ func printableLines(s, indent string) string {
 }
 
 func outcomeText(c httptrace.Class, status int) string {
-	if c == vocab.ClassOK && status != 0 {
+	if c == httptrace.ClassOK && status != 0 {
 		return fmt.Sprintf("ok(%d)", status)
 	}
 	if c == "" {

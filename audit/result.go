@@ -51,6 +51,11 @@ type Observed struct {
 	// the faulted request; UnboundedStage is the stage it hung in.
 	Unbounded      bool            `json:"unbounded,omitempty"`
 	UnboundedStage httptrace.Stage `json:"unbounded_stage,omitempty"`
+	// Beyond, when set, is the client's bound on the stage in flight that
+	// the guard ended the call at: one the runner sees, longer than the
+	// guard deadline ([GuardDeadline]), so not waited for and not judged,
+	// such as "net.Dialer.Timeout (30s)". UnboundedStage is that stage.
+	Beyond string `json:"beyond_guard,omitempty"`
 	// LeakFound lists what the pool check found while the scenario's own
 	// leak was in place (unclosed-body).
 	LeakFound []string `json:"leak_found,omitempty"`
@@ -146,6 +151,35 @@ type Report struct {
 	Retry     string `json:"retry,omitempty"`
 	// GoVersion is the runtime that ran it.
 	GoVersion string `json:"go_version"`
+
+	// RetryRow says how the retry layer was set: "configured" for the
+	// contracts (WithRetry's configure), or "defaults" ([RetryAtDefaults]);
+	// "" for package retry, the reference.
+	RetryRow string `json:"retry_row,omitempty"`
+
+	retryName, retryRow string // named in Retry and RetryRow once a contract is added
+}
+
+// Add adds the result of one scenario to the report and counts it; the
+// report names the retry layer once a retry contract is added.
+func (r *Report) Add(res Result) {
+	r.Results = append(r.Results, res)
+	if res.Contract != "" && r.Retry == "" {
+		r.Retry, r.RetryRow = r.retryName, r.retryRow
+	}
+	if res.Skipped == "" {
+		r.Wait += res.Wait
+	}
+	switch {
+	case res.Skipped != "":
+		r.Skipped++
+	case res.NotConfigurable != "":
+		r.NotConfigurable++
+	case res.Pass:
+		r.Passed++
+	default:
+		r.Failed++
+	}
 }
 
 // OK reports whether the run is complete, with no finding, no failure and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -32,7 +33,7 @@ func TestRetryScenariosNameTheirContracts(t *testing.T) {
 		require.NotEmpty(t, s.Contract, s.Name)
 		ids = append(ids, s.Contract)
 	}
-	require.Equal(t, []string{"A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "W1", "W2", "W3", "W4", "H1"}, ids)
+	require.Equal(t, []string{"A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "W1", "W2", "W3", "W4", "H1", "H2", "P1"}, ids)
 	for _, s := range audit.Catalogue() {
 		if !strings.HasPrefix(s.Name, "retry/") {
 			require.Empty(t, s.Contract, s.Name)
@@ -128,7 +129,7 @@ func TestUserRetryLayerJudged(t *testing.T) {
 	require.NoError(t, rep.WriteText(&text, false))
 	out := text.String()
 	require.Regexp(t, `retry/total-budget +not configurable +- +- +- +N/A\n  - no total budget\n`, out)
-	require.Contains(t, out, "  fix: in the retry layer: retry 503 only: a 500 is final")
+	require.Contains(t, out, "  fix: in the retry layer: retry 503 only (a nil Retryable): 500 is final")
 	require.Contains(t, out, "1 passed, 2 failed, 1 not configurable in ")
 	text.Reset()
 	require.NoError(t, rep.WriteText(&text, true))
@@ -187,7 +188,7 @@ func TestRetryLayerPastItsBounds(t *testing.T) {
 	}
 	stubborn := func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
 		var err error
-		for range 50 {
+		for range 1000 {
 			var resp *http.Response
 			if resp, err = c.Do(req.Clone(ctx)); err == nil {
 				return resp, nil
@@ -199,13 +200,14 @@ func TestRetryLayerPastItsBounds(t *testing.T) {
 		audit.WithTransport("header bound 300ms", func() *http.Transport {
 			return &http.Transport{ResponseHeaderTimeout: 300 * time.Millisecond}
 		}),
-		audit.WithRetry("stubborn", func(retry.Policy) (audit.RetryFunc, error) { return stubborn, nil }))
+		audit.WithRetry("stubborn", func(retry.Policy) (audit.RetryFunc, error) { return stubborn, nil }),
+		audit.GuardDeadline(time.Second))
 	require.NoError(t, err)
 	res := r.RunOne(context.Background(), a6)
 	require.False(t, res.Pass)
 	require.True(t, res.Observed.Unbounded)
 	require.Equal(t, httptrace.Stage("await-headers"), res.Observed.UnboundedStage, "the stage of the attempt in flight, not of the last")
-	require.Equal(t, 50, res.Observed.ClientAttempts)
+	require.Equal(t, 1000, res.Observed.ClientAttempts, "once its context ended, every attempt failed at once")
 	var unbounded, late string
 	for _, m := range res.Mismatches {
 		switch {
@@ -215,10 +217,124 @@ func TestRetryLayerPastItsBounds(t *testing.T) {
 			late = m
 		}
 	}
-	require.Regexp(t, `^unbounded: the call had not ended within the audit's guard deadline \(2s\): attempt \d+ of 50 was at stage await-headers$`, unbounded)
+	require.Regexp(t, `^unbounded: the call had not ended within 4s \(the scenario's guard, then the guard deadline, 1s, `+
+		`and half again\), waiting for the retry layer under audit: attempt \d+ of 1000 was at stage await-headers$`, unbounded)
 	require.Regexp(t, `^retry layer: \d+ attempts after the call's context had ended$`, late)
 	require.Contains(t, res.Fix, "in the retry layer: bound each attempt by AttemptTimeout")
 	require.Contains(t, res.Fix, "check ctx.Err() before each attempt")
 	require.NotContains(t, res.Fix, "set ResponseHeaderTimeout", "the transport has one")
 	require.NotContains(t, res.Fix, "GuardDeadline", "the transport's bound is shorter than the guard")
 }
+
+// The contracts taken from Reactor Netty's (A7, A10, W1, W2, H2, P1's cancel) fail under a layer that breaks
+// them: one that retries every error, reading the body itself (A7, A10, H2,
+// and P1's cancel), and one that hands the caller a response whose body it
+// has already read (W1, W2: the writes the server reports are lost).
+func TestRetryContractsCanFail(t *testing.T) {
+	everyError := func(p retry.Policy) (audit.RetryFunc, error) {
+		return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+			var err error
+			for range p.MaxRetries + 1 {
+				var resp *http.Response
+				if resp, err = c.Do(req.WithContext(ctx)); err != nil {
+					continue
+				}
+				b, rerr := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if rerr == nil {
+					resp.Body = io.NopCloser(bytes.NewReader(b))
+					return resp, nil
+				}
+				err = rerr
+			}
+			return nil, err
+		}, nil
+	}
+	bodyRead := func(p retry.Policy) (audit.RetryFunc, error) {
+		do := p.Do
+		return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+			resp, err := do(ctx, c, req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+			}
+			return resp, err
+		}, nil
+	}
+	for _, tc := range []struct {
+		id, mismatch string
+		layer        func(retry.Policy) (audit.RetryFunc, error)
+	}{
+		{"A7", "A7: the header wait timeout was retried: 3 requests, contract 1", everyError},
+		{"A10", "A10: the body read timeout was retried: 3 requests, contract 1", everyError},
+		{"H2", "H2: the GET was retried: 3 requests, contract 1", everyError},
+		{"P1", "P1: client attempts: expected 1, observed 3", everyError},
+		{"W1", `run: the caller read the body "", where the server reported "writes committed: 2"`, bodyRead},
+		{"W2", `run: the caller read the body "", where the server reported "writes committed: 1"`, bodyRead},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			var s audit.Scenario
+			for _, c := range retryContracts(t) {
+				if c.Contract == tc.id {
+					s = c
+				}
+			}
+			r, err := audit.NewRunner(audit.WithRetry("broken", tc.layer))
+			require.NoError(t, err)
+			res := r.RunOne(context.Background(), s)
+			require.False(t, res.Pass)
+			require.Contains(t, res.Mismatches, tc.mismatch)
+		})
+	}
+}
+
+// A layer audited at its defaults is named so in the report, and its fix
+// says what to configure; one configured for the contracts is told which
+// policy field it does not apply.
+func TestRetryRows(t *testing.T) {
+	var a3 []audit.Scenario
+	for _, s := range retryContracts(t) {
+		if s.Contract == "A3" {
+			a3 = append(a3, s)
+		}
+	}
+	fixed := func(base http.RoundTripper, _ retry.Policy) (http.RoundTripper, error) {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			for attempt := 0; ; attempt++ {
+				resp, err := base.RoundTrip(req)
+				if err != nil || resp.StatusCode != http.StatusServiceUnavailable || attempt == 4 {
+					return resp, err
+				}
+				resp.Body.Close()
+			}
+		}), nil
+	}
+	for _, tc := range []struct {
+		opts           []audit.Option
+		row, says, fix string
+	}{
+		{nil, "configured", "A3: 5 attempts where MaxRetries=2 allows 3: the layer does not apply MaxRetries",
+			"in the retry layer: apply MaxRetries: stop after 2 retries"},
+		{[]audit.Option{audit.RetryAtDefaults()}, "defaults",
+			"A3: 5 attempts where MaxRetries=2 allows 3: at its defaults the layer retries more",
+			"configure the retry layer (it runs at its defaults) to apply MaxRetries: stop after 2 retries"},
+	} {
+		r, err := audit.NewRunner(append(tc.opts, audit.WithRetryTransport("five attempts", fixed))...)
+		require.NoError(t, err)
+		rep := r.Run(t.Context(), a3)
+		require.Equal(t, tc.row, rep.RetryRow)
+		res := rep.Results[0]
+		require.False(t, res.Pass)
+		require.Contains(t, res.Mismatches, tc.says)
+		require.True(t, strings.HasPrefix(res.Fix, tc.fix), res.Fix)
+		var text bytes.Buffer
+		require.NoError(t, rep.WriteText(&text, false))
+		require.Contains(t, strings.ReplaceAll(text.String(), "\n    ", " "), "; retry: five attempts ("+tc.row+")")
+	}
+	r, err := audit.NewRunner()
+	require.NoError(t, err)
+	require.Empty(t, r.Run(t.Context(), a3).RetryRow, "package retry, the reference, has no row")
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

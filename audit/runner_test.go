@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
-	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -110,8 +109,7 @@ func TestNewRunnerRejectsNonsense(t *testing.T) {
 // the stage as unbounded instead of hanging, and the pool still recovers.
 func TestUnboundedTransportIsReported(t *testing.T) {
 	r, err := audit.NewRunner(
-		audit.WithTransport("no timeouts", func() *http.Transport { return &http.Transport{} }),
-		audit.GuardDeadline(500*time.Millisecond))
+		audit.WithTransport("no timeouts", func() *http.Transport { return &http.Transport{} }))
 	require.NoError(t, err)
 	for _, tc := range []struct{ name, stage, fix string }{
 		{"response-header-timeout", "await-headers", "set ResponseHeaderTimeout"},
@@ -122,7 +120,7 @@ func TestUnboundedTransportIsReported(t *testing.T) {
 			require.False(t, res.Pass)
 			require.True(t, res.Observed.Unbounded)
 			require.Contains(t, res.Mismatches,
-				"unbounded: no timeout fired at stage "+tc.stage+" within the audit's guard deadline (500ms)")
+				"unbounded: no timeout fired at stage "+tc.stage+" within the scenario's guard (2s)")
 			require.Contains(t, res.Fix, tc.fix)
 			require.True(t, res.Observed.Recovered, "the pool recovers after the guard ended the request")
 			require.Empty(t, res.Observed.Leaks)
@@ -455,7 +453,7 @@ func TestRunnerChecksCanFail(t *testing.T) {
 	}{
 		{"fate", "ok", "connection fate: expected closed by server (server-eof), observed reused",
 			func(e *audit.Expect) {
-				e.Fate = &audit.Fate{ClosedBy: vocab.ClosedByServer, Reason: vocab.ReasonServerEOF}
+				e.Fate = &audit.Fate{ClosedBy: pool.ClosedByServer, Reason: pool.ReasonServerEOF}
 			}},
 		{"no connection", "connect-refused", "connection fate: expected reused, observed -",
 			func(e *audit.Expect) { e.Fate = &audit.Fate{Reused: true} }},

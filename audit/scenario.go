@@ -13,7 +13,6 @@ import (
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
-	"go.uber.org/goleak"
 )
 
 // Proto is the protocol a scenario runs over.
@@ -37,6 +36,30 @@ type Fate struct {
 	// None is set when the faulted request had no connection: it got
 	// none, and none was dialed for it (or the dial failed).
 	None bool `json:"none,omitempty"`
+}
+
+// FateKind is what became of a connection, in one word ([Fate.Kind]).
+type FateKind string
+
+// The fates of the faulted request's connection.
+const (
+	FateReused FateKind = "reused" // it served the recovery request
+	FateOpen   FateKind = "open"   // it stayed open, and another connection served the recovery request
+	FateClosed FateKind = "closed" // it was closed: Fate.ClosedBy and Fate.Reason say by whom and why
+	FateNone   FateKind = "none"   // the faulted request had no connection, and none was dialed for it
+)
+
+// Kind says what became of the connection, in one word.
+func (f Fate) Kind() FateKind {
+	switch {
+	case f.None:
+		return FateNone
+	case f.ClosedBy != "":
+		return FateClosed
+	case f.Reused:
+		return FateReused
+	}
+	return FateOpen
 }
 
 // String says the fate in words, such as "closed by server (server-eof)",
@@ -121,10 +144,11 @@ type Scenario struct {
 	// Bounds are the pool options that bound the faulted stage on the
 	// reference pool. A caller-supplied transport keeps its own.
 	Bounds []pool.Option
-	// Contract is the retry contract the scenario holds (A1…A9, W1…W4,
-	// H1; see [WithRetry]), empty for the scenarios that are not about
+	// Contract is the retry contract the scenario holds (A1…A10, W1…W4,
+	// H1, H2; see [WithRetry]), empty for the scenarios that are not about
 	// a retry layer. Each also holds P1, as every scenario does: the same
-	// pool serves /ok afterwards with nothing left behind.
+	// pool serves /ok afterwards with nothing left behind; a scenario whose
+	// Contract is P1 holds only that, after the caller's cancel.
 	Contract string
 
 	server []faultserver.Option
@@ -149,14 +173,15 @@ type Env struct {
 
 	collector *httptrace.Collector
 	signals   *signals
-	mark      uint64 // timelines with a larger id belong to the faulted request
+	progress  *progress // the faulted path's attempts in flight, for the guard
+	mark      uint64    // timelines with a larger id belong to the faulted request
 	obs       *Observed
 	cleanups  []func()
 	counters  faultserver.Counters // the fault path's counters at the mark
 	keys      int                  // idempotency keys the fault path had received at the mark
 	retries   int                  // attempts the reference retry policy made, -1 if none
-	baseline  goleak.Option
-	accepted  func() int64 // connections a server below HTTP accepted, if there is one
+	label     string               // the pprof label of the scenario's run
+	accepted  func() int64         // connections a server below HTTP accepted, if there is one
 
 	retry   RetryFunc // the retry layer of a contract
 	called  bool      // the retry layer was called

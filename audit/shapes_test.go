@@ -5,9 +5,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -15,13 +17,16 @@ import (
 
 	"github.com/connaudit/connaudit/audit"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/retry"
 )
 
 var (
 	stressRuns = flag.Int("stress", 1, "run the catalogue this many times per transport shape of the stress set "+
 		"and fail on any scenario whose verdict flips")
-	stressPattern = flag.String("stress.run", "", "with -stress, run only the scenarios whose name matches this regular expression")
-	update        = flag.Bool("update", false, "rewrite docs/shapes.md and the README's table of common transports")
+	stressPattern  = flag.String("stress.run", "", "with -stress, run only the scenarios whose name matches this regular expression")
+	stressShape    = flag.String("stress.shape", "", "with -stress, run only the shapes whose name matches this regular expression")
+	shapesParallel = flag.Int("shapes.parallel", 8, "run this many scenarios of a shape at once (audit.Parallel); 1: one after the other")
+	update         = flag.Bool("update", false, "rewrite docs/shapes.md and the README's table of common transports")
 )
 
 // A shape is a client configuration the catalogue is run against.
@@ -90,23 +95,82 @@ func shapes() []shape {
 			opts: func() []audit.Option {
 				return []audit.Option{audit.WithTransport("&http.Transport{}", func() *http.Transport { return &http.Transport{} })}
 			}},
-		{name: "http.DefaultTransport", code: "http.DefaultTransport.(*http.Transport).Clone()", readme: true,
+		{name: "http.DefaultTransport", code: "http.DefaultTransport.(*http.Transport).Clone()", stress: true, readme: true,
 			opts: func() []audit.Option {
 				return []audit.Option{audit.WithTransport("http.DefaultTransport", func() *http.Transport {
 					return http.DefaultTransport.(*http.Transport).Clone()
 				})}
 			}},
+		{name: "a service transport: 2s dialer and TLS, 5s header timeouts, ForceAttemptHTTP2, body idle 2s",
+			code: "&http.Transport{DialContext: (&net.Dialer{Timeout: 2s, KeepAlive: 30s}).DialContext, " +
+				"TLSHandshakeTimeout: 2s, ResponseHeaderTimeout: 5s, MaxConnsPerHost: 10, ForceAttemptHTTP2: true} " +
+				"with pool.BodyIdleTimeout(2s)",
+			stress: true, readme: true,
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("a service transport", serviceTransport, pool.BodyIdleTimeout(2*time.Second))}
+			}},
+		{name: "the same service transport under a RoundTripper retry layer of fixed settings",
+			code: "the service transport above, under a RoundTripper that retries a 503 or an error of a GET 3 times, " +
+				"10ms apart, whatever the policy says (audit.WithRetryTransport)",
+			stress: true,
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("a service transport", serviceTransport, pool.BodyIdleTimeout(2*time.Second)),
+					audit.WithRetryTransport("fixed: 3 retries", func(base http.RoundTripper, _ retry.Policy) (http.RoundTripper, error) {
+						return &fixedRetries{next: base, retries: 3, delay: 10 * time.Millisecond}, nil
+					})}
+			}},
 		{name: "a service transport: own 1s dialer, 1s TLS and 3s header timeouts, no ForceAttemptHTTP2",
 			code: "&http.Transport{DialContext: (&net.Dialer{Timeout: 1s}).DialContext, TLSHandshakeTimeout: 1s, " +
 				"ResponseHeaderTimeout: 3s, MaxIdleConnsPerHost: 10, IdleConnTimeout: 90s}, " +
 				"audit.Protocols: HTTP/1 and HTTP/2",
-			readme: true,
 			opts: func() []audit.Option {
 				return []audit.Option{audit.WithTransport("a service transport", func() *http.Transport {
 					return &http.Transport{DialContext: dialer(time.Second).DialContext, TLSHandshakeTimeout: time.Second,
 						ResponseHeaderTimeout: 3 * time.Second, MaxIdleConnsPerHost: 10, IdleConnTimeout: 90 * time.Second}
 				}), audit.Protocols(protocols(true, true))}
 			}},
+	}
+}
+
+// serviceTransport is the transport a service ships: bounds of seconds,
+// as net/http's own defaults have them, and a cap of its own.
+func serviceTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   2 * time.Second,
+		ResponseHeaderTimeout: 5 * time.Second,
+		MaxConnsPerHost:       10,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+// fixedRetries is a retry layer as services write them: a RoundTripper
+// that retries a GET on a 503 or an error a fixed number of times, with a
+// fixed delay, whatever a policy says.
+type fixedRetries struct {
+	next    http.RoundTripper
+	retries int
+	delay   time.Duration
+}
+
+func (f *fixedRetries) RoundTrip(req *http.Request) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := f.next.RoundTrip(req)
+		again := attempt < f.retries && req.Method == http.MethodGet && (err != nil || resp.StatusCode == http.StatusServiceUnavailable)
+		if !again {
+			return resp, err
+		}
+		if resp != nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		t := time.NewTimer(f.delay)
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			t.Stop()
+			return nil, req.Context().Err()
+		}
 	}
 }
 
@@ -157,8 +221,15 @@ func TestTransportShapes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var shapeRE *regexp.Regexp
+	if *stressRuns > 1 && *stressShape != "" {
+		var err error
+		if shapeRE, err = regexp.Compile(*stressShape); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, sh := range shapes() {
-		if *stressRuns > 1 && !sh.stress {
+		if *stressRuns > 1 && (!sh.stress || shapeRE != nil && !shapeRE.MatchString(sh.name)) {
 			continue
 		}
 		all = append(all, sh)
@@ -169,7 +240,7 @@ func TestTransportShapes(t *testing.T) {
 		first := map[string]verdict{}
 		var rep audit.Report
 		for i := range n {
-			r, err := audit.NewRunner(sh.opts()...)
+			r, err := audit.NewRunner(append(sh.opts(), audit.Parallel(*shapesParallel))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,6 +342,7 @@ var settings = []struct{ in, as string }{
 	{"IdleConnTimeout", "`IdleConnTimeout`"},
 	{"DisableKeepAlives", "no `DisableKeepAlives`"},
 	{"MaxIdleConnsPerHost", "`MaxIdleConnsPerHost`"},
+	{"audit.GuardDeadline", "`audit.GuardDeadline(d)` to wait for a longer bound"},
 }
 
 // fixesOf lists the settings the fixes of rep's failures and findings
@@ -348,10 +420,14 @@ func shapesDoc(all []shape, reports []audit.Report) string {
 	var b strings.Builder
 	b.WriteString("# Common transports against the catalogue\n\n")
 	b.WriteString("Generated by `go test ./audit -run TestTransportShapes -update`, which fails when this file is\n")
-	b.WriteString("stale. The first five shapes are the stress set: `go test ./audit -run TestTransportShapes\n")
-	b.WriteString("-stress=200` runs each 200 times and fails on any verdict that flips ([reliability](reliability.md)).\n\n")
+	b.WriteString("stale. The shapes marked (stress) are the stress set: `go test ./audit -run TestTransportShapes\n")
+	b.WriteString("-args -stress=200` runs each 200 times and fails on any verdict that flips ([reliability](reliability.md)).\n\n")
 	for i, sh := range all {
-		fmt.Fprintf(&b, "%d. **%s**: `%s`\n", i+1, sh.name, sh.code)
+		stress := ""
+		if sh.stress {
+			stress = " (stress)"
+		}
+		fmt.Fprintf(&b, "%d. **%s**%s: `%s`\n", i+1, sh.name, stress, sh.code)
 	}
 	b.WriteString("\n| scenario |")
 	for i := range all {
@@ -392,11 +468,15 @@ func shapesDoc(all []shape, reports []audit.Report) string {
 			if res.Pass || res.Skipped != "" {
 				continue
 			}
-			fmt.Fprintf(&b, "\n- **%s**: %s\n  - fix: %s\n", res.Name, strings.Join(res.Mismatches, "; "), res.Fix)
+			fmt.Fprintf(&b, "\n- **%s**: %s\n  - fix: %s\n", res.Name, anyPort.ReplaceAllString(strings.Join(res.Mismatches, "; "), "127.0.0.1:PORT"), res.Fix)
 		}
 	}
 	return b.String()
 }
+
+// anyPort matches the fault server's loopback address, whose port differs
+// from run to run.
+var anyPort = regexp.MustCompile(`127\.0\.0\.1:\d+`)
 
 func cell(s string) string {
 	if strings.HasPrefix(s, "&") || strings.HasPrefix(s, "http.") {

@@ -1,37 +1,62 @@
 package audit
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/connaudit/connaudit/httptrace"
-	"github.com/connaudit/connaudit/internal/vocab"
+	"github.com/connaudit/connaudit/internal/hook"
+	"github.com/connaudit/connaudit/pool"
 )
 
 // subject is what the runner knows of the client under audit, read from
 // the caller's transport before the pool tracks (and so clones and
-// changes) it. The reference pool's is the zero value with reference set.
+// changes) it, and from the pool that tracks it ([subject.learn]). The
+// reference pool's is the zero value with reference set.
 type subject struct {
 	reference bool
 	// noH1 and noH2 say why the transport cannot speak HTTP/1 or HTTP/2
 	// over TLS ("" when it can); fixH1 and fixH2 how to make it.
 	noH1, fixH1 string
 	noH2, fixH2 string
-	// ownDial is set when the transport dials with a function of its own,
-	// whose bounds the runner cannot see.
-	ownDial bool
-	// The transport's bounds, and how long it keeps idle connections.
-	rht, tlsht, idle time.Duration
+	// ownDial is set when the transport dials with a function of its own;
+	// dial is the bound on DNS and connect the runner sees (a net.Dialer's
+	// Timeout, the pool's ConnectTimeout), which is unknown when the
+	// function is not a net.Dialer's. ownTLSDial is set when a function of
+	// the transport's own makes the TLS connection (DialTLSContext), whose
+	// handshake TLSHandshakeTimeout then does not bound.
+	ownDial, ownTLSDial bool
+	dial                bound
+	// The transport's bounds, with the pool's options applied, and how
+	// long it keeps idle connections; bodyIdle is the pool's body-idle
+	// watchdog.
+	rht, tlsht, idle, bodyIdle time.Duration
+	// retryDefaults is set when the retry layer under audit runs at its
+	// defaults (RetryAtDefaults).
+	retryDefaults bool
 }
 
 // describe reads t's protocols and bounds as net/http will use them.
 func describe(t *http.Transport) subject {
 	s := subject{
 		rht: t.ResponseHeaderTimeout, tlsht: t.TLSHandshakeTimeout, idle: t.IdleConnTimeout,
-		ownDial: t.DialContext != nil || oldDial(t),
+		ownDial: t.DialContext != nil || oldDial(t), ownTLSDial: t.DialTLSContext != nil || oldDialTLS(t),
+	}
+	switch d := dialerOf(t.DialContext); {
+	case !s.ownDial:
+		// net/http dials with a zero net.Dialer: no timeout.
+		s.dial = bound{name: "net.Dialer.Timeout", known: true}
+	case d != nil:
+		s.dial = bound{name: "net.Dialer.Timeout", d: d.Timeout, known: true}
+	default:
+		s.dial = bound{name: "the transport's DialContext"}
 	}
 	if t.Protocols != nil && !t.Protocols.HTTP1() {
 		s.noH1 = fmt.Sprintf("its Protocols, %s, leaves HTTP1 out", t.Protocols)
@@ -39,6 +64,38 @@ func describe(t *http.Transport) subject {
 	}
 	s.noH2, s.fixH2 = whyNoHTTP2(t)
 	return s
+}
+
+// learn reads the bounds that the pool p tracking the transport applies:
+// the transport's own, with the pool options given after the factory
+// (pool.ConnectTimeout, pool.ResponseHeaderTimeout, pool.BodyIdleTimeout…).
+func (s *subject) learn(p *pool.Pool) {
+	t := p.Transport()
+	s.rht, s.tlsht, s.idle = t.ResponseHeaderTimeout, t.TLSHandshakeTimeout, t.IdleConnTimeout
+	b := hook.Bounds(p)
+	s.bodyIdle = b.BodyIdle
+	if b.ConnectSet {
+		s.dial = bound{name: "pool.ConnectTimeout", d: b.Connect, known: true}
+	}
+}
+
+// dialerMethod is the code of a net.Dialer's DialContext method value.
+var dialerMethod = reflect.ValueOf((&net.Dialer{}).DialContext).Pointer()
+
+// dialerOf returns the net.Dialer whose DialContext method f is (the
+// common `(&net.Dialer{Timeout: …}).DialContext`, and
+// http.DefaultTransport's), or nil for any other function. A method value
+// is a closure of the method's code and its receiver, in that order, as
+// the Go compiler has laid it out since Go 1.1; the code is checked first.
+func dialerOf(f func(context.Context, string, string) (net.Conn, error)) *net.Dialer {
+	if f == nil || reflect.ValueOf(f).Pointer() != dialerMethod {
+		return nil
+	}
+	closure := *(*unsafe.Pointer)(unsafe.Pointer(&f))
+	return (*struct {
+		code     uintptr
+		receiver *net.Dialer
+	})(closure).receiver
 }
 
 // whyNoHTTP2 says why t, as configured, does not speak HTTP/2 over TLS, by
@@ -120,221 +177,45 @@ func (s subject) speaks(p Proto) (ok bool, why, fix string) {
 	return s.noH1 == "", s.noH1, s.fixH1
 }
 
-// maxOwnGuard is the longest bound of the transport's own that the guard
-// deadline waits for by default.
-const maxOwnGuard = 10 * time.Second
-
-// tie says so, for a contract whose attempt either the transport's
-// ResponseHeaderTimeout or the retry layer's attempt limit ends, when the
-// two are too close (within a tenth of the limit) for one to be sure to
-// fire first: which did is then a race between two timers, and no verdict
-// may rest on it. "" otherwise.
-func (sub subject) tie(s Scenario) string {
-	limit := s.policy.AttemptTimeout
-	if sub.reference || s.Contract == "" || sub.rht <= 0 || limit <= 0 || s.Expect.Stage != vocab.StageAwaitHeaders ||
-		(s.Expect.Class != vocab.ClassResponseHeaderTimeout && s.Expect.Class != vocab.ClassDeadline) {
-		return ""
-	}
-	if sub.rht < limit-limit/10 || sub.rht > limit+limit/10 {
-		return ""
-	}
-	return fmt.Sprintf("%s: too close to tell apart: ResponseHeaderTimeout (%v) and the attempt limit (%v): "+
-		"either may end the attempt first, so which did is no verdict", s.Contract, sub.rht, limit)
-}
-
 // stageBound returns the transport's own bound on a stage, if the runner
-// can see it: ResponseHeaderTimeout, TLSHandshakeTimeout. It ends a request
-// at that stage whatever the scenario expects to end it (an attempt limit,
-// a deadline) does or fails to do.
+// can see it: the dial's Timeout, TLSHandshakeTimeout,
+// ResponseHeaderTimeout, the pool's body-idle watchdog; "" and 0 if it
+// sees none. It ends a request at that stage whatever the scenario
+// expects to end it (an attempt limit, a deadline) does or fails to do.
 func (sub subject) stageBound(stage httptrace.Stage) (string, time.Duration) {
-	if sub.reference {
+	b := sub.bounds(stage)
+	if !b.known || b.d <= 0 {
 		return "", 0
 	}
+	return b.name, b.d
+}
+
+// bounds returns what the runner knows of the transport's bound on stage:
+// its length and the setting, nothing (known, 0), or that it cannot tell
+// (a dial function of the transport's own).
+func (sub subject) bounds(stage httptrace.Stage) bound {
+	if sub.reference {
+		// The reference pool's bounds are the scenario's, within the
+		// scenario's own guard.
+		return bound{known: true}
+	}
 	switch stage {
-	case vocab.StageAwaitHeaders:
-		return "ResponseHeaderTimeout", sub.rht
-	case vocab.StageTLS:
-		return "TLSHandshakeTimeout", sub.tlsht
-	}
-	return "", 0
-}
-
-// stageFix says what bounds stage in an http.Transport and how to set it.
-func (sub subject) stageFix(stage httptrace.Stage) string {
-	switch stage {
-	case vocab.StageDNS, vocab.StageConnect:
-		if sub.ownDial {
-			return "the transport's own DialContext did not end the dial: give its net.Dialer a Timeout, " +
-				"shorter than the audit's guard deadline (or raise audit.GuardDeadline above it)"
+	case httptrace.StageDNS, httptrace.StageConnect:
+		if sub.ownTLSDial {
+			return bound{name: "the transport's DialTLSContext"}
 		}
-		return "a net.Dialer's Timeout bounds DNS and connect: set DialContext to the DialContext " +
-			"of a net.Dialer with a Timeout"
-	case vocab.StageTLS:
-		return "set TLSHandshakeTimeout: it bounds the TLS handshake"
-	case vocab.StageAwaitHeaders:
-		return "set ResponseHeaderTimeout: it bounds the wait for the response headers"
-	case vocab.StageBody:
-		return "no http.Transport field bounds a stalled body: pass connaudit's body-idle watchdog, " +
-			"pool.BodyIdleTimeout(d), to audit.WithTransport after the factory (in service, to pool.Track)"
-	case vocab.StagePoolWait:
-		return "no http.Transport field bounds a wait for a connection: give the request a context " +
-			"deadline; MaxConnsPerHost caps the connections it waits for"
-	case vocab.StageWrite:
-		return "no http.Transport field bounds writing the request: give the request a context deadline"
-	}
-	return ""
-}
-
-// classSetting names the setting whose timeout is the class c, or "".
-func classSetting(c httptrace.Class) string {
-	switch c {
-	case vocab.ClassResponseHeaderTimeout:
-		return "ResponseHeaderTimeout"
-	case vocab.ClassTLSHandshakeTimeout:
-		return "TLSHandshakeTimeout"
-	case vocab.ClassConnectTimeout:
-		return "net.Dialer.Timeout"
-	case vocab.ClassBodyIdleTimeout:
-		return "pool.BodyIdleTimeout"
-	}
-	return ""
-}
-
-// yours says the transport's own value of a bound: "yours: none" or
-// "yours: 10s".
-func yours(d time.Duration) string {
-	if d <= 0 {
-		return "yours: none"
-	}
-	return "yours: " + d.String()
-}
-
-// fixFor says what fixes the failure of scenario s as observed, with the
-// guard deadline g that was used: what bounds the stage in an
-// http.Transport and how to set it, or what setting explains the
-// connection's fate.
-func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, g time.Duration) string {
-	var fixes []string
-	add := func(f string) {
-		for _, x := range fixes {
-			if x == f {
-				return
-			}
+		return sub.dial
+	case httptrace.StageTLS:
+		if sub.ownTLSDial {
+			return bound{name: "the transport's DialTLSContext"}
 		}
-		fixes = append(fixes, f)
+		return bound{name: "TLSHandshakeTimeout", d: sub.tlsht, known: true}
+	case httptrace.StageAwaitHeaders:
+		return bound{name: "ResponseHeaderTimeout", d: sub.rht, known: true}
+	case httptrace.StageBody:
+		return bound{name: "pool.BodyIdleTimeout", d: sub.bodyIdle, known: true}
 	}
-	ref := ""
-	if s.Bound != "" && s.Bound != "-" {
-		ref = " (the catalogue's reference bound: " + s.Bound + ")"
-	}
-	e := s.Expect
-	switch {
-	case o.Unbounded:
-		name, own := sub.stageBound(o.UnboundedStage)
-		layer := ""
-		if s.Contract != "" && o.ClientAttempts > 1 {
-			layer = contractFix[s.Contract]
-		}
-		switch {
-		case own > 0 && own >= g:
-			add(fmt.Sprintf("the transport's %s, %v, is not shorter than the audit's guard deadline (%v): "+
-				"audit.GuardDeadline(%v) lets it fire", name, own, g, own+time.Second) + ref)
-		case own > 0 && layer != "":
-			// Each attempt ends at the transport's bound; the layer's
-			// trying again made the call outlast the guard.
-			add("in the retry layer: " + layer + ref)
-		default:
-			add(sub.stageFix(o.UnboundedStage) + ref)
-			if layer != "" {
-				add("in the retry layer: " + layer)
-			}
-		}
-	case sub.tie(s) != "":
-		side := "below it, so that a read timeout is told from an attempt timeout"
-		if e.Class == vocab.ClassDeadline {
-			side = "above it, so that the attempt limit ends the attempt"
-		}
-		add(fmt.Sprintf("set ResponseHeaderTimeout well apart from the retry layer's attempt limit: %s%s", side, ref))
-	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
-		name := classSetting(e.Class)
-		_, own := sub.stageBound(e.Stage)
-		add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
-			"request's own deadline or attempt limit (%s)%s", name, yours(own), ref))
-	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(o.Class) != "":
-		limit := s.policy.AttemptTimeout
-		if name, own := sub.stageBound(o.Stage); s.Contract != "" && limit > 0 && own > limit && contractFix[s.Contract] != "" {
-			// The transport's bound is the longer: it fired because the
-			// layer's attempt limit did not.
-			add(fmt.Sprintf("in the retry layer: %s: the transport's %s (%v) ended the attempt that the "+
-				"attempt limit (%v) should have", contractFix[s.Contract], name, own, limit))
-		} else {
-			add(fmt.Sprintf("the transport's %s ended the request before the bound under audit: "+
-				"keep it longer than that%s", classSetting(o.Class), ref))
-		}
-	}
-	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
-		switch o.Fate.Reason {
-		case vocab.ReasonKeepAlivesOff:
-			add("DisableKeepAlives closes every connection after one request: unset it to reuse connections")
-		case vocab.ReasonIdleTimeout:
-			add(fmt.Sprintf("IdleConnTimeout (%s) closed the connection before it was reused: keep it "+
-				"longer than the gap between requests and shorter than the server's keep-alive", yours(sub.idle)))
-		case vocab.ReasonIdlePoolFull:
-			add("MaxIdleConnsPerHost (and MaxIdleConns) left no room to keep the connection: raise them")
-		}
-	}
-	if o.HiddenRetry && !e.HiddenRetry {
-		add("net/http sent a replayable request again on a new connection by itself, which nothing " +
-			"turns off: make the endpoint idempotent or send an Idempotency-Key")
-	}
-	for _, m := range mismatches {
-		switch {
-		case strings.HasPrefix(m, "not HTTP/2"):
-			if sub.fixH2 != "" {
-				add(sub.fixH2)
-			} else {
-				add("net/http spoke HTTP/1 where HTTP/2 was offered: check GODEBUG http2client, " +
-					"Protocols, TLSNextProto and ForceAttemptHTTP2")
-			}
-		case strings.Contains(m, "connections open to") && strings.Contains(m, ", cap "):
-			add("MaxConnsPerHost caps HTTP/1 connections only; HTTP/2 dials past it")
-		case strings.HasPrefix(m, lateAttempts):
-			add("in the retry layer: stop once the call's context is done: check ctx.Err() before each " +
-				"attempt, and end a delay when the context ends")
-		case strings.HasPrefix(m, "leak after recovery: open body"), strings.HasPrefix(m, "leak after recovery: active connection"):
-			add("close every response body: one left open pins its connection")
-		}
-	}
-	if len(fixes) == 0 && s.Contract != "" {
-		if f := contractFix[s.Contract]; f != "" {
-			add("in the retry layer: " + f)
-		}
-	}
-	if len(fixes) == 0 {
-		if f := sub.stageFix(e.Stage); f != "" && classSetting(e.Class) != "" {
-			add(f + ref)
-		} else {
-			add("no transport setting explains this: -v shows the faulted request's timeline")
-		}
-	}
-	return strings.Join(fixes, "; ")
-}
-
-// contractFix says, for each retry contract, what a retry layer that broke
-// it must do.
-var contractFix = map[string]string{
-	"A1": "make one attempt for a response that is not retried, and hand its body over",
-	"A2": "retry a 503, up to MaxRetries times, waiting Delay between attempts",
-	"A3": "stop after MaxRetries retries and hand the caller the last 503 itself, not an error",
-	"A4": "retry 503 only: a 404 is final and reaches the caller as it is",
-	"A5": "retry 503 only: a 500 is final (the request may have run) and reaches the caller",
-	"A6": "bound each attempt by AttemptTimeout, and end the call when it fires",
-	"A7": "a read timeout (the transport's ResponseHeaderTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
-	"A8": "count the delays in the total budget: end the call with a deadline error when it runs out during a delay",
-	"A9": "restart the attempt limit on each retry: it bounds one attempt, not all of them",
-	"W1": "replay a POST once when the policy allows it, with its body (GetBody)",
-	"W2": "keep the Idempotency-Key across attempts, so that the server commits once",
-	"W3": "a new Idempotency-Key per attempt defeats it: generate the key once per call",
-	"W4": "never replay a POST unless asked: the server may have committed its write",
-	"H1": "net/http's own re-send cannot be turned off: make the endpoint idempotent",
+	// No http.Transport field bounds waiting for a connection or writing
+	// the request.
+	return bound{known: true}
 }

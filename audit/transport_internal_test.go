@@ -11,7 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/vocab"
+	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
 )
 
@@ -79,86 +81,87 @@ func TestGodebug(t *testing.T) {
 // TestFixFor: every kind of failure names what fixes it.
 func TestFixFor(t *testing.T) {
 	rht := Scenario{Name: "response-header-timeout", Bound: "ResponseHeaderTimeout 150ms",
-		Expect: Expect{Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}}
+		Expect: Expect{Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders}}
 	tlsStall := Scenario{Name: "tls-handshake-stall", Bound: "TLSHandshakeTimeout 150ms",
-		Expect: Expect{Class: vocab.ClassTLSHandshakeTimeout, Stage: vocab.StageTLS}}
-	connect := Scenario{Name: "connect-hang", Expect: Expect{Class: vocab.ClassConnectTimeout, Stage: vocab.StageConnect}}
-	stall := Scenario{Name: "stall-mid-body", Expect: Expect{Class: vocab.ClassBodyIdleTimeout, Stage: vocab.StageBody}}
+		Expect: Expect{Class: httptrace.ClassTLSHandshakeTimeout, Stage: httptrace.StageTLS}}
+	connect := Scenario{Name: "connect-hang", Expect: Expect{Class: httptrace.ClassConnectTimeout, Stage: httptrace.StageConnect}}
+	stall := Scenario{Name: "stall-mid-body", Expect: Expect{Class: httptrace.ClassBodyIdleTimeout, Stage: httptrace.StageBody}}
 	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6", Bound: "attempt limit 150ms",
-		Expect: Expect{Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders},
+		Expect: Expect{Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders},
 		policy: retry.Policy{AttemptTimeout: 150 * time.Millisecond}}
 	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7", Bound: "ResponseHeaderTimeout 150ms < attempt limit 3s",
-		Expect: Expect{Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders},
+		Expect: Expect{Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders},
 		policy: retry.Policy{AttemptTimeout: 3 * time.Second}}
-	okReused := Scenario{Name: "ok", Bound: "-", Expect: Expect{Class: vocab.ClassOK, Fate: &Fate{Reused: true}}}
+	okReused := Scenario{Name: "ok", Bound: "-", Expect: Expect{Class: httptrace.ClassOK, Fate: &Fate{Reused: true}}}
 	unbounded := func(stage vocab.Stage) Observed {
-		return Observed{ClientAttempts: 1, Unbounded: true, UnboundedStage: stage, Class: vocab.ClassDeadline, Stage: stage}
+		return Observed{ClientAttempts: 1, Unbounded: true, UnboundedStage: stage, Class: httptrace.ClassDeadline, Stage: stage}
 	}
 	plain := describe(&http.Transport{})
 	own := describe(&http.Transport{DialContext: (&net.Dialer{}).DialContext})
 	for _, tc := range []struct {
-		name string
-		sub  subject
-		s    Scenario
-		o    Observed
-		m    []string
-		want []string
+		name   string
+		sub    subject
+		s      Scenario
+		o      Observed
+		m      []string
+		want   []string
+		beyond *bound
 	}{
-		{"no header bound", plain, rht, unbounded(vocab.StageAwaitHeaders), nil,
-			[]string{"set ResponseHeaderTimeout", "the catalogue's reference bound: ResponseHeaderTimeout 150ms"}},
+		{"no header bound", plain, rht, unbounded(httptrace.StageAwaitHeaders), nil,
+			[]string{"set ResponseHeaderTimeout"}, nil},
 		{"a header bound past the guard", describe(&http.Transport{ResponseHeaderTimeout: time.Minute}), rht,
-			unbounded(vocab.StageAwaitHeaders), nil,
-			[]string{"the transport's ResponseHeaderTimeout, 1m0s, is not shorter than the audit's guard deadline (2s)",
-				"audit.GuardDeadline(1m1s)"}},
+			Observed{ClientAttempts: 1, Beyond: "ResponseHeaderTimeout (1m0s)", UnboundedStage: httptrace.StageAwaitHeaders}, nil,
+			[]string{"audit.GuardDeadline(1m0s) waits for the client's 1m0s bound on stage await-headers to fire",
+				"within the guard deadline (10s)"}, &bound{name: "ResponseHeaderTimeout", d: time.Minute, known: true}},
 		{"a layer retrying past a header bound", describe(&http.Transport{ResponseHeaderTimeout: time.Second}), a6,
-			Observed{ClientAttempts: 4, Unbounded: true, UnboundedStage: vocab.StageAwaitHeaders, Class: vocab.ClassDeadline, Stage: vocab.StagePoolWait},
+			Observed{ClientAttempts: 4, Unbounded: true, UnboundedStage: httptrace.StageAwaitHeaders, Class: httptrace.ClassDeadline, Stage: httptrace.StagePoolWait},
 			[]string{lateAttempts + "2 attempts after the call's context had ended"},
-			[]string{"in the retry layer: " + contractFix["A6"], "check ctx.Err() before each attempt"}},
+			[]string{"in the retry layer: " + contractFix["A6"], "check ctx.Err() before each attempt"}, nil},
 		{"a layer retrying with no header bound", plain, a6,
-			Observed{ClientAttempts: 2, Unbounded: true, UnboundedStage: vocab.StageAwaitHeaders, Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"set ResponseHeaderTimeout", "in the retry layer: " + contractFix["A6"]}},
+			Observed{ClientAttempts: 2, Unbounded: true, UnboundedStage: httptrace.StageAwaitHeaders, Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders}, nil,
+			[]string{"set ResponseHeaderTimeout", "in the retry layer: " + contractFix["A6"]}, nil},
 		{"a layer without an attempt limit", describe(&http.Transport{ResponseHeaderTimeout: time.Second}), a6,
-			Observed{ClientAttempts: 2, Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"in the retry layer: " + contractFix["A6"] + ": the transport's ResponseHeaderTimeout (1s) ended the attempt that the attempt limit (150ms) should have"}},
+			Observed{ClientAttempts: 2, Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders}, nil,
+			[]string{"in the retry layer: " + contractFix["A6"] + ": the transport's ResponseHeaderTimeout (1s) ended the attempt that the attempt limit (150ms) should have"}, nil},
 		{"a header bound below the attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 100 * time.Millisecond}), a6,
-			Observed{ClientAttempts: 1, Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"the transport's ResponseHeaderTimeout ended the request before the bound under audit: keep it longer than that"}},
+			Observed{ClientAttempts: 1, Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders}, nil,
+			[]string{"the transport's ResponseHeaderTimeout ended the request before the bound under audit: keep it longer than that"}, nil},
 		{"a header bound tied with the attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 3 * time.Second}), a7,
-			Observed{ClientAttempts: 1, Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: below it"}},
+			Observed{ClientAttempts: 1, Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders}, nil,
+			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: below it"}, nil},
 		{"a header bound tied with a short attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 150 * time.Millisecond}), a6,
-			Observed{ClientAttempts: 1, Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: above it"}},
-		{"no TLS bound", plain, tlsStall, unbounded(vocab.StageTLS), nil, []string{"set TLSHandshakeTimeout"}},
-		{"no dial bound", plain, connect, unbounded(vocab.StageConnect), nil, []string{"net.Dialer", "Timeout"}},
-		{"own dialer", own, connect, unbounded(vocab.StageConnect), nil,
-			[]string{"the transport's own DialContext did not end the dial", "audit.GuardDeadline"}},
-		{"no body bound", plain, stall, unbounded(vocab.StageBody), nil, []string{"pool.BodyIdleTimeout(d)"}},
+			Observed{ClientAttempts: 1, Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders}, nil,
+			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: above it"}, nil},
+		{"no TLS bound", plain, tlsStall, unbounded(httptrace.StageTLS), nil, []string{"set TLSHandshakeTimeout"}, nil},
+		{"no dial bound", plain, connect, unbounded(httptrace.StageConnect), nil, []string{"net.Dialer", "Timeout"}, nil},
+		{"own dialer", own, connect, unbounded(httptrace.StageConnect), nil,
+			[]string{"the transport's own DialContext did not end the dial", "audit.GuardDeadline"}, nil},
+		{"no body bound", plain, stall, unbounded(httptrace.StageBody), nil, []string{"pool.BodyIdleTimeout(d)"}, nil},
 		{"a context's deadline first", plain, rht,
-			Observed{ClientAttempts: 1, Class: vocab.ClassDeadline, Stage: vocab.StageAwaitHeaders}, nil,
-			[]string{"ResponseHeaderTimeout must end this request before anything else does", "yours: none"}},
+			Observed{ClientAttempts: 1, Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders}, nil,
+			[]string{"ResponseHeaderTimeout must end this request before anything else does", "yours: none"}, nil},
 		{"keep-alives off", plain, okReused,
-			Observed{ClientAttempts: 1, Class: vocab.ClassOK, Fate: Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonKeepAlivesOff}}, nil,
-			[]string{"DisableKeepAlives"}},
+			Observed{ClientAttempts: 1, Class: httptrace.ClassOK, Fate: Fate{ClosedBy: pool.ClosedByClient, Reason: pool.ReasonKeepAlivesOff}}, nil,
+			[]string{"DisableKeepAlives"}, nil},
 		{"idle timeout", describe(&http.Transport{IdleConnTimeout: time.Millisecond}), okReused,
-			Observed{ClientAttempts: 1, Class: vocab.ClassOK, Fate: Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonIdleTimeout}}, nil,
-			[]string{"IdleConnTimeout (yours: 1ms)", "server's keep-alive"}},
+			Observed{ClientAttempts: 1, Class: httptrace.ClassOK, Fate: Fate{ClosedBy: pool.ClosedByClient, Reason: pool.ReasonIdleTimeout}}, nil,
+			[]string{"IdleConnTimeout (yours: 1ms)", "server's keep-alive"}, nil},
 		{"idle pool full", plain, okReused,
-			Observed{ClientAttempts: 1, Class: vocab.ClassOK, Fate: Fate{ClosedBy: vocab.ClosedByClient, Reason: vocab.ReasonIdlePoolFull}}, nil,
-			[]string{"MaxIdleConnsPerHost"}},
-		{"hidden retry", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK, HiddenRetry: true}, nil,
-			[]string{"Idempotency-Key"}},
-		{"not HTTP/2", own, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
-			[]string{"not HTTP/2: the transport spoke HTTP/1.1 to a server that offers h2"}, []string{"ForceAttemptHTTP2"}},
-		{"over the cap", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
-			[]string{"leak after recovery: 2 connections open to 127.0.0.1:1, cap 1"}, []string{"MaxConnsPerHost"}},
-		{"open body", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
-			[]string{"leak after recovery: open body: GET /x pins connection #1"}, []string{"close every response body"}},
-		{"anything else", plain, okReused, Observed{ClientAttempts: 1, Class: vocab.ClassOK},
-			[]string{"the server did not observe the client's cancel"}, []string{"no transport setting explains this"}},
+			Observed{ClientAttempts: 1, Class: httptrace.ClassOK, Fate: Fate{ClosedBy: pool.ClosedByClient, Reason: pool.ReasonIdlePoolFull}}, nil,
+			[]string{"MaxIdleConnsPerHost"}, nil},
+		{"hidden retry", plain, okReused, Observed{ClientAttempts: 1, Class: httptrace.ClassOK, HiddenRetry: true}, nil,
+			[]string{"Idempotency-Key"}, nil},
+		{"not HTTP/2", own, okReused, Observed{ClientAttempts: 1, Class: httptrace.ClassOK},
+			[]string{"not HTTP/2: the transport spoke HTTP/1.1 to a server that offers h2"}, []string{"ForceAttemptHTTP2"}, nil},
+		{"over the cap", plain, okReused, Observed{ClientAttempts: 1, Class: httptrace.ClassOK},
+			[]string{"leak after recovery: 2 connections open to 127.0.0.1:1, cap 1"}, []string{"MaxConnsPerHost"}, nil},
+		{"open body", plain, okReused, Observed{ClientAttempts: 1, Class: httptrace.ClassOK},
+			[]string{"leak after recovery: open body: GET /x pins connection #1"}, []string{"close every response body"}, nil},
+		{"anything else", plain, okReused, Observed{ClientAttempts: 1, Class: httptrace.ClassOK},
+			[]string{"the server did not observe the client's cancel"}, []string{"no transport setting explains this"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fix := tc.sub.fixFor(tc.s, tc.o, tc.m, 2*time.Second)
+			fix := tc.sub.fixFor(tc.s, tc.o, tc.m, 10*time.Second, tc.beyond)
 			for _, w := range tc.want {
 				require.Contains(t, fix, w)
 			}
@@ -197,7 +200,7 @@ func TestTableFits(t *testing.T) {
 // scenario that is no contract, and one of another stage never tie.
 func TestTie(t *testing.T) {
 	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7",
-		Expect: Expect{Class: vocab.ClassResponseHeaderTimeout, Stage: vocab.StageAwaitHeaders},
+		Expect: Expect{Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders},
 		policy: retry.Policy{AttemptTimeout: 3 * time.Second}}
 	rht := func(d time.Duration) subject { return describe(&http.Transport{ResponseHeaderTimeout: d}) }
 	for d, tie := range map[time.Duration]bool{
@@ -214,6 +217,6 @@ func TestTie(t *testing.T) {
 	other.Contract = ""
 	require.Empty(t, rht(3*time.Second).tie(other))
 	other = a7
-	other.Expect.Stage = vocab.StageBody
+	other.Expect.Stage = httptrace.StageBody
 	require.Empty(t, rht(3*time.Second).tie(other))
 }

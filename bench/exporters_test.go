@@ -66,7 +66,7 @@ func BenchmarkExporters(b *testing.B) {
 					if o, err = otelconnaudit.NewObserver(oopts...); err != nil {
 						b.Fatal(err)
 					}
-					popts = append(popts, pool.WithObserver(o), pool.OnConnClose(o.ConnClosed))
+					popts = append(popts, pool.WithObserver(o), pool.OnConnClose(o.ConnClosed), pool.OnConnOpen(o.ConnOpened))
 				}
 				p, err := pool.New(popts...)
 				if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.uber.org/goleak"
 )
@@ -24,9 +25,11 @@ const (
 	tableEnd   = "<!-- compat table: end -->\n"
 )
 
-// TestTable runs every client on every contract once, then checks the
-// JSON form's shape and that the table committed in docs/retry.md is the
-// one this run gives (go test -run TestTable -update rewrites it).
+// TestTable runs every library in its two rows on every contract once,
+// then checks the JSON form's shape, what the issue measured of
+// go-retryablehttp's rows, that every ✗ of a configured row says why, that
+// the text fits 100 columns, and that the table committed in docs/retry.md
+// is the one this run gives (go test -run TestTable -update rewrites it).
 func TestTable(t *testing.T) {
 	results, err := auditAll(t.Context())
 	if err != nil {
@@ -44,6 +47,8 @@ func TestTable(t *testing.T) {
 		Clients []struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
+			Row     string `json:"row"`
+			How     string `json:"how"`
 			Results []struct {
 				ID       string `json:"id"`
 				Pass     *bool  `json:"pass"`
@@ -54,13 +59,14 @@ func TestTable(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &decoded); err != nil {
 		t.Fatal(err)
 	}
-	if len(decoded.Clients) < 4 {
-		t.Fatalf("%d clients, want at least 4", len(decoded.Clients))
+	if len(decoded.Clients) != 2*len(clients()) {
+		t.Fatalf("%d rows, want 2 per library (%d)", len(decoded.Clients), 2*len(clients()))
 	}
-	want := []string{"A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "W1", "W2", "W3", "W4", "H1", "P1"}
-	for _, c := range decoded.Clients {
-		if c.Name == "" || c.Version == "" || c.Version == "unknown" {
-			t.Errorf("client %q version %q", c.Name, c.Version)
+	want := []string{"A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "W1", "W2", "W3", "W4", "H1", "H2", "P1"}
+	for i, c := range decoded.Clients {
+		row := []string{rowDefaults, rowConfigured}[i%2]
+		if c.Name == "" || c.Version == "" || c.Version == "unknown" || c.Row != row || c.How == "" {
+			t.Errorf("row %d: %q %q %q %q, want row %q", i, c.Name, c.Version, c.Row, c.How, row)
 		}
 		var ids []string
 		for _, r := range c.Results {
@@ -73,10 +79,50 @@ func TestTable(t *testing.T) {
 			t.Errorf("%s: results %v, want %v", c.Name, ids, want)
 		}
 	}
-	// The reference holds every contract.
-	for _, r := range results[0].Results {
+	row := func(name, kind string) map[string]contractResult {
+		out := map[string]contractResult{}
+		for _, r := range results {
+			if r.Name == name && r.Row == kind {
+				for _, cr := range r.Results {
+					out[cr.ID] = cr
+				}
+			}
+		}
+		return out
+	}
+	// The reference, as configured, holds every contract.
+	for id, r := range row("connaudit retry", rowConfigured) {
 		if !r.Pass {
-			t.Errorf("connaudit retry: %s: %s %v", r.ID, r.Observed, r.Verdicts)
+			t.Errorf("connaudit retry: %s: %s %v", id, r.Observed, r.Verdicts)
+		}
+	}
+	// go-retryablehttp at its defaults, as measured; configured, it holds
+	// them all.
+	d := row("go-retryablehttp", rowDefaults)
+	for id, want := range map[string]string{"A2": "✓3", "A3": "✗5", "A4": "✓1", "A5": "✗5", "A6": "✗∞", "W4": "✗2"} {
+		if got := cell(d[id]); got != want {
+			t.Errorf("go-retryablehttp defaults %s: %s (%s), want %s", id, got, d[id].Observed, want)
+		}
+	}
+	if !strings.Contains(d["A3"].Error, "giving up after 5 attempt(s)") || d["W4"].Observed != "2/2 w2 200" {
+		t.Errorf("go-retryablehttp defaults: A3 error %q, W4 %q", d["A3"].Error, d["W4"].Observed)
+	}
+	for id, r := range row("go-retryablehttp", rowConfigured) {
+		if !r.Pass {
+			t.Errorf("go-retryablehttp configured: %s: %s %v", id, r.Observed, r.Verdicts)
+		}
+	}
+	// A configured row's ✗ says why the library cannot hold it.
+	for _, r := range results {
+		for _, cr := range r.Results {
+			if r.Row == rowConfigured && !cr.Pass && cr.Why == "" && cr.NotConfigurable == "" {
+				t.Errorf("%s configured: %s is broken and no reason is given: %s %v", r.Name, cr.ID, cr.Observed, cr.Verdicts)
+			}
+		}
+	}
+	for _, l := range strings.Split(text(results), "\n") {
+		if n := utf8.RuneCountInString(l); n > width {
+			t.Errorf("a line of %d columns: %s", n, l)
 		}
 	}
 

@@ -98,8 +98,8 @@ func (ep *endpoint) cancel() {
 }
 
 // commitWrite counts a committed write unless h carries an idempotency key
-// already seen.
-func (ep *endpoint) commitWrite(h http.Header) {
+// already seen, and returns the writes committed so far.
+func (ep *endpoint) commitWrite(h http.Header) int64 {
 	key := h.Get("Idempotency-Key")
 	if key == "" {
 		key = h.Get("X-Idempotency-Key")
@@ -113,10 +113,10 @@ func (ep *endpoint) commitWrite(h http.Header) {
 		}
 		ep.mu.Unlock()
 		if seen {
-			return
+			return ep.writes.Load()
 		}
 	}
-	ep.writes.Add(1)
+	return ep.writes.Add(1)
 }
 
 func (ep *endpoint) snapshot() Counters {

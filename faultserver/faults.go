@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -122,13 +123,21 @@ type Sequence struct {
 // carries an Idempotency-Key (or, failing that, X-Idempotency-Key) header
 // whose value the endpoint has already seen, in which case it is a
 // duplicate and commits nothing. Either way it answers Status (200 if 0,
-// otherwise 200..599) with an empty body, after reading up to 1 MiB of the
-// request body. Keys are remembered per endpoint across Handle calls, so
+// otherwise 200..599), after reading up to 1 MiB of the request body, with
+// an empty body, or with Report the writes the endpoint has committed so
+// far, as text: "writes committed: 2" (see [WriteReport]). Keys are remembered per endpoint across Handle calls, so
 // Sequence{Faults: []Fault{Write{Status: 503}, Write{}}} commits once and
 // answers 503, then answers 200 to the retry with the same key.
 // Supported by [WithRawHTTP2] (which does not read request bodies).
 type Write struct {
 	Status int
+	Report bool
+}
+
+// WriteReport is the body of a [Write] with Report set, after n writes
+// committed on its endpoint.
+func WriteReport(n int64) string {
+	return "writes committed: " + strconv.FormatInt(n, 10)
 }
 
 // GoAway is HTTP/2 only and needs [WithRawHTTP2]: after reading the request's

@@ -247,6 +247,52 @@ func TestSequence(t *testing.T) {
 	require.Equal(t, int64(5), s.Counters("/seq").RequestsRead)
 }
 
+// A Write with Report answers with the writes its endpoint has committed,
+// counted as the counters count them: a duplicate key adds none.
+func TestWriteReport(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []faultserver.Option
+		edit []func(*http.Transport)
+	}{
+		{name: "http1"},
+		{name: "h2", opts: []faultserver.Option{faultserver.WithTLS()}, edit: []func(*http.Transport){h2}},
+		{name: "raw h2", opts: []faultserver.Option{faultserver.WithTLS(), faultserver.WithRawHTTP2()}, edit: []func(*http.Transport){h2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, tc.opts...)
+			s.Handle("/pay", faultserver.Sequence{Faults: []faultserver.Fault{
+				faultserver.Write{Status: 503}, faultserver.Write{Report: true},
+			}})
+			c := newClient(t, s, tc.edit...)
+			post := func(key string) (int, string) {
+				req, err := http.NewRequest(http.MethodPost, s.URL()+"/pay", strings.NewReader("amount=1"))
+				require.NoError(t, err)
+				if key != "" {
+					req.Header.Set("Idempotency-Key", key)
+				}
+				resp, err := c.Do(req)
+				require.NoError(t, err)
+				b, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				resp.Body.Close()
+				return resp.StatusCode, string(b)
+			}
+			code, body := post("")
+			require.Equal(t, 503, code)
+			require.Empty(t, body, "no report unless asked")
+			code, body = post("")
+			require.Equal(t, 200, code)
+			require.Equal(t, "writes committed: 2", body)
+			_, body = post("k")
+			require.Equal(t, faultserver.WriteReport(3), body)
+			_, body = post("k")
+			require.Equal(t, "writes committed: 3", body, "a duplicate commits nothing")
+			require.Equal(t, int64(3), s.Counters("/pay").WritesCommitted)
+		})
+	}
+}
+
 func TestWriteDedup(t *testing.T) {
 	s := start(t)
 	s.Handle("/pay", faultserver.Sequence{Faults: []faultserver.Fault{

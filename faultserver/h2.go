@@ -228,7 +228,11 @@ func (c *h2conn) runFault(st *h2stream, fault Fault, header http.Header, n int) 
 	case Status:
 		return c.respond(st, f.Code, f.Header, nil, true)
 	case Write:
-		st.ep.commitWrite(header)
+		n := st.ep.commitWrite(header)
+		if f.Report {
+			h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+			return c.respond(st, writeStatus(f), h, []byte(WriteReport(n)), true)
+		}
 		return c.respond(st, writeStatus(f), nil, nil, true)
 	case Hang:
 		c.streams[st.id] = st

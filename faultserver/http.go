@@ -137,8 +137,16 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 		writeText(w, "")
 	case Write:
 		drain(r)
-		ep.commitWrite(r.Header)
+		n := ep.commitWrite(r.Header)
 		h.finish()
+		if f.Report {
+			body := WriteReport(n)
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(writeStatus(f))
+			io.WriteString(w, body)
+			return outDone
+		}
 		w.WriteHeader(writeStatus(f))
 	}
 	return outDone

@@ -32,8 +32,32 @@ import (
 //	body-collected     the body was garbage collected without Close
 //
 // The last two reach an [EventObserver] only (the timeline is not finished).
-// Compare with a literal: ev.Kind == "got-conn".
+// Compare with the constants: ev.Kind == httptrace.KindGotConn.
 type Kind = vocab.Kind
+
+// The event kinds, in the order a request usually sees them, as [Kind] lists them.
+const (
+	KindGetConn         Kind = vocab.KindGetConn         // the Transport starts acquiring a connection (GetConn)
+	KindGotConn         Kind = vocab.KindGotConn         // a connection was acquired (GotConn)
+	KindDNSStart        Kind = vocab.KindDNSStart        // a DNS lookup started; Addr is the host
+	KindDNSDone         Kind = vocab.KindDNSDone         // a DNS lookup ended; N is the number of addresses
+	KindConnectStart    Kind = vocab.KindConnectStart    // a dial to one address started; Addr is "network addr"
+	KindConnectDone     Kind = vocab.KindConnectDone     // a dial to one address ended; Err is its error
+	KindTLSStart        Kind = vocab.KindTLSStart        // the TLS handshake started
+	KindTLSDone         Kind = vocab.KindTLSDone         // the TLS handshake ended; Addr is the ALPN protocol, N the TLS version
+	KindWroteHeaders    Kind = vocab.KindWroteHeaders    // the request headers were written
+	KindWait100Continue Kind = vocab.KindWait100Continue // the request waits for "100 Continue"
+	KindGot1xx          Kind = vocab.KindGot1xx          // an informational response arrived; N is its code
+	KindWroteRequest    Kind = vocab.KindWroteRequest    // the whole request was written; Err is the write error
+	KindFirstByte       Kind = vocab.KindFirstByte       // the first byte of the response arrived
+	KindResponse        Kind = vocab.KindResponse        // RoundTrip returned a response; N is its status code
+	KindBodyEOF         Kind = vocab.KindBodyEOF         // the response body was read to EOF; N is the body bytes
+	KindBodyClose       Kind = vocab.KindBodyClose       // the response body was closed; N is the bytes read
+	KindPutIdleConn     Kind = vocab.KindPutIdleConn     // the connection went back to the idle pool; Err says why not
+	KindDone            Kind = vocab.KindDone            // the request ended; the timeline's outcome is final
+	KindBodyHeld        Kind = vocab.KindBodyHeld        // the body is still open past the warning threshold; N is its age in ns
+	KindBodyCollected   Kind = vocab.KindBodyCollected   // the body was garbage collected without Close
+)
 
 // Event is one thing that happened to a request.
 //

@@ -114,7 +114,7 @@ func ExampleNewSlogObserver() {
 	obs := httptrace.Multi(
 		httptrace.NewSlogObserver(logger, slog.LevelDebug, slog.LevelWarn),
 		eventFunc(func(ev httptrace.Event) {
-			if ev.Kind == "body-held" {
+			if ev.Kind == httptrace.KindBodyHeld {
 				close(held)
 			}
 		}))

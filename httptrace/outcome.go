@@ -27,7 +27,7 @@ import (
 //	timeout                  another timeout
 //	error                    any other failure
 //
-// Compare with a literal: tl.Outcome.Class == "reset".
+// Compare with the constants: tl.Outcome.Class == httptrace.ClassReset.
 type Class = vocab.Class
 
 // Stage is the stage a request was in when it ended. The stages, in order:
@@ -40,6 +40,40 @@ type Class = vocab.Class
 //	await-headers  waiting for the response headers
 //	body           reading the response body
 type Stage = vocab.Stage
+
+// The outcome classes, as [Class] lists them.
+const (
+	ClassOK                    Class = vocab.ClassOK                    // a response arrived (any status) and its body ended cleanly
+	ClassConnectRefused        Class = vocab.ClassConnectRefused        // the dial was refused (ECONNREFUSED)
+	ClassConnectTimeout        Class = vocab.ClassConnectTimeout        // the dial timed out (net.Dialer.Timeout)
+	ClassConnect               Class = vocab.ClassConnect               // the dial failed otherwise
+	ClassDNS                   Class = vocab.ClassDNS                   // the name could not be resolved
+	ClassTLSHandshakeTimeout   Class = vocab.ClassTLSHandshakeTimeout   // Transport.TLSHandshakeTimeout fired
+	ClassTLS                   Class = vocab.ClassTLS                   // the TLS handshake failed (certificate, alert, protocol)
+	ClassResponseHeaderTimeout Class = vocab.ClassResponseHeaderTimeout // Transport.ResponseHeaderTimeout fired
+	ClassDeadline              Class = vocab.ClassDeadline              // the request's context deadline passed
+	ClassCanceled              Class = vocab.ClassCanceled              // the request's context was cancelled
+	ClassServerClosed          Class = vocab.ClassServerClosed          // the server closed the connection before a response
+	ClassReset                 Class = vocab.ClassReset                 // the connection was reset (ECONNRESET, EPIPE)
+	ClassBodyTruncated         Class = vocab.ClassBodyTruncated         // the body ended before its declared length
+	ClassBodyIdleTimeout       Class = vocab.ClassBodyIdleTimeout       // the body made no progress for the idle bound
+	ClassGoAway                Class = vocab.ClassGoAway                // an HTTP/2 server sent GOAWAY
+	ClassStreamReset           Class = vocab.ClassStreamReset           // an HTTP/2 server reset the stream (RST_STREAM)
+	ClassProtocol              Class = vocab.ClassProtocol              // the server's reply was not valid HTTP
+	ClassTimeout               Class = vocab.ClassTimeout               // another timeout
+	ClassError                 Class = vocab.ClassError                 // any other failure
+)
+
+// The stages, in order, as [Stage] lists them.
+const (
+	StagePoolWait     Stage = vocab.StagePoolWait     // waiting for a connection from the pool
+	StageDNS          Stage = vocab.StageDNS          // resolving the host
+	StageConnect      Stage = vocab.StageConnect      // dialing
+	StageTLS          Stage = vocab.StageTLS          // in the TLS handshake
+	StageWrite        Stage = vocab.StageWrite        // writing the request
+	StageAwaitHeaders Stage = vocab.StageAwaitHeaders // waiting for the response headers
+	StageBody         Stage = vocab.StageBody         // reading the response body
+)
 
 // Outcome is how a request ended: exactly one per timeline.
 type Outcome struct {

@@ -20,7 +20,7 @@ const (
 	setDuration    setKind = iota // http.client.request.duration
 	setQueue                      // http.client.request.time_in_queue
 	setRetries                    // connaudit.request.hidden_retries
-	setConnDuraton                // http.client.connection.duration
+	setConnDuraton                // http.client.connection.duration, connaudit.connection.setup.duration
 )
 
 // setKey is what an attribute set is made from: strings as the request
@@ -100,6 +100,9 @@ func (k setKey) attributes() []attribute.KeyValue {
 	if k.kind == setConnDuraton {
 		if v := protocolVersion(k.proto); v != "" {
 			kv = append(kv, semconv.NetworkProtocolVersionKey.String(v))
+		}
+		if k.scheme != "" {
+			kv = append(kv, semconv.URLSchemeKey.String(k.scheme))
 		}
 		return kv
 	}

@@ -4,10 +4,10 @@
 // them.
 //
 // An [Observer] is handed to the pool at construction, as its observer and
-// its connection hook, and registered with the pool once built:
+// its connection hooks, and registered with the pool once built:
 //
 //	o, err := otelconnaudit.NewObserver(otelconnaudit.MeterProvider(mp), otelconnaudit.TracerProvider(tp))
-//	p, err := pool.New(pool.WithObserver(o), pool.OnConnClose(o.ConnClosed))
+//	p, err := pool.New(pool.WithObserver(o), pool.OnConnClose(o.ConnClosed), pool.OnConnOpen(o.ConnOpened))
 //	reg, err := o.Register(p)
 //
 // To keep another observer (a slog logger, say), combine the two with
@@ -18,19 +18,31 @@
 // Read from the pool at each collection (observable instruments, no cost
 // on the request's path):
 //
-//	http.client.open_connections  UpDownCounter {connection}  http.connection.state (active, idle), server.address, server.port, network.protocol.version
-//	http.client.active_requests   UpDownCounter {request}     server.address, server.port: requests not finished (body not closed)
+//	http.client.open_connections  UpDownCounter {connection}  http.connection.state (active, idle), server.address, server.port, network.protocol.version, url.scheme
+//	http.client.active_requests   UpDownCounter {request}     http.request.method, server.address, server.port, url.scheme: requests not finished (body not closed)
 //	connaudit.response.open_bodies UpDownCounter {body}       server.address, server.port
 //	connaudit.connection.closes   Counter {connection}        server.address, server.port, connaudit.close.side (client, server), connaudit.close.reason (pool.CloseReason)
+//
+// A series once reported stays, at 0 when nothing is left to count (a
+// host's last connection closed, its last request ended), while the pool
+// is registered.
 //
 // Recorded as requests and connections go:
 //
 //	http.client.request.duration       Histogram s   to the response headers (or the failure); http.request.method, server.address, server.port, url.scheme, network.protocol.version, http.response.status_code, error.type (outcome class, or the status from 400)
-//	http.client.request.time_in_queue  Histogram s   the wait for a connection of each request that waited, as Stats.WaitCount and Stats.WaitDuration count it; http.request.method, server.address, server.port, url.scheme, network.protocol.version
-//	http.client.connection.duration    Histogram s   from established to closed (pool.OnConnClose); server.address, server.port, network.protocol.version
+//	http.client.request.time_in_queue  Histogram s   each wait for a connection, as Stats.Waits counts it (a request the Transport sent again waits once per attempt); http.request.method, server.address, server.port, url.scheme, network.protocol.version
+//	http.client.connection.duration    Histogram s   from established to closed (pool.OnConnClose); server.address, server.port, network.protocol.version, url.scheme
+//	connaudit.connection.setup.duration Histogram s  from the dial's start to established, its TLS handshake done (pool.OnConnOpen), as Stats.Setups counts it; the attributes of connection.duration
 //	connaudit.request.hidden_retries   Counter {retry}  the Transport's retries the caller never saw; http.request.method, server.address, server.port, url.scheme
 //
-// The histograms use the buckets the conventions advise. Their attribute
+// A connection's network.protocol.version is known from when it opens
+// (pool.Conn.Proto), so that one opened and closed unused is counted with
+// the others. request.duration and connection.duration use the buckets
+// the conventions advise; time_in_queue and setup.duration the pool's
+// ([pool.DurationBuckets], 25µs to 10s, as promconnaudit's), given as
+// advice (metric.WithExplicitBucketBoundaries), which a View overrides:
+// a wait on a kept-alive pool takes tens to hundreds of microseconds,
+// where the conventions' first bound is 5ms. Their attribute
 // sets are built once per combination (up to 1024) and reused: a request
 // on a kept-alive connection records its duration with no allocation of
 // its own.

@@ -34,7 +34,7 @@ func ExampleNewObserver() {
 	if err != nil {
 		panic(err)
 	}
-	p, err := pool.New(pool.WithObserver(o), pool.OnConnClose(o.ConnClosed))
+	p, err := pool.New(pool.WithObserver(o), pool.OnConnClose(o.ConnClosed), pool.OnConnOpen(o.ConnOpened))
 	if err != nil {
 		panic(err)
 	}
@@ -72,6 +72,7 @@ func ExampleNewObserver() {
 	fmt.Println(strings.Join(metrics, "\n"))
 	fmt.Println(strings.Join(stages, "\n"))
 	// Output:
+	// connaudit.connection.setup.duration (s)
 	// connaudit.response.open_bodies ({body})
 	// http.client.active_requests ({request})
 	// http.client.open_connections ({connection})

@@ -47,7 +47,7 @@ func TestPoolsAddUp(t *testing.T) {
 	require.NoError(t, err)
 	ctx := bounded(t)
 	for range 2 {
-		p, err := pool.New(pool.WithObserver(o), pool.OnConnClose(o.ConnClosed))
+		p, err := pool.New(pool.WithObserver(o), pool.OnConnClose(o.ConnClosed), pool.OnConnOpen(o.ConnOpened))
 		require.NoError(t, err)
 		defer p.Close()
 		reg, err := o.Register(p)

@@ -43,11 +43,14 @@ type sdks struct {
 	spans  *tracetest.InMemoryExporter
 	tp     *sdktrace.TracerProvider
 	extra  httptrace.Observer
+	// opened receives each connection the OnConnOpen hook of an
+	// instrumented pool reported.
+	opened chan pool.Conn
 }
 
 func newSDKs(t *testing.T) *sdks {
 	t.Helper()
-	s := &sdks{reader: sdkmetric.NewManualReader(), spans: tracetest.NewInMemoryExporter()}
+	s := &sdks{reader: sdkmetric.NewManualReader(), spans: tracetest.NewInMemoryExporter(), opened: make(chan pool.Conn, 1024)}
 	s.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(s.reader))
 	s.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(s.spans), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
 	t.Cleanup(func() {
@@ -69,6 +72,7 @@ func (s *sdks) instrumented(t *testing.T, opts ...pool.Option) (*pool.Pool, *htt
 	p, err := pool.New(append([]pool.Option{
 		pool.WithObserver(httptrace.Multi(o, col, s.extra)),
 		pool.OnConnClose(func(c pool.Conn) { o.ConnClosed(c); closed <- c }),
+		pool.OnConnOpen(func(c pool.Conn) { o.ConnOpened(c); s.opened <- c }),
 	}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
@@ -76,6 +80,23 @@ func (s *sdks) instrumented(t *testing.T, opts ...pool.Option) (*pool.Pool, *htt
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, reg.Unregister()) })
 	return p, col, closed
+}
+
+// opensSeen waits until the OnConnOpen hook has reported n connections
+// in all, of which seen already: the hook runs after the pool counted the
+// connection.
+func (s *sdks) opensSeen(t *testing.T, n int64, seen int64) int64 {
+	t.Helper()
+	ctx := bounded(t)
+	for seen < n {
+		select {
+		case <-s.opened:
+			seen++
+		case <-ctx.Done():
+			t.Fatalf("%d of %d opens seen", seen, n)
+		}
+	}
+	return seen
 }
 
 func (s *sdks) collect(t *testing.T) metricdata.ResourceMetrics {

@@ -95,6 +95,7 @@ func TestMetricsEqualStats(t *testing.T) {
 	require.Equal(t, 1, st.Active)
 	require.Equal(t, 1, st.OpenBodies)
 	seen := closesSeen(t, closed, st.Closed, nil)
+	opens := s.opensSeen(t, st.Setups.Count, 0)
 	requireEqualStats(t, s.collect(t), st, seen)
 	_, err = io.Copy(io.Discard, held.Body)
 	require.NoError(t, err)
@@ -109,6 +110,7 @@ func TestMetricsEqualStats(t *testing.T) {
 	// The close hook runs after the pool counted the close: wait for it
 	// before collecting.
 	seen = closesSeen(t, closed, st.Closed, seen)
+	s.opensSeen(t, st.Setups.Count, opens)
 	rm := s.collect(t)
 	requireEqualStats(t, rm, st, seen)
 	require.EqualValues(t, 1, st.ClosedBy["server-closed-idle"])
@@ -168,8 +170,13 @@ func requireEqualStats(t *testing.T, rm metricdata.ResourceMetrics, st pool.Stat
 	n, _ := hist(t, find(t, rm, "http.client.request.duration"))
 	require.EqualValues(t, st.Requests, n, "requests")
 	n, secs := hist(t, find(t, rm, "http.client.request.time_in_queue"))
-	require.EqualValues(t, st.WaitCount, n, "waits")
+	require.EqualValues(t, st.Waits.Count, n, "waits")
 	require.InDelta(t, st.WaitDuration.Seconds(), secs, 1e-6, "wait duration")
+	requireSameBuckets(t, find(t, rm, "http.client.request.time_in_queue"), st.Waits)
+	n, secs = hist(t, find(t, rm, "connaudit.connection.setup.duration"))
+	require.EqualValues(t, st.Setups.Count, n, "setups")
+	require.InDelta(t, st.Setups.Sum.Seconds(), secs, 1e-6, "setup durations")
+	requireSameBuckets(t, find(t, rm, "connaudit.connection.setup.duration"), st.Setups)
 
 	if st.Closed > 0 {
 		n, secs = hist(t, find(t, rm, "http.client.connection.duration"),
@@ -186,4 +193,24 @@ func requireEqualStats(t *testing.T, rm metricdata.ResourceMetrics, st pool.Stat
 		}
 		require.LessOrEqual(t, math.Abs(want-secs), 1e-6, "connection lifetimes")
 	}
+}
+
+// requireSameBuckets checks that the points of m, added up, fall in the
+// buckets of the pool's histogram h, at the pool's bounds.
+func requireSameBuckets(t *testing.T, m metricdata.Metrics, h pool.Histogram) {
+	t.Helper()
+	d, ok := m.Data.(metricdata.Histogram[float64])
+	require.True(t, ok, "%s is %T", m.Name, m.Data)
+	var bounds []float64
+	for _, b := range pool.DurationBuckets() {
+		bounds = append(bounds, b.Seconds())
+	}
+	counts := make([]int64, len(bounds)+1)
+	for _, p := range d.DataPoints {
+		require.Equal(t, bounds, p.Bounds, m.Name)
+		for i, n := range p.BucketCounts {
+			counts[i] += int64(n)
+		}
+	}
+	require.Equal(t, h.Buckets, counts, m.Name)
 }

@@ -20,7 +20,8 @@ const ScopeName = "github.com/connaudit/connaudit/otelconnaudit"
 
 // Observer exports a pool's numbers as OpenTelemetry metrics and each
 // request's stages as spans. It is an [httptrace.EventObserver] for
-// [pool.WithObserver] and a connection hook for [pool.OnConnClose]; its
+// [pool.WithObserver] and connection hooks for [pool.OnConnClose]
+// ([Observer.ConnClosed]) and [pool.OnConnOpen] ([Observer.ConnOpened]); its
 // [Observer.Register] reads the pool's own numbers at each collection.
 // One Observer may serve several pools: their numbers add up, as those of
 // two .NET handlers do. It is safe for concurrent use.
@@ -31,6 +32,7 @@ type Observer struct {
 	reqDuration  metric.Float64Histogram
 	timeInQueue  metric.Float64Histogram
 	connDuration metric.Float64Histogram
+	connSetup    metric.Float64Histogram
 	retries      metric.Int64Counter
 	openConns    metric.Int64ObservableUpDownCounter
 	activeReqs   metric.Int64ObservableUpDownCounter
@@ -40,11 +42,21 @@ type Observer struct {
 	sets setCache
 }
 
-// Bucket boundaries the conventions advise, in seconds: short for request
-// durations and waits, long for connection lifetimes.
+// Bucket boundaries, in seconds: those the conventions advise for request
+// durations (short) and connection lifetimes (long); for the waits and
+// setups of a pool, which take tens of microseconds to milliseconds where
+// the conventions' first bound is 5ms, the pool's own
+// (pool.DurationBuckets, 25µs to 10s), as promconnaudit's.
 var (
 	shortBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 	longBuckets  = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
+	poolBuckets  = func() []float64 {
+		var b []float64
+		for _, d := range pool.DurationBuckets() {
+			b = append(b, d.Seconds())
+		}
+		return b
+	}()
 )
 
 // NewObserver returns an Observer exporting through the providers that
@@ -83,11 +95,15 @@ func (o *Observer) instruments(m metric.Meter) error {
 	err = errors.Join(err, e)
 	o.timeInQueue, e = m.Float64Histogram("http.client.request.time_in_queue",
 		metric.WithUnit("s"), metric.WithDescription("The amount of time requests spent on a queue waiting for an available connection."),
-		metric.WithExplicitBucketBoundaries(shortBuckets...))
+		metric.WithExplicitBucketBoundaries(poolBuckets...))
 	err = errors.Join(err, e)
 	o.connDuration, e = m.Float64Histogram("http.client.connection.duration",
 		metric.WithUnit("s"), metric.WithDescription("The duration of the successfully established outbound HTTP connections."),
 		metric.WithExplicitBucketBoundaries(longBuckets...))
+	err = errors.Join(err, e)
+	o.connSetup, e = m.Float64Histogram("connaudit.connection.setup.duration",
+		metric.WithUnit("s"), metric.WithDescription("The time outbound HTTP connections took to set up, from the start of the dial to the TLS handshake done."),
+		metric.WithExplicitBucketBoundaries(poolBuckets...))
 	err = errors.Join(err, e)
 	o.retries, e = m.Int64Counter("connaudit.request.hidden_retries",
 		metric.WithUnit("{retry}"), metric.WithDescription("Times the Transport sent a request again on another connection, unseen by the caller."))
@@ -181,17 +197,23 @@ func requestKey(kind setKind, tl *httptrace.Timeline) setKey {
 // its response headers at offset end, and its wait for a connection.
 func (o *Observer) recordRequest(ctx context.Context, tl *httptrace.Timeline, end time.Duration) {
 	o.reqDuration.Record(ctx, end.Seconds(), o.sets.get(requestKey(setDuration, tl)).rec...)
-	if wait, ok := queued(tl); ok {
-		o.timeInQueue.Record(ctx, wait.Seconds(), o.sets.get(requestKey(setQueue, tl)).rec...)
+	var buf [4]time.Duration
+	waits := queued(tl, buf[:0])
+	if len(waits) == 0 {
+		return
+	}
+	opts := o.sets.get(requestKey(setQueue, tl)).rec
+	for _, w := range waits {
+		o.timeInQueue.Record(ctx, w.Seconds(), opts...)
 	}
 }
 
-// queued returns the time tl's request spent waiting for connections, and
-// whether it waited at all, as the pool counts waits in Stats.WaitCount and
-// Stats.WaitDuration: a request waited unless the Transport handed it an
-// open connection at once (an idle one; over HTTP/2, one already open).
-// Every wait counts, a retried request's too.
-func queued(tl *httptrace.Timeline) (time.Duration, bool) {
+// queued appends to waits each time tl's request spent waiting for a
+// connection, as the pool counts them in Stats.Waits (and the requests
+// that waited in Stats.WaitCount): a request waited unless the Transport
+// handed it an open connection at once (an idle one; over HTTP/2, one
+// already open). A retried request waits once per attempt that waited.
+func queued(tl *httptrace.Timeline, waits []time.Duration) []time.Duration {
 	last := -1
 	for i := len(tl.Events) - 1; i >= 0; i-- {
 		if e := &tl.Events[i]; e.Kind == vocab.KindGotConn && !e.Late {
@@ -200,14 +222,10 @@ func queued(tl *httptrace.Timeline) (time.Duration, bool) {
 		}
 	}
 	if last < 0 {
-		return 0, false
+		return waits
 	}
 	h2 := strings.HasPrefix(tl.Proto, "HTTP/2") || tl.TLS.ALPN == "h2"
-	var (
-		wait    time.Duration
-		waited  bool
-		getConn = time.Duration(-1)
-	)
+	getConn := time.Duration(-1)
 	for i := range tl.Events[:last+1] {
 		e := &tl.Events[i]
 		if e.Late {
@@ -227,13 +245,12 @@ func queued(tl *httptrace.Timeline) (time.Duration, bool) {
 				w = !tl.Conn.WasIdle
 			}
 			if w {
-				waited = true
-				wait += e.At - getConn
+				waits = append(waits, e.At-getConn)
 			}
 			getConn = -1
 		}
 	}
-	return wait, waited
+	return waits
 }
 
 // lastAt returns the offset of the last event of kind k that was not late,
@@ -269,6 +286,22 @@ func (o *Observer) ConnClosed(c pool.Conn) {
 	if opened.IsZero() {
 		return
 	}
-	k := setKey{kind: setConnDuraton, host: c.Host, proto: c.Proto}
+	k := setKey{kind: setConnDuraton, host: c.Host, proto: c.Proto, scheme: c.Scheme}
 	o.connDuration.Record(context.Background(), c.ClosedAt.Sub(opened).Seconds(), o.sets.get(k).rec...)
+}
+
+// ConnOpened records how long a connection took to set up, from the start
+// of its dial to its establishment (its TLS handshake done, if any), in
+// connaudit.connection.setup.duration: pass it to [pool.OnConnOpen].
+func (o *Observer) ConnOpened(c pool.Conn) {
+	if o.meter == nil {
+		return
+	}
+	for _, h := range c.History {
+		if h.State == vocab.StateIdle || h.State == vocab.StateActive {
+			k := setKey{kind: setConnDuraton, host: c.Host, proto: c.Proto, scheme: c.Scheme}
+			o.connSetup.Record(context.Background(), h.At.Sub(c.DialedAt).Seconds(), o.sets.get(k).rec...)
+			return
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"sync"
 
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
@@ -22,8 +23,9 @@ const (
 // numbers: http.client.open_connections (from [pool.Pool.Conns]),
 // http.client.active_requests, connaudit.response.open_bodies and
 // connaudit.connection.closes (from [pool.Pool.HostStats]). Nothing is
-// counted on the request's path for these. Unregister the registration
-// when p is no longer used.
+// counted on the request's path for these. A series once reported stays,
+// at 0 when nothing is left to count, while p is registered. Unregister
+// the registration when p is no longer used.
 func (o *Observer) Register(p *pool.Pool) (metric.Registration, error) {
 	if p == nil {
 		return nil, errors.New("otelconnaudit: nil pool")
@@ -31,8 +33,9 @@ func (o *Observer) Register(p *pool.Pool) (metric.Registration, error) {
 	if o.meter == nil {
 		return nil, errors.New("otelconnaudit: Register needs a MeterProvider")
 	}
+	seen := &seenGroups{conns: map[connGroup]bool{}}
 	return o.meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
-		o.observePool(p, obs)
+		o.observePool(p, obs, seen)
 		return nil
 	}, o.openConns, o.activeReqs, o.openBodies, o.closes)
 }
@@ -40,13 +43,26 @@ func (o *Observer) Register(p *pool.Pool) (metric.Registration, error) {
 // connGroup is the attributes of http.client.open_connections but the
 // state.
 type connGroup struct {
-	host, proto string
+	host, proto, scheme string
 }
 
-func (o *Observer) observePool(p *pool.Pool, obs metric.Observer) {
-	// Connections by host, protocol and state. Both states are reported
-	// for every group with an open connection, so that a state with none
-	// reads 0 rather than vanishing.
+// maxSeen bounds the groups remembered to be reported at 0: past it, a
+// group is reported only while it counts something.
+const maxSeen = maxSets
+
+// seenGroups are the connection groups of a pool reported once, which are
+// reported at 0 when no connection is left in them, so that a series reads
+// 0 rather than vanishing. (The pool's HostStats keep every host, and in
+// each every method sent, for the other instruments.) Collections may run
+// concurrently (one per reader).
+type seenGroups struct {
+	mu    sync.Mutex
+	conns map[connGroup]bool
+}
+
+func (o *Observer) observePool(p *pool.Pool, obs metric.Observer, seen *seenGroups) {
+	// Connections by host, protocol, scheme and state. Both states are
+	// reported for every group, so that a state with none reads 0.
 	counts := map[connGroup]*[2]int64{} // active, idle
 	for _, c := range p.Conns() {
 		var i int
@@ -58,7 +74,7 @@ func (o *Observer) observePool(p *pool.Pool, obs metric.Observer) {
 		default:
 			continue
 		}
-		g := connGroup{c.Host, c.Proto}
+		g := connGroup{c.Host, c.Proto, c.Scheme}
 		n := counts[g]
 		if n == nil {
 			n = new([2]int64)
@@ -66,18 +82,40 @@ func (o *Observer) observePool(p *pool.Pool, obs metric.Observer) {
 		}
 		n[i]++
 	}
+	seen.mu.Lock()
+	for g := range seen.conns {
+		if counts[g] == nil {
+			counts[g] = new([2]int64)
+		}
+	}
+	for g := range counts {
+		if len(seen.conns) < maxSeen {
+			seen.conns[g] = true
+		}
+	}
+	seen.mu.Unlock()
+
 	for g, n := range counts {
 		for i, state := range []string{"active", "idle"} {
 			kv := serverAttrs(g.host, semconv.HTTPConnectionStateKey.String(state))
 			if v := protocolVersion(g.proto); v != "" {
 				kv = append(kv, semconv.NetworkProtocolVersionKey.String(v))
 			}
+			if g.scheme != "" {
+				kv = append(kv, semconv.URLSchemeKey.String(g.scheme))
+			}
 			obs.ObserveInt64(o.openConns, n[i], metric.WithAttributes(kv...))
 		}
 	}
 	hosts := p.HostStats()
 	for host, s := range hosts {
-		obs.ObserveInt64(o.activeReqs, int64(s.InFlight), metric.WithAttributes(serverAttrs(host)...))
+		for m, n := range s.InFlightByMethod {
+			kv := serverAttrs(host, semconv.HTTPRequestMethodKey.String(method(m)))
+			if s.Scheme != "" {
+				kv = append(kv, semconv.URLSchemeKey.String(s.Scheme))
+			}
+			obs.ObserveInt64(o.activeReqs, int64(n), metric.WithAttributes(kv...))
+		}
 		obs.ObserveInt64(o.openBodies, int64(s.OpenBodies), metric.WithAttributes(serverAttrs(host)...))
 		reasons := make([]string, 0, len(s.ClosedBy))
 		for r := range s.ClosedBy {

@@ -202,7 +202,8 @@ func (o *Observer) headerSpans(ctx context.Context, tl *httptrace.Timeline) {
 	s := o.newStageSpans(tl)
 	m := &s.m
 	if m.getConn >= 0 {
-		_, waited := queued(tl)
+		var buf [4]time.Duration
+		waited := len(queued(tl, buf[:0])) > 0
 		if end := s.end(m.gotConn); end >= 0 && (waited || m.gotConn < 0) {
 			dctx := s.span(ctx, spanWait+" "+s.hostPort, m.getConn, end, vocab.StagePoolWait, "",
 				semconv.ServerAddressKey.String(s.addr), semconv.ServerPortKey.Int(s.port))

@@ -58,6 +58,43 @@ type Closer = vocab.Closer
 //	goaway                  HTTP/2 GOAWAY (inferred: the connection ended after one)
 type CloseReason = vocab.CloseReason
 
+// The connection states, as [ConnState] lists them.
+const (
+	StateDialing   ConnState = vocab.StateDialing   // the dial is in progress
+	StateHandshake ConnState = vocab.StateHandshake // TCP is up, the TLS handshake is in progress
+	StateActive    ConnState = vocab.StateActive    // serving a request (HTTP/2: at least one stream)
+	StateIdle      ConnState = vocab.StateIdle      // open, serving nothing
+	StateClosed    ConnState = vocab.StateClosed    // closed; see CloseReason
+	StateFailed    ConnState = vocab.StateFailed    // the dial failed
+)
+
+// The sides that close a connection.
+const (
+	ClosedByClient Closer = vocab.ClosedByClient
+	ClosedByServer Closer = vocab.ClosedByServer
+)
+
+// The close reasons, the client's first, as [CloseReason] lists them.
+const (
+	ReasonIdleTimeout      CloseReason = vocab.ReasonIdleTimeout      // client: idle longer than IdleConnTimeout
+	ReasonEarlyBodyClose   CloseReason = vocab.ReasonEarlyBodyClose   // client: a body was closed before EOF
+	ReasonCloseIdle        CloseReason = vocab.ReasonCloseIdle        // client: CloseIdleConnections
+	ReasonIdlePoolFull     CloseReason = vocab.ReasonIdlePoolFull     // client: no room in the idle pool
+	ReasonRequestError     CloseReason = vocab.ReasonRequestError     // client: the request on it failed (detail: its class)
+	ReasonHandshakeFailed  CloseReason = vocab.ReasonHandshakeFailed  // client: the TLS handshake failed or timed out
+	ReasonHandshakeAbandon CloseReason = vocab.ReasonHandshakeAbandon // client: the Transport cancelled the handshake, no request needing the connection
+	ReasonKeepAlivesOff    CloseReason = vocab.ReasonKeepAlivesOff    // client: DisableKeepAlives
+	ReasonClient           CloseReason = vocab.ReasonClient           // client: closed for another reason
+	ReasonProtocolError    CloseReason = vocab.ReasonProtocolError    // client: gave it up over the server's protocol violation
+	ReasonH2Unused         CloseReason = vocab.ReasonH2Unused         // client: an HTTP/2 connection dialed beside another and closed unused
+	ReasonConnectionClose  CloseReason = vocab.ReasonConnectionClose  // server: "Connection: close"
+	ReasonHTTP10           CloseReason = vocab.ReasonHTTP10           // server: HTTP/1.0 without keep-alive
+	ReasonServerClosedIdle CloseReason = vocab.ReasonServerClosedIdle // server: closed while the connection was idle
+	ReasonServerEOF        CloseReason = vocab.ReasonServerEOF        // server: closed during a request
+	ReasonServerReset      CloseReason = vocab.ReasonServerReset      // server: reset the connection
+	ReasonServerGoAway     CloseReason = vocab.ReasonServerGoAway     // server: HTTP/2 GOAWAY (inferred)
+)
+
 // StateChange is one entry of a connection's state history.
 type StateChange struct {
 	State ConnState `json:"state"`
@@ -70,7 +107,15 @@ type Conn struct {
 	Host   string `json:"host"` // the address dialed, host:port
 	Local  string `json:"local,omitempty"`
 	Remote string `json:"remote,omitempty"`
-	// Proto is "HTTP/1.1" or "h2" once known.
+	// Scheme is the URL scheme ("http", "https") of the request it was
+	// dialed for; empty for a dial of a request sent on
+	// [Pool.Transport] directly, which the pool does not see.
+	Scheme string `json:"scheme,omitempty"`
+	// Proto is "HTTP/1.1" or "h2" once known: from when it opened, for
+	// a connection over TCP alone (unless the Transport may speak HTTP/2
+	// without TLS) or after a TLS handshake whose negotiated protocol the
+	// pool saw, else from its first response; an HTTP/1.0 server's first
+	// response makes it "HTTP/1.0".
 	Proto      string        `json:"proto,omitempty"`
 	TLSVersion string        `json:"tls_version,omitempty"`
 	TLSResumed bool          `json:"tls_resumed,omitempty"`
@@ -114,11 +159,13 @@ type connState struct {
 	putIdleErr   error     // the last PutIdleConn error
 	closeReq     uint64
 	h2           bool
+	protoSeen    bool     // Proto is its first response's
 	doomed       bool     // the Transport is closing it
 	protoErr     bool     // a request on it (HTTP/2) ended with a connection error
 	last         *request // the last request that ended while it was active
 	idleSince    stamp    // when it last went idle
 	openedAt     stamp    // when it opened (its TLS handshake, if any, done)
+	readAtOpen   int64    // the bytes read by then
 	// What the pool saw of the last request handed the connection (an
 	// HTTP/1 connection serves one at a time): the Write calls begun and
 	// the bytes written before it got the connection, the Write calls

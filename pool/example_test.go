@@ -143,3 +143,38 @@ func ExampleOnConnClose() {
 	fmt.Println(c.ClosedBy, c.CloseReason, c.Proto)
 	// Output: server connection-close HTTP/1.1
 }
+
+// ExampleOnConnOpen: each connection reaches a hook once established, with
+// when its dial started, which is how an exporter records its setup; the
+// pool counts the same in Stats.Setups, by bucket.
+func ExampleOnConnOpen() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	opened := make(chan pool.Conn, 1)
+	p, err := pool.New(pool.OnConnOpen(func(c pool.Conn) { opened <- c }))
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+	resp, err := p.Client().Get(srv.URL)
+	if err != nil {
+		panic(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
+	c := <-opened
+	established := c.History[len(c.History)-1]
+	fmt.Println(c.Scheme, c.Proto, established.State, !established.At.Before(c.DialedAt))
+	s := p.Stats()
+	fmt.Println(s.Setups.Count, "setup,", s.Waits.Count, "wait, in", len(s.Waits.Buckets), "buckets:", len(pool.DurationBuckets()), "bounds and one past the last")
+	// Output:
+	// http HTTP/1.1 idle true
+	// 1 setup, 1 wait, in 19 buckets: 18 bounds and one past the last
+}
+
+// The bounds of the buckets in which the pool counts waits and setups.
+func ExampleDurationBuckets() {
+	fmt.Println(pool.DurationBuckets())
+	// Output: [25µs 50µs 100µs 250µs 500µs 1ms 2.5ms 5ms 10ms 25ms 50ms 100ms 250ms 500ms 1s 2.5s 5s 10s]
+}

@@ -3,6 +3,7 @@ package pool
 import (
 	"crypto/tls"
 	"errors"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -44,6 +45,10 @@ func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	var stack []uintptr
 	if ev.Kind == vocab.KindResponse && p.cfg.captureStacks {
 		stack = slices.Clone(hook.Stack(tl))
+	}
+	if p.cfg.onConnOpen != nil {
+		// After the unlock: a TLS handshake done opens a connection.
+		defer p.deliverOpened()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -106,6 +111,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 						n.waitCount++
 					}
 					n.waitDuration += d
+					n.waits.add(d)
 				})
 			}
 		}
@@ -113,7 +119,9 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 			return
 		}
 		if c.State == vocab.StateHandshake {
-			p.handshakeDoneLocked(c, "", 0, now)
+			// The handshake's own event has not come: its protocol is
+			// not known yet.
+			p.handshakeDoneLocked(c, "", false, 0, now)
 		}
 		again := r.servedBy == c.ID // an attempt of r already came here
 		// Whether r is served by a reused connection follows its latest
@@ -151,7 +159,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		if ev.Err == nil && c.State == vocab.StateHandshake {
 			c.TLSVersion = tls.VersionName(uint16(ev.N))
 			c.TLSResumed = !ev.Late && tl.TLS.Resumed
-			p.handshakeDoneLocked(c, ev.Addr, uint16(ev.N), now)
+			p.handshakeDoneLocked(c, ev.Addr, true, uint16(ev.N), now)
 		}
 	case vocab.KindPutIdleConn:
 		c := p.connLocked(ev.Conn)
@@ -179,8 +187,10 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 		if c := r.conn; c != nil {
 			if strings.HasPrefix(tl.Proto, "HTTP/2") {
 				c.setH2()
-			} else if c.Proto == "" {
-				c.Proto = tl.Proto
+			} else if !c.protoSeen {
+				// The first response says the version (an HTTP/1.0
+				// server's), over what the connection was opened for.
+				c.Proto, c.protoSeen = tl.Proto, true
 			}
 		}
 	case vocab.KindDone:
@@ -208,12 +218,15 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack [
 // newRequestLocked starts the pool's record of the request of tl.
 func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 	r := requestPool.Get().(*request)
-	*r = request{id: tl.ID, method: tl.Method, u: tl.RawURL()}
+	*r = request{id: tl.ID, method: tl.Method, methodIndex: methodIndex(tl.Method), u: tl.RawURL()}
 	r.host, r.hc = p.requestHostLocked(r.u.Scheme, requestHost(&r.u, tl))
+	r.hc.scheme = r.u.Scheme
 	p.reqs.add(r)
 	p.tally(r.hc, func(n *counters) {
 		n.requests++
 		n.inFlight++
+		n.inFlightBy[r.methodIndex]++
+		n.methodsUsed |= 1 << r.methodIndex
 	})
 	return r
 }
@@ -277,7 +290,17 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 	p.bodyClosedLocked(r)
 	p.reqs.remove(r)
 	h := r.hc
-	p.tally(h, func(n *counters) { n.inFlight-- })
+	p.tally(h, func(n *counters) {
+		n.inFlight--
+		n.inFlightBy[r.methodIndex]--
+	})
+	if tl.Retries > 0 {
+		possibly := int64(p.possiblyProcessedLocked(tl))
+		p.tally(h, func(n *counters) {
+			n.retries += int64(tl.Retries)
+			n.retriesPossibly += possibly
+		})
+	}
 	if r.waiting {
 		r.waiting = false
 		p.tally(h, func(n *counters) { n.waiting-- })
@@ -331,6 +354,53 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 		c.last = r
 		p.doomLocked(c)
 	}
+}
+
+// possiblyProcessedLocked returns how many of the attempts of tl, a
+// request the Transport sent again, the server may have processed (see
+// Stats.HiddenRetriesPossiblyProcessed): each attempt but the last is
+// judged on what the pool saw of its connection, or, if the pool no
+// longer knows it, on whether the timeline saw its headers written; an
+// attempt whose events the timeline lost (it was full) may have been.
+func (p *Pool) possiblyProcessedLocked(tl *httptrace.Timeline) int {
+	var (
+		possibly, judged int
+		conn             uint64
+		got, wrote       bool // an attempt is open (a GotConn not yet followed by a GetConn); it wrote its headers
+	)
+	for i := range tl.Events {
+		e := &tl.Events[i]
+		if e.Late {
+			continue
+		}
+		switch e.Kind {
+		case vocab.KindGotConn:
+			got, conn, wrote = true, e.Conn, false
+		case vocab.KindWroteHeaders:
+			wrote = true
+		case vocab.KindGetConn:
+			if !got {
+				continue
+			}
+			got = false
+			judged++
+			c := p.knownLocked(conn)
+			if c == nil {
+				// Forgotten (KeepClosed): the timeline alone says
+				// whether the request was written.
+				if wrote {
+					possibly++
+				}
+				continue
+			}
+			// Over HTTP/2 attempt says nothing written: see
+			// Stats.HiddenRetriesPossiblyProcessed.
+			if a := c.attempt(); a.Wrote && !a.ClosedFirst {
+				possibly++
+			}
+		}
+	}
+	return possibly + max(tl.Retries-judged, 0)
 }
 
 // bodyEOF returns the offset of tl's body EOF, or -1.
@@ -392,8 +462,9 @@ func (p *Pool) bodyClosedLocked(r *request) {
 	p.tally(h, func(n *counters) { n.openBodies-- })
 }
 
-// handshakeDoneLocked opens a connection whose TLS handshake finished.
-func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, now stamp) {
+// handshakeDoneLocked opens a connection whose TLS handshake finished,
+// which negotiated protocol alpn if known.
+func (p *Pool) handshakeDoneLocked(c *connState, alpn string, known bool, version uint16, now stamp) {
 	h := c.hc
 	p.tally(h, func(n *counters) { n.dialing-- })
 	for id, pc := range p.pendingTLS {
@@ -404,6 +475,9 @@ func (p *Pool) handshakeDoneLocked(c *connState, alpn string, version uint16, no
 	c.dialCtx = nil
 	if alpn == "h2" {
 		c.setH2()
+	} else if known && c.Proto == "" {
+		// net/http speaks HTTP/1.1 over TLS unless h2 was negotiated.
+		c.Proto = "HTTP/1.1"
 	}
 	if version != 0 {
 		c.TLSVersion = tls.VersionName(version)
@@ -623,6 +697,12 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 			// net/http closes the least recently used idle connection,
 			// with no hook, to keep MaxIdleConns.
 			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
+		case !c.h2 && c.Requests == 0 && p.unusedIdleFullLocked(c):
+			// Never used: the request it was dialed for took another
+			// connection, and net/http, finding no room for it in the
+			// idle pool (MaxIdleConnsPerHost), closed it with no hook.
+			c.CloseDetail = "never used: the request it was dialed for took another connection, and the idle pool was full"
+			return vocab.ClosedByClient, vocab.ReasonIdlePoolFull
 		case !c.h2 && c.readErr == nil:
 			// net/http's HTTP/1 read loop gives an idle connection up, with
 			// no hook, when bytes arrive while no response is due
@@ -667,6 +747,26 @@ func (p *Pool) closeReasonLocked(c *connState, prev ConnState) (Closer, CloseRea
 // after), hence the slack.
 func timedOut(d, t time.Duration) bool {
 	return t > 0 && d >= t-t/8
+}
+
+// unusedIdleFullLocked reports whether c, a connection no request used
+// and that closed idle with no hook, was closed for want of room in the
+// idle pool rather than over bytes the server sent unasked (the case after
+// it in closeReasonLocked). Over TCP alone, or over a TLS connection that
+// DialTLSContext made (the pool then sees its plaintext), nothing was read
+// on it since it opened. Over a TLS handshake of the Transport's, whose
+// records the pool sees, session tickets are read after the handshake: the
+// host's idle connections then fill MaxIdleConnsPerHost instead (with c no
+// longer counted among them).
+func (p *Pool) unusedIdleFullLocked(c *connState) bool {
+	if c.TLSVersion == "" {
+		return c.io.read.Load() == c.readAtOpen
+	}
+	limit := p.tr.MaxIdleConnsPerHost
+	if limit == 0 {
+		limit = http.DefaultMaxIdleConnsPerHost
+	}
+	return c.hc.idle >= limit
 }
 
 // putIdleReason names the PutIdleConn error that made the Transport close

@@ -39,6 +39,7 @@ type config struct {
 	heldAfter           *time.Duration
 	keepClosed          int
 	onConnClose         func(Conn)
+	onConnOpen          func(Conn)
 }
 
 func duration(name string, d time.Duration, dst **time.Duration) error {
@@ -243,6 +244,27 @@ func OnConnClose(f func(Conn)) Option {
 			return errors.New("pool: nil OnConnClose function")
 		}
 		c.onConnClose = f
+		return nil
+	})
+}
+
+// OnConnOpen calls f with a snapshot of each connection once it is
+// established: its dial done and, over TLS, its handshake. Its
+// [Conn.DialedAt] and its first [StateChange] then say how long it took to
+// set up, as [Stats.Setups] counts it; a dial or handshake that failed is
+// not reported. It is how a metrics exporter records each connection's
+// setup as it happens, as [OnConnClose] its life.
+//
+// f runs on the goroutine that opened the connection (often one of
+// net/http's), without the pool's lock held, possibly concurrently for
+// different connections; it must not block. A connection that closes as
+// soon as it opened may reach OnConnClose's function first.
+func OnConnOpen(f func(Conn)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("pool: nil OnConnOpen function")
+		}
+		c.onConnOpen = f
 		return nil
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
@@ -43,29 +44,52 @@ type Pool struct {
 	pendingTLS   map[uint64]*connState
 	closingIdle  int
 	changes      notify.Changes // signalled at every change of state
+	// opened holds the snapshots of connections opened, for the
+	// OnConnOpen hook, until deliverOpened hands them over with the lock
+	// released; hasOpened says it is not empty.
+	opened    []Conn
+	hasOpened atomic.Bool
+}
+
+// deliverOpened hands the connections opened to the OnConnOpen hook; the
+// pool's lock must not be held.
+func (p *Pool) deliverOpened() {
+	if !p.hasOpened.Load() {
+		return
+	}
+	p.mu.Lock()
+	opened := p.opened
+	p.opened = nil
+	p.hasOpened.Store(false)
+	p.mu.Unlock()
+	for _, c := range opened {
+		p.cfg.onConnOpen(c)
+	}
 }
 
 // request is the pool's record of a request not yet finished.
 type request struct {
-	id        uint64
-	method    string
-	host      string
-	hc        *counters // the counters of host
-	conn      *connState
-	getConnAt time.Duration // the offset of the last GetConn in its timeline
-	waiting   bool
-	bodyOpen  bool
-	openedAt  stamp
-	stack     []uintptr // where it was made, with CaptureStacks
-	collected bool
-	waited    bool   // it waited for a connection (counted in waitCount)
-	reused    bool   // its latest attempt got a reused connection (counted in reused)
-	servedBy  uint64 // the connection its latest attempt was counted on
-	early     bool
-	connClose bool
-	proto     string
-	u         url.URL // unredacted: redact before any output
-	class     httptrace.Class
+	id     uint64
+	method string
+	// methodIndex is the index of method in methods.
+	methodIndex uint8
+	host        string
+	hc          *counters // the counters of host
+	conn        *connState
+	getConnAt   time.Duration // the offset of the last GetConn in its timeline
+	waiting     bool
+	bodyOpen    bool
+	openedAt    stamp
+	stack       []uintptr // where it was made, with CaptureStacks
+	collected   bool
+	waited      bool   // it waited for a connection (counted in waitCount)
+	reused      bool   // its latest attempt got a reused connection (counted in reused)
+	servedBy    uint64 // the connection its latest attempt was counted on
+	early       bool
+	connClose   bool
+	proto       string
+	u           url.URL // unredacted: redact before any output
+	class       httptrace.Class
 }
 
 // New returns a pool for a service: a fresh http.Transport with
@@ -317,6 +341,9 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		p.nextConn++
 		h := p.hostLocked(addr)
 		c := &connState{Conn: Conn{ID: p.nextConn, Host: addr, DialedAt: now, DialedFor: tlID}, io: new(connIO), hc: h}
+		if r := p.reqs.get(tlID); r != nil {
+			c.Scheme = r.u.Scheme
+		}
 		c.setState(vocab.StateDialing, stampOf(now))
 		p.conns[c.ID] = c
 		// Whether the Transport handshakes after this dial is known from
@@ -333,6 +360,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		nc, err := dial(ctx, network, addr)
 
 		now = time.Now()
+		defer p.deliverOpened()
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		defer p.changes.Signal()
@@ -362,6 +390,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 			p.pendingTLS[tlID] = c
 			p.tally(h, func(n *counters) { n.dialing++ })
 		} else {
+			c.Proto = p.dialedProto(nc, tlsHandshake)
 			p.openLocked(c, h, stampOf(now))
 		}
 		return &trackedConn{Conn: nc, p: p, c: c, io: c.io}, nil
@@ -375,11 +404,42 @@ func (p *Pool) httpsLocked(id uint64) bool {
 	return r != nil && r.u.Scheme == "https"
 }
 
-// openLocked marks c open and idle.
+// dialedProto returns the protocol a connection dialed and opened at once
+// is for: with tlsHandshake, a TCP connection over which the Transport
+// speaks HTTP/1.1 (unless it may speak HTTP/2 without TLS); else a
+// connection DialTLSContext returned, its handshake done, over which it
+// speaks what was negotiated. "" when not known before a response.
+func (p *Pool) dialedProto(nc net.Conn, tlsHandshake bool) string {
+	if tlsHandshake {
+		if pr := p.tr.Protocols; pr != nil && pr.UnencryptedHTTP2() {
+			return ""
+		}
+		return "HTTP/1.1"
+	}
+	if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			return "h2"
+		}
+		return "HTTP/1.1"
+	}
+	return ""
+}
+
+// openLocked marks c open and idle, and counts how long it took to set up.
 func (p *Pool) openLocked(c *connState, h *counters, now stamp) {
 	c.setState(vocab.StateIdle, now)
 	c.openedAt = now
+	c.readAtOpen = c.io.read.Load()
+	if c.Proto == "h2" {
+		c.setH2()
+	}
+	setup := now.time().Sub(c.DialedAt)
+	if p.cfg.onConnOpen != nil {
+		p.opened = append(p.opened, c.snapshot())
+		p.hasOpened.Store(true)
+	}
 	p.tally(h, func(n *counters) {
+		n.setups.add(setup)
 		n.open++
 		n.idle++
 		// A connection the Transport is closing no longer counts

@@ -14,9 +14,13 @@ import (
 type counters struct {
 	open, active, idle, dialing, waiting, inFlight, openBodies, maxOpen, doomed int
 	dials, dialErrors, closed, byClient, byServer, requests, reused             int64
-	waitCount                                                                   int64
+	waitCount, retries, retriesPossibly                                         int64
 	waitDuration                                                                time.Duration
 	closedBy                                                                    map[CloseReason]int64
+	waits, setups                                                               histogram
+	inFlightBy                                                                  [len(methods)]int
+	methodsUsed                                                                 uint16 // a bit per index of methods
+	scheme                                                                      string // a host's: of its latest request
 }
 
 // tally applies f to the counters of a host, h, and to the pool's total, so
@@ -93,6 +97,73 @@ type Stats struct {
 	WaitDuration time.Duration `json:"wait_duration_ns"`
 	// MaxOpen is the largest number of connections open at once.
 	MaxOpen int `json:"max_open"`
+
+	// Waits counts each wait that WaitDuration sums up by its length:
+	// Waits.Sum is WaitDuration, and Waits.Count is WaitCount plus the
+	// waits of requests the Transport sent again. Setups counts the
+	// connections established by how long each took to set up, from the
+	// start of its dial to its TLS handshake done, if any (DNS, connect,
+	// handshake).
+	Waits  Histogram `json:"waits"`
+	Setups Histogram `json:"setups"`
+	// InFlightByMethod splits InFlight by request method: GET, HEAD,
+	// POST, PUT, DELETE, CONNECT, OPTIONS, TRACE and PATCH by name, any
+	// other as "_OTHER" (as the OpenTelemetry conventions name it), so
+	// that a method made up per request adds no entry. Every method sent
+	// to the host (or by the pool) is there, at 0 when none is in flight.
+	InFlightByMethod map[string]int `json:"in_flight_by_method,omitempty"`
+	// HiddenRetries counts the times the Transport sent a request again on
+	// another connection by itself, unseen by the caller
+	// ([httptrace.Timeline.Retries]). HiddenRetriesPossiblyProcessed
+	// counts those whose attempt before had reached the server over
+	// HTTP/1: a byte of it was written on a connection that the server
+	// had not closed first, which then failed without a response; the
+	// server may have processed the request twice. The rest were not
+	// processed: nothing was written, or the server had closed the
+	// connection first, or the attempt was an HTTP/2 stream, which
+	// net/http sends again only when the server refused it (a GOAWAY,
+	// REFUSED_STREAM) or reset it with PROTOCOL_ERROR. The pool cannot
+	// tell the stale-connection race (a server closing a connection idle
+	// past its timeout as a request goes out on it) from a failure after
+	// processing: it counts as possibly processed; connaudit probe tells
+	// the two apart against a host.
+	HiddenRetries                  int64 `json:"hidden_retries"`
+	HiddenRetriesPossiblyProcessed int64 `json:"hidden_retries_possibly_processed"`
+	// Scheme is, in [Pool.HostStats], the URL scheme ("http", "https") of
+	// the latest request sent to the host; empty in the totals.
+	Scheme string `json:"scheme,omitempty"`
+}
+
+// methods are the request methods InFlightByMethod names; methodOther
+// stands for every other one.
+var methods = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", methodOther}
+
+const methodOther = "_OTHER"
+
+// methodIndex returns the index in methods of m, a request's method ("" is
+// GET, as net/http reads it).
+func methodIndex(m string) uint8 {
+	switch m {
+	case "GET", "":
+		return 0
+	case "HEAD":
+		return 1
+	case "POST":
+		return 2
+	case "PUT":
+		return 3
+	case "DELETE":
+		return 4
+	case "CONNECT":
+		return 5
+	case "OPTIONS":
+		return 6
+	case "TRACE":
+		return 7
+	case "PATCH":
+		return 8
+	}
+	return 9
 }
 
 func (c *counters) stats() Stats {
@@ -102,12 +173,29 @@ func (c *counters) stats() Stats {
 		ClosedByClient: c.byClient, ClosedByServer: c.byServer,
 		Requests: c.requests, ReusedRequests: c.reused, InFlight: c.inFlight, OpenBodies: c.openBodies,
 		Waiting: c.waiting, WaitCount: c.waitCount, WaitDuration: c.waitDuration, MaxOpen: c.maxOpen,
+		Waits: c.waits.export(), Setups: c.setups.export(), InFlightByMethod: c.inFlightByMethod(),
+		HiddenRetries: c.retries, HiddenRetriesPossiblyProcessed: c.retriesPossibly, Scheme: c.scheme,
 	}
 }
 
+func (c *counters) inFlightByMethod() map[string]int {
+	if c.methodsUsed == 0 {
+		return nil
+	}
+	m := make(map[string]int, 1)
+	for i, n := range c.inFlightBy {
+		if c.methodsUsed&(1<<i) != 0 {
+			m[methods[i]] = n
+		}
+	}
+	return m
+}
+
 // Check returns an error if the invariants do not hold:
-// dials = open + closed + dial errors + dialing, active + idle = open, and
-// no count is negative.
+// dials = open + closed + dial errors + dialing, active + idle = open, no
+// count is negative, and the splits add up: closes by reason and by side
+// to Closed, InFlightByMethod to InFlight, each histogram's buckets to its
+// count, Waits.Sum is WaitDuration.
 func (s Stats) Check() error {
 	if s.Dials != int64(s.Open)+s.Closed+s.DialErrors+int64(s.Dialing) {
 		return fmt.Errorf("pool: dials %d != open %d + closed %d + dial errors %d + dialing %d",
@@ -125,6 +213,20 @@ func (s Stats) Check() error {
 	}
 	if by != s.Closed || s.ClosedByClient+s.ClosedByServer != s.Closed {
 		return fmt.Errorf("pool: closed %d but %d by reason, %d by side", s.Closed, by, s.ClosedByClient+s.ClosedByServer)
+	}
+	var inFlight int
+	for _, n := range s.InFlightByMethod {
+		inFlight += n
+	}
+	if inFlight != s.InFlight {
+		return fmt.Errorf("pool: in flight %d but %d by method", s.InFlight, inFlight)
+	}
+	if !s.Waits.check() || !s.Setups.check() || s.Waits.Sum != s.WaitDuration || s.Waits.Count < s.WaitCount {
+		return fmt.Errorf("pool: histograms do not add up: waits %+v (count %d, duration %v), setups %+v",
+			s.Waits, s.WaitCount, s.WaitDuration, s.Setups)
+	}
+	if s.HiddenRetriesPossiblyProcessed < 0 || s.HiddenRetriesPossiblyProcessed > s.HiddenRetries {
+		return fmt.Errorf("pool: %d hidden retries possibly processed of %d", s.HiddenRetriesPossiblyProcessed, s.HiddenRetries)
 	}
 	return nil
 }
@@ -217,6 +319,14 @@ func (c *connState) snapshot() Conn {
 
 func init() {
 	hook.LastAttempt = func(p any, id uint64) (hook.ConnAttempt, bool) { return p.(*Pool).lastAttempt(id) }
+	hook.Bounds = func(p any) hook.PoolBounds {
+		cfg := p.(*Pool).cfg
+		b := hook.PoolBounds{BodyIdle: cfg.bodyIdle}
+		if d := cfg.connectTimeout; d != nil {
+			b.Connect, b.ConnectSet = *d, true
+		}
+		return b
+	}
 }
 
 // lastAttempt returns what p saw of the last request handed connection id.
@@ -227,8 +337,14 @@ func (p *Pool) lastAttempt(id uint64) (hook.ConnAttempt, bool) {
 	if c == nil {
 		return hook.ConnAttempt{}, false
 	}
+	return c.attempt(), true
+}
+
+// attempt returns what the pool saw of the last request handed c; p.mu
+// is held.
+func (c *connState) attempt() hook.ConnAttempt {
 	if c.h2 {
-		return hook.ConnAttempt{H2: true}, true
+		return hook.ConnAttempt{H2: true}
 	}
 	a := hook.ConnAttempt{Wrote: c.io.written.Load() > c.writtenAtGot}
 	if _, ok := serverSide(c.readErr); ok {
@@ -238,5 +354,5 @@ func (p *Pool) lastAttempt(id uint64) (hook.ConnAttempt, bool) {
 	if c.gotIdle {
 		a.Idle = c.gotAt.time().Sub(c.idleAtGot.time())
 	}
-	return a, true
+	return a
 }

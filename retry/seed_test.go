@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +28,8 @@ import (
 // path (each round trip through the audited pool is one), never the
 // policy's own report. P1 runs every contract again, each followed by /ok
 // on the same single-connection pool and the pool's and the bubble's leak
-// checks.
+// checks, and then the caller's cancel, during an attempt and during a
+// delay.
 //
 // The default policy of the contracts: only 503 is retried, at most 2
 // retries (3 attempts), a fixed delay; the attempt limit bounds one attempt
@@ -37,17 +39,20 @@ func TestSeed(t *testing.T) {
 	for _, c := range seedContracts() {
 		t.Run(c.id, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				env := newSeedEnv(t, c.readTimeout)
+				env := newSeedEnv(t, c)
 				c.check(t, env.run(t, c))
 			})
 		})
 	}
 	t.Run("P1", func(t *testing.T) {
-		for _, c := range seedContracts() {
+		for _, c := range append(seedContracts(), seedCancels()...) {
 			t.Run(c.id, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					env := newSeedEnv(t, c.readTimeout)
-					env.run(t, c)
+					env := newSeedEnv(t, c)
+					o := env.run(t, c)
+					if c.cancel {
+						c.check(t, o)
+					}
 					env.requireRecovered(t)
 				})
 			})
@@ -58,15 +63,24 @@ func TestSeed(t *testing.T) {
 // seedContract is one contract: what the server does, the policy, the
 // request, and what must be observed.
 type seedContract struct {
-	id          string
-	steps       []seedStep // the i-th request to /r gets steps[i], then the last repeats
-	policy      retry.Policy
-	readTimeout time.Duration // the Transport's ResponseHeaderTimeout
-	method      string
-	key         string // Idempotency-Key set by the caller
-	keyPerTry   bool   // a new key on every attempt (the client stamps it)
-	warm        bool   // one GET to /r first, to leave a kept-alive connection
-	check       func(t *testing.T, o seedOutcome)
+	id         string
+	steps      []seedStep // the i-th request to /r gets steps[i], then the last repeats
+	policy     retry.Policy
+	headerWait time.Duration // the Transport's ResponseHeaderTimeout
+	bodyRead   time.Duration // the pool's BodyIdleTimeout: the longest wait for a read of the body
+	method     string
+	key        string // Idempotency-Key set by the caller
+	keyPerTry  bool   // a new key on every attempt (the client stamps it)
+	warm       bool   // one GET to /r first, to leave a kept-alive connection
+	cancel     bool   // the caller cancels once everything is blocked (P1's cancels)
+	check      func(t seedT, o seedOutcome)
+}
+
+// seedT is what a contract's check needs of a test: *testing.T, or a
+// recorder that shows the check can fail.
+type seedT interface {
+	require.TestingT
+	Helper()
 }
 
 // seedStep is what the server does with one request.
@@ -74,14 +88,20 @@ type seedStep struct {
 	after  time.Duration // wait before answering (virtual time)
 	status int           // 0: never answer, until the client goes
 	write  bool          // commit a write (once per idempotency key)
+	report bool          // with a write: the body reports the writes committed
 	cut    bool          // close the connection after reading the request
+	stall  bool          // send the headers and half the body, then wait for the client to go
 }
 
 func answer(status int) seedStep { return seedStep{status: status} }
 
+// stallSent is how much of the body a stalled step sends: half of it.
+const stallSent = 512
+
 var (
-	never = seedStep{}
-	cut   = seedStep{cut: true}
+	never   = seedStep{}
+	cut     = seedStep{cut: true}
+	stalled = seedStep{status: 200, stall: true}
 )
 
 // seedOutcome is what one contract's call did, as the caller, the tracer
@@ -89,7 +109,7 @@ var (
 type seedOutcome struct {
 	status   int // the response's, 0 on error
 	body     string
-	err      error
+	err      error           // of the call, or of reading the body
 	class    httptrace.Class // of err, by the module's classifier
 	elapsed  time.Duration   // virtual time of the call, body read included
 	attempts int             // round trips through the pool (tracer timelines)
@@ -107,50 +127,54 @@ func seedContracts() []seedContract {
 		edit(&p)
 		return p
 	}
-	postOnce := func(p *retry.Policy) { p.MaxRetries = 1 }
-	write503, write200 := seedStep{status: 503, write: true}, seedStep{status: 200, write: true}
-	requests := func(t *testing.T, o seedOutcome, n int) {
+	// W1 and W2 retry the POST once with no delay, as Reactor's retry(1).
+	postOnce := func(p *retry.Policy) { p.MaxRetries, p.Delay = 1, 0 }
+	write503, write200 := seedStep{status: 503, write: true}, seedStep{status: 200, write: true, report: true}
+	requests := func(t seedT, o seedOutcome, n int) {
 		t.Helper()
 		require.Equal(t, n, o.requests, "server-seen requests")
 		require.Equal(t, n, o.attempts, "client attempts (tracer)")
 	}
 	return []seedContract{
-		{id: "A1", steps: []seedStep{answer(200)}, policy: base, check: func(t *testing.T, o seedOutcome) {
+		{id: "A1", steps: []seedStep{answer(200)}, policy: base, check: func(t seedT, o seedOutcome) {
 			require.NoError(t, o.err)
 			require.Equal(t, "ok", o.body)
 			requests(t, o, 1)
 		}},
-		{id: "A2", steps: []seedStep{answer(503), answer(503), answer(200)}, policy: base, check: func(t *testing.T, o seedOutcome) {
+		{id: "A2", steps: []seedStep{answer(503), answer(503), answer(200)}, policy: base, check: func(t seedT, o seedOutcome) {
 			require.NoError(t, o.err)
 			require.Equal(t, 200, o.status)
 			require.Equal(t, "ok", o.body)
 			requests(t, o, 3)
 		}},
-		{id: "A3", steps: []seedStep{answer(503)}, policy: base, check: func(t *testing.T, o seedOutcome) {
+		{id: "A3", steps: []seedStep{answer(503)}, policy: base, check: func(t seedT, o seedOutcome) {
 			require.NoError(t, o.err)
 			require.Equal(t, 503, o.status, "the last 503 itself reaches the caller")
 			requests(t, o, 3)
 		}},
-		{id: "A4", steps: []seedStep{answer(404)}, policy: base, check: func(t *testing.T, o seedOutcome) {
+		{id: "A4", steps: []seedStep{answer(404)}, policy: base, check: func(t seedT, o seedOutcome) {
 			require.NoError(t, o.err)
 			require.Equal(t, 404, o.status)
 			requests(t, o, 1)
 		}},
-		{id: "A5", steps: []seedStep{answer(500)}, policy: base, check: func(t *testing.T, o seedOutcome) {
+		{id: "A5", steps: []seedStep{answer(500)}, policy: base, check: func(t seedT, o seedOutcome) {
 			require.NoError(t, o.err)
 			require.Equal(t, 500, o.status, "500 is not retried")
 			requests(t, o, 1)
 		}},
 		{id: "A6", steps: []seedStep{never}, policy: with(func(p *retry.Policy) { p.AttemptTimeout = time.Second }),
-			check: func(t *testing.T, o seedOutcome) {
+			check: func(t seedT, o seedOutcome) {
 				require.ErrorIs(t, o.err, context.DeadlineExceeded)
 				require.Equal(t, vocab.ClassDeadline, o.class, "the attempt timeout: %v", o.err)
 				require.Equal(t, time.Second, o.elapsed)
 				requests(t, o, 1)
 			}},
-		{id: "A7", steps: []seedStep{never}, readTimeout: 250 * ms, policy: base, check: func(t *testing.T, o seedOutcome) {
+		// A7 and A10: Reactor Netty's responseTimeout of 250 ms, an interval
+		// between reads, is two bounds in Go: the wait for the headers,
+		// and the wait for each read of the body.
+		{id: "A7", steps: []seedStep{never}, headerWait: 250 * ms, policy: base, check: func(t seedT, o seedOutcome) {
 			require.Error(t, o.err)
-			require.Equal(t, vocab.ClassResponseHeaderTimeout, o.class, "the read timeout, not the attempt's: %v", o.err)
+			require.Equal(t, vocab.ClassResponseHeaderTimeout, o.class, "the header wait's timeout, not the attempt's: %v", o.err)
 			require.ErrorContains(t, o.err, "timeout awaiting response headers")
 			require.Equal(t, 250*ms, o.elapsed)
 			requests(t, o, 1)
@@ -159,7 +183,7 @@ func seedContracts() []seedContract {
 			policy: with(func(p *retry.Policy) {
 				p.AttemptTimeout, p.TotalTimeout, p.Delay = time.Second, 1500*ms, time.Second
 			}),
-			check: func(t *testing.T, o seedOutcome) {
+			check: func(t seedT, o seedOutcome) {
 				require.ErrorIs(t, o.err, context.DeadlineExceeded, "a total-budget timeout error")
 				require.Equal(t, vocab.ClassDeadline, o.class)
 				require.ErrorContains(t, o.err, "total budget of 1.5s ran out waiting to retry")
@@ -174,52 +198,94 @@ func seedContracts() []seedContract {
 			policy: with(func(p *retry.Policy) {
 				p.AttemptTimeout, p.TotalTimeout, p.Delay = 500*ms, 2*time.Second, 200*ms
 			}),
-			check: func(t *testing.T, o seedOutcome) {
+			check: func(t seedT, o seedOutcome) {
 				require.NoError(t, o.err)
 				require.Equal(t, "ok", o.body)
 				require.Equal(t, time.Second, o.elapsed, "400 + 200 + 400 ms: the attempt limit restarted")
 				requests(t, o, 2)
 			}},
+		{id: "A10", steps: []seedStep{stalled}, bodyRead: 250 * ms, policy: base, check: func(t seedT, o seedOutcome) {
+			require.Equal(t, 200, o.status, "the headers came")
+			require.ErrorIs(t, o.err, httptrace.ErrBodyIdleTimeout, "reading the body")
+			require.Equal(t, vocab.ClassBodyIdleTimeout, o.class, "the body read's timeout, not the attempt's: %v", o.err)
+			require.Equal(t, strings.Repeat("x", stallSent), o.body, "what came before the stall")
+			require.Equal(t, 250*ms, o.elapsed, "250 ms after the last read")
+			requests(t, o, 1)
+		}},
 		{id: "W1", steps: []seedStep{write503, write200}, method: http.MethodPost,
 			policy: with(func(p *retry.Policy) { postOnce(p); p.UnsafeRetryNonIdempotent = true }),
-			check: func(t *testing.T, o seedOutcome) {
+			check: func(t seedT, o seedOutcome) {
 				require.NoError(t, o.err)
 				require.Equal(t, 200, o.status)
 				requests(t, o, 2)
 				require.Equal(t, 2, o.writes, "the retried POST wrote twice")
+				require.Equal(t, "writes committed: 2", o.body, "as the server reports it")
+				require.Zero(t, o.elapsed, "retried with no delay")
 			}},
 		{id: "W2", steps: []seedStep{write503, write200}, method: http.MethodPost, key: "order-7",
 			policy: with(func(p *retry.Policy) { postOnce(p); p.RetryIdempotencyKey = true }),
-			check: func(t *testing.T, o seedOutcome) {
+			check: func(t seedT, o seedOutcome) {
 				require.NoError(t, o.err)
 				require.Equal(t, 200, o.status)
 				requests(t, o, 2)
 				require.Equal(t, 1, o.writes, "the key kept across the retry: one write")
+				require.Equal(t, "writes committed: 1", o.body, "as the server reports it")
 				require.Equal(t, []string{"order-7", "order-7"}, o.keys)
+				require.Zero(t, o.elapsed, "retried with no delay")
 			}},
 		{id: "W3", steps: []seedStep{write503, write200}, method: http.MethodPost, key: "order-7", keyPerTry: true,
 			policy: with(func(p *retry.Policy) { postOnce(p); p.RetryIdempotencyKey = true }),
-			check: func(t *testing.T, o seedOutcome) {
+			check: func(t seedT, o seedOutcome) {
 				require.NoError(t, o.err)
 				requests(t, o, 2)
 				require.Equal(t, 2, o.writes, "a new key per attempt: the server cannot deduplicate")
 				require.Equal(t, []string{"order-7-attempt-1", "order-7-attempt-2"}, o.keys)
 			}},
 		{id: "W4", steps: []seedStep{write503, write200}, method: http.MethodPost, policy: base,
-			check: func(t *testing.T, o seedOutcome) {
+			check: func(t seedT, o seedOutcome) {
 				require.NoError(t, o.err)
 				require.Equal(t, 503, o.status, "not retried: the 503 reaches the caller")
 				requests(t, o, 1)
 				require.Equal(t, 1, o.writes)
 			}},
 		{id: "H1", steps: []seedStep{answer(200), cut, answer(200)}, warm: true, policy: base,
-			check: func(t *testing.T, o seedOutcome) {
+			check: func(t seedT, o seedOutcome) {
 				require.NoError(t, o.err)
 				require.Equal(t, "ok", o.body)
 				require.Equal(t, 1, o.attempts, "the caller made one attempt")
 				require.Equal(t, 2, o.requests, "the server read two")
 				require.True(t, o.hidden, "the tracer saw the Transport send it again")
 			}},
+		// H2 is Reactor Netty's disableRetry(true): no hidden retry. Go keeps
+		// it on a fresh connection, and cannot switch it off on a reused
+		// one (H1).
+		{id: "H2", steps: []seedStep{cut, answer(200)}, policy: base, check: func(t seedT, o seedOutcome) {
+			require.Error(t, o.err)
+			require.Equal(t, vocab.ClassServerClosed, o.class, "the disconnect reaches the caller: %v", o.err)
+			requests(t, o, 1)
+			require.False(t, o.hidden, "nothing re-sent on a fresh connection")
+		}},
+	}
+}
+
+// seedCancels are P1's cancels: the caller cancels once everything is
+// blocked, in an attempt the server never answers, and in the delay after
+// a 503.
+func seedCancels() []seedContract {
+	canceled := func(t seedT, o seedOutcome) {
+		t.Helper()
+		require.ErrorIs(t, o.err, context.Canceled)
+		require.Equal(t, vocab.ClassCanceled, o.class)
+		require.Equal(t, 1, o.requests, "server-seen requests")
+		require.Equal(t, 1, o.attempts, "client attempts (tracer)")
+	}
+	p := retry.Policy{AttemptTimeout: 3 * time.Second, TotalTimeout: 8 * time.Second, MaxRetries: 2, Delay: time.Second}
+	return []seedContract{
+		{id: "cancel-in-attempt", steps: []seedStep{never}, policy: p, cancel: true, check: canceled},
+		{id: "cancel-in-delay", steps: []seedStep{answer(503)}, policy: p, cancel: true, check: func(t seedT, o seedOutcome) {
+			canceled(t, o)
+			require.ErrorContains(t, o.err, "waiting to retry")
+		}},
 	}
 }
 
@@ -231,13 +297,17 @@ type seedEnv struct {
 	col  *httptrace.Collector
 }
 
-func newSeedEnv(t *testing.T, readTimeout time.Duration) *seedEnv {
+func newSeedEnv(t *testing.T, c seedContract) *seedEnv {
 	t.Helper()
 	srv := &seedServer{}
 	pn := newPipeNet(t, srv)
 	col := &httptrace.Collector{}
-	tr := &http.Transport{DialContext: pn.dial, ResponseHeaderTimeout: readTimeout}
-	p, err := pool.Track(tr, pool.MaxConnsPerHost(1), pool.MaxIdleConnsPerHost(1), pool.WithObserver(col))
+	tr := &http.Transport{DialContext: pn.dial, ResponseHeaderTimeout: c.headerWait}
+	opts := []pool.Option{pool.MaxConnsPerHost(1), pool.MaxIdleConnsPerHost(1), pool.WithObserver(col)}
+	if c.bodyRead > 0 {
+		opts = append(opts, pool.BodyIdleTimeout(c.bodyRead))
+	}
+	p, err := pool.Track(tr, opts...)
 	require.NoError(t, err)
 	t.Cleanup(p.CloseIdleConnections) // before the server closes
 	return &seedEnv{srv: srv, pool: p, col: col}
@@ -274,18 +344,33 @@ func (env *seedEnv) run(t *testing.T, c seedContract) seedOutcome {
 	}
 
 	var o seedOutcome
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	start := time.Now()
-	resp, err := c.policy.Do(t.Context(), client, req)
-	o.err = err
-	if err == nil {
-		o.status = resp.StatusCode
-		b, rerr := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, rerr)
-		o.body = string(b)
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := c.policy.Do(ctx, client, req)
+		done <- result{resp, err}
+	}()
+	if c.cancel {
+		synctest.Wait() // blocked: in the attempt, or in the delay
+		cancel()
+	}
+	r := <-done
+	o.err = r.err
+	stage := httptrace.Stage("")
+	if r.err == nil {
+		o.status = r.resp.StatusCode
+		b, rerr := io.ReadAll(r.resp.Body)
+		r.resp.Body.Close()
+		o.body, o.err, stage = string(b), rerr, vocab.StageBody
 	}
 	o.elapsed = time.Since(start)
-	o.class = vocab.Classify(err, "")
+	o.class = vocab.Classify(o.err, stage)
 
 	synctest.Wait() // every server handler and late hook has run
 	for _, tl := range env.col.Timelines() {
@@ -393,6 +478,7 @@ func (s *seedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.seen[key] = true
 		}
 	}
+	writes := s.writes
 	s.mu.Unlock()
 
 	switch {
@@ -405,6 +491,12 @@ func (s *seedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case step.status == 0:
 		<-r.Context().Done() // never answers; the client goes
 		return
+	case step.stall:
+		w.Header().Set("Content-Length", strconv.Itoa(2*stallSent))
+		_, _ = io.WriteString(w, strings.Repeat("x", stallSent))
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // the rest never comes; the client goes
+		return
 	}
 	if step.after > 0 {
 		select {
@@ -413,9 +505,70 @@ func (s *seedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if step.status == http.StatusOK {
+	switch {
+	case step.report:
+		w.WriteHeader(step.status)
+		_, _ = fmt.Fprintf(w, "writes committed: %d", writes)
+		return
+	case step.status == http.StatusOK:
 		_, _ = io.WriteString(w, "ok")
 		return
 	}
 	http.Error(w, http.StatusText(step.status), step.status)
 }
+
+// TestSeedChecksCanFail runs each contract taken from Reactor Netty's
+// with one thing about the client made wrong, and requires its check to
+// fail: a check that cannot fail holds nothing.
+func TestSeedChecksCanFail(t *testing.T) {
+	byID := map[string]seedContract{}
+	for _, c := range append(seedContracts(), seedCancels()...) {
+		byID[c.id] = c
+	}
+	for _, m := range []struct {
+		id, mutation string
+		edit         func(*seedContract)
+	}{
+		{"A7", "no ResponseHeaderTimeout: the attempt limit ends the wait", func(c *seedContract) { c.headerWait = 0 }},
+		{"A10", "no BodyIdleTimeout: the attempt limit ends the body", func(c *seedContract) { c.bodyRead = 0 }},
+		{"W1", "a 10ms delay before the retry", func(c *seedContract) { c.policy.Delay = 10 * time.Millisecond }},
+		{"W1", "the POST not replayed", func(c *seedContract) { c.policy.UnsafeRetryNonIdempotent = false }},
+		{"W2", "a 10ms delay before the retry", func(c *seedContract) { c.policy.Delay = 10 * time.Millisecond }},
+		{"H2", "errors retried", func(c *seedContract) {
+			c.policy.Retryable = func(*http.Request, *http.Response, error) bool { return true }
+		}},
+		{"cancel-in-attempt", "no cancel: the attempt limit ends it", func(c *seedContract) { c.cancel = false }},
+		{"cancel-in-delay", "no delay to cancel in: the retries run out first", func(c *seedContract) {
+			c.policy.Delay, c.cancel = 0, false
+		}},
+	} {
+		t.Run(m.id+"/"+m.mutation, func(t *testing.T) {
+			c, ok := byID[m.id]
+			require.True(t, ok, m.id)
+			m.edit(&c)
+			synctest.Test(t, func(t *testing.T) {
+				env := newSeedEnv(t, c)
+				o := env.run(t, c)
+				rec := &recorder{}
+				func() {
+					defer func() {
+						if v := recover(); v != nil && v != errFailNow {
+							panic(v)
+						}
+					}()
+					c.check(rec, o)
+				}()
+				require.True(t, rec.failed, "the check passed a client with %s: %+v", m.mutation, o)
+			})
+		})
+	}
+}
+
+// recorder is a seedT that records a failure instead of failing the test.
+type recorder struct{ failed bool }
+
+var errFailNow = fmt.Errorf("check failed")
+
+func (r *recorder) Errorf(string, ...any) { r.failed = true }
+func (r *recorder) FailNow()              { r.failed = true; panic(errFailNow) }
+func (r *recorder) Helper()               {}

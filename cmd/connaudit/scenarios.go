@@ -12,7 +12,7 @@ import (
 
 func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("scenarios", stdout, stderr, "[-run PATTERN] [-skip PATTERN] [-proto LIST] [-json] [-junit FILE]\n"+
-		"                           [-v] [-list] [-deadline D]")
+		"                           [-v] [-list] [-parallel N] [-deadline D]")
 	pattern := fs.String("run", "", "run only the scenarios whose name matches this regular expression")
 	skip := fs.String("skip", "", "leave out the scenarios whose name matches this regular expression")
 	protoList := fs.String("proto", "", "run only the scenarios over these protocols, comma-separated: http1, h2")
@@ -20,12 +20,17 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	junit := fs.String("junit", "", "also write the report as JUnit XML to this file")
 	verbose := fs.Bool("v", false, "also print every scenario's fault, reference bound, notes and timeline")
 	list := fs.Bool("list", false, "list the scenarios and exit")
+	parallel := fs.Int("parallel", 8, "scenarios run at once, each judged alone; 1: one at a time, in order")
 	deadline := fs.Duration("deadline", 5*time.Minute, "bound on the whole run; the scenarios not started by then are skipped")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "connaudit scenarios: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *parallel < 1 || *parallel > 64 {
+		fmt.Fprintf(stderr, "connaudit scenarios: -parallel %d: want 1 to 64\n", *parallel)
 		return exitUsage
 	}
 	if *deadline <= 0 {
@@ -49,7 +54,7 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		writeList(stdout, scenarios)
 		return exitOK
 	}
-	r, err := audit.NewRunner()
+	r, err := audit.NewRunner(audit.Parallel(*parallel))
 	if err != nil {
 		fmt.Fprintf(stderr, "connaudit scenarios: %v\n", err)
 		return exitUsage

@@ -57,14 +57,14 @@ func TestScenariosVerbosePrintsTimelines(t *testing.T) {
 	require.Contains(t, out, "body-close")
 }
 
-// The first scenario selected waits 150ms for its timeout, so the 1ms
-// deadline has passed by the time it ends (or it ended it): the second is
-// never started. Whether the first started is up to the clock; the second
-// is reported skipped either way, in the text, the JSON and the JUnit
-// reports, and the run fails.
+// One at a time (-parallel 1), the first scenario selected waits 150ms for
+// its timeout, so the 1ms deadline has passed by the time it ends (or it
+// ended it): the second is never started. Whether the first started is up
+// to the clock; the second is reported skipped either way, in the text,
+// the JSON and the JUnit reports, and the run fails.
 func TestScenariosDeadlineStopsTheRun(t *testing.T) {
 	const sel = "^(response-header-timeout|attempt-deadline)$"
-	code, out, errOut := runCLI(t, "scenarios", "-run", sel, "-deadline", "1ms")
+	code, out, errOut := runCLI(t, "scenarios", "-run", sel, "-deadline", "1ms", "-parallel", "1")
 	require.Equal(t, exitFail, code)
 	require.Contains(t, errOut, "stopped after")
 	row := rowOf(t, out, "attempt-deadline")
@@ -73,7 +73,7 @@ func TestScenariosDeadlineStopsTheRun(t *testing.T) {
 	require.Contains(t, out, " skipped in ")
 
 	junit := filepath.Join(t.TempDir(), "report.xml")
-	code, out, errOut = runCLI(t, "scenarios", "-run", sel, "-deadline", "1ms", "-json", "-junit", junit)
+	code, out, errOut = runCLI(t, "scenarios", "-run", sel, "-deadline", "1ms", "-json", "-junit", junit, "-parallel", "1")
 	require.Equal(t, exitFail, code, errOut)
 	var rep struct {
 		Results []struct {

@@ -110,3 +110,17 @@ type ConnAttempt struct {
 // *pool.Pool) saw of the last request handed its connection id, and false
 // when it no longer knows the connection.
 var LastAttempt func(p any, id uint64) (ConnAttempt, bool)
+
+// PoolBounds are the bounds a pool adds to those of the transport it
+// tracks.
+type PoolBounds struct {
+	// Connect is its ConnectTimeout (0: none), when ConnectSet.
+	Connect    time.Duration
+	ConnectSet bool
+	// BodyIdle is its body-idle bound, 0 if none.
+	BodyIdle time.Duration
+}
+
+// Bounds, set by package pool, returns the bounds the pool p (a
+// *pool.Pool) adds to its transport's own.
+var Bounds func(p any) PoolBounds

@@ -4,11 +4,15 @@
 package leaks
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // leakCauses maps a function in a leaked goroutine's stack to its cause,
@@ -100,4 +104,122 @@ func Goroutines() []string {
 		buf = make([]byte, 2*len(buf))
 	}
 	return nameStacks(string(buf))
+}
+
+// group is one group of goroutines of a goroutine profile (debug=1):
+// goroutines with one stack and one set of labels.
+type group struct {
+	n      int
+	labels string // the "# labels: {…}" line, "" without labels
+	text   string // the group as the profile wrote it
+}
+
+// profile reads the goroutine profile of the process now.
+func profile() []group {
+	var b strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		return nil
+	}
+	var out []group
+	for _, block := range strings.Split(b.String(), "\n\n") {
+		lines := strings.Split(strings.TrimSpace(block), "\n")
+		if len(lines) == 0 {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscanf(lines[0], "%d @", &n); err != nil {
+			continue // the profile's heading
+		}
+		g := group{n: n, text: block}
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, "# labels: ") {
+				g.labels = l
+			}
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// own reports whether g is the goroutine reading the profile.
+func (g group) own() bool { return strings.Contains(g.text, "runtime/pprof.writeRuntimeProfile") }
+
+// labeled reports whether g carries the pprof label key=value.
+func (g group) labeled(key, value string) bool {
+	return strings.Contains(g.labels, strconv.Quote(key)+":"+strconv.Quote(value))
+}
+
+// name says what a group of goroutines is, in words: "2 × connection held
+// by … (net/http.(*persistConn).readLoop)", or its top function.
+func (g group) name() string {
+	for _, lc := range leakCauses {
+		if strings.Contains(g.text, "\t"+lc.fn) {
+			return fmt.Sprintf("%d × %s (%s)", g.n, lc.cause, lc.fn)
+		}
+	}
+	for _, l := range strings.Split(g.text, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "#" && strings.HasPrefix(f[1], "0x") &&
+			!strings.HasPrefix(f[2], "runtime.") && !strings.HasPrefix(f[2], "internal/") {
+			fn, _, _ := strings.Cut(f[2], "+0x")
+			return fmt.Sprintf("%d × goroutine in %s", g.n, fn)
+		}
+	}
+	return fmt.Sprintf("%d × goroutine", g.n)
+}
+
+// Labeled names, by cause in words, the goroutines running now that carry
+// the pprof label key=value (and so were started, directly or not, by
+// code run under it), but the caller's own. It looks once.
+func Labeled(key, value string) []string {
+	var names []string
+	for _, g := range profile() {
+		if g.labeled(key, value) && !g.own() {
+			names = append(names, g.name())
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// WaitLabeled waits until no goroutine but the caller's carries the pprof
+// label key=value, or ctx ends; it then returns an error naming those left
+// and their stacks. Goroutines that are ending are waited for, as goleak
+// waits for them.
+func WaitLabeled(ctx context.Context, key, value string) error {
+	return waitFor(ctx, func() []group {
+		var left []group
+		for _, g := range profile() {
+			if g.labeled(key, value) && !g.own() {
+				left = append(left, g)
+			}
+		}
+		return left
+	})
+}
+
+// waitFor polls left, backing off from 1ms to 100ms, until it is empty or
+// ctx ends, and names what it still returns then.
+func waitFor(ctx context.Context, left func() []group) error {
+	sleep := time.Millisecond
+	for {
+		gs := left()
+		if len(gs) == 0 {
+			return nil
+		}
+		t := time.NewTimer(sleep)
+		select {
+		case <-t.C:
+			sleep = min(2*sleep, 100*time.Millisecond)
+			continue
+		case <-ctx.Done():
+			t.Stop()
+		}
+		var names, stacks []string
+		for _, g := range gs {
+			names = append(names, g.name())
+			stacks = append(stacks, g.text)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("leaked goroutines: %s\n%s", strings.Join(names, "; "), strings.Join(stacks, "\n\n"))
+	}
 }

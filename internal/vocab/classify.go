@@ -14,7 +14,7 @@ import (
 
 // ErrBodyIdleTimeout is the cause with which a request is cancelled when its
 // body made no progress for the body idle bound (httptrace.BodyIdleTimeout).
-var ErrBodyIdleTimeout = errors.New("connaudit: response body idle timeout")
+var ErrBodyIdleTimeout = errors.New("httptrace: response body idle timeout")
 
 // ErrBadStatus is the outcome error of a response whose status code is
 // not a three-digit code from 100 up.

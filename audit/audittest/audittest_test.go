@@ -1,0 +1,104 @@
+package audittest_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/audit/audittest"
+)
+
+// The shape a child process runs when this test binary is run again by
+// the tests below: "reference" or "plain" (&http.Transport{}).
+const shapeEnv = "AUDITTEST_SHAPE"
+
+// TestShape is run only as a child of the tests below, which pick its
+// subtests with -test.run and read what go test printed.
+func TestShape(t *testing.T) {
+	var opts []audit.Option
+	switch os.Getenv(shapeEnv) {
+	case "":
+		t.Skip("run by TestSubtests as a child process")
+	case "parallel":
+		opts = append(opts, audit.Parallel(8))
+	case "plain":
+		opts = append(opts, audit.WithTransport("&http.Transport{}", func() *http.Transport { return &http.Transport{} }))
+	}
+	audittest.Run(t, opts...)
+}
+
+// child runs this test binary's TestShape with shape and args, and returns
+// what it printed and whether it passed.
+func child(t *testing.T, shape string, args ...string) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.v"}, args...)...)
+	cmd.Env = append(os.Environ(), shapeEnv+"="+shape)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%s", out)
+	}
+	return string(out), err == nil
+}
+
+var runLine = regexp.MustCompile(`(?m)^=== RUN   TestShape/(.+)$`)
+
+// runs lists the subtests a child ran.
+func runs(out string) []string {
+	var names []string
+	for _, m := range runLine.FindAllStringSubmatch(out, -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+// -run picks scenarios by name as it picks subtests: one level per part of
+// the name, so that "connect-hang$" is one scenario and "^h2/" the
+// HTTP/2 ones.
+func TestSubtests(t *testing.T) {
+	out, ok := child(t, "reference", "-test.run", "^TestShape$/connect-hang$")
+	require.True(t, ok, out)
+	require.Equal(t, []string{"connect-hang"}, runs(out), out)
+	require.Contains(t, out, "--- PASS: TestShape/connect-hang")
+
+	out, ok = child(t, "reference", "-test.run", "^TestShape$/^h2/(ok|reset)$")
+	require.True(t, ok, out)
+	require.Equal(t, []string{"h2/ok", "h2/reset"}, runs(out), out)
+
+	out, ok = child(t, "reference", "-test.run", "^TestShape$/^reset$")
+	require.True(t, ok, out)
+	require.Equal(t, []string{"reset"}, runs(out), "h2/reset is not reset: %s", out)
+}
+
+// A scenario the client fails fails its own subtest, with its mismatches
+// and fix; the others pass beside it.
+func TestFailedSubtest(t *testing.T) {
+	out, ok := child(t, "plain", "-test.run", "^TestShape$/^(ok|response-header-timeout)$")
+	require.False(t, ok, out)
+	require.Equal(t, []string{"ok", "response-header-timeout"}, runs(out), out)
+	require.Contains(t, out, "--- PASS: TestShape/ok")
+	require.Contains(t, out, "--- FAIL: TestShape/response-header-timeout")
+	require.Contains(t, out, "unbounded: no timeout fired at stage await-headers")
+	require.Contains(t, out, "fix: set ResponseHeaderTimeout")
+	require.Contains(t, out, "timeline:", "-v adds the faulted request's timeline")
+	require.Equal(t, 1, strings.Count(out, "--- FAIL: TestShape/"), out)
+}
+
+// With audit.Parallel, the subtests run side by side, each judged alone.
+func TestParallelSubtests(t *testing.T) {
+	out, ok := child(t, "parallel", "-test.run", "^TestShape$/^(ok|reset|trickle-body|early-body-close)$")
+	require.True(t, ok, out)
+	require.ElementsMatch(t, []string{"ok", "reset", "trickle-body", "early-body-close"}, runs(out), out)
+	require.Equal(t, 4, strings.Count(out, "=== PAUSE TestShape/"), out)
+	require.Equal(t, 4, strings.Count(out, "--- PASS: TestShape/"), out)
+}

@@ -1,0 +1,226 @@
+package audit
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+)
+
+// verdicts states a retry contract's mismatches as its verdicts, named by
+// the contract: "A5: 500 was retried: 3 requests, contract 1".
+func verdicts(s Scenario, sub subject, o Observed, mismatches []string) []string {
+	if s.Contract == "" {
+		return mismatches
+	}
+	e := s.Expect
+	out := make([]string, 0, len(mismatches))
+	for _, m := range mismatches {
+		switch {
+		case strings.HasPrefix(m, "server-seen requests:") && o.ServerRequests > e.ServerRequests:
+			m = fmt.Sprintf("%s was retried: %s, contract %d", s.subject, plural(o.ServerRequests, "request"), e.ServerRequests)
+		case strings.HasPrefix(m, "server-seen requests:"):
+			m = fmt.Sprintf("%s was not retried as the contract says: %s, contract %d", s.subject, plural(o.ServerRequests, "request"), e.ServerRequests)
+		case strings.HasPrefix(m, "client attempts:") && o.ClientAttempts > e.ClientAttempts && !o.Unbounded &&
+			s.subject == "503" && e.Class != httptrace.ClassDeadline && o.ClientAttempts > s.policy.MaxRetries+1:
+			m = fmt.Sprintf("%d attempts where MaxRetries=%d allows %d: the layer does not apply MaxRetries",
+				o.ClientAttempts, s.policy.MaxRetries, s.policy.MaxRetries+1)
+			if sub.retryDefaults {
+				m = fmt.Sprintf("%d attempts where MaxRetries=%d allows %d: at its defaults the layer retries more",
+					o.ClientAttempts, s.policy.MaxRetries, s.policy.MaxRetries+1)
+			}
+		case strings.HasPrefix(m, "writes committed:"):
+			m = fmt.Sprintf("the server committed %s, contract %d", plural(o.Writes, "write"), *e.Writes)
+		}
+		out = append(out, s.Contract+": "+m)
+	}
+	return out
+}
+
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// lateAttempts begins the mismatch of a retry layer that went on trying
+// once the call's context had ended.
+const lateAttempts = "retry layer: "
+
+// splitErrors returns the messages of a joined error.
+func splitErrors(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// compare lists every difference between what was expected and observed.
+func compare(e Expect, o Observed) []string {
+	var m mismatches
+	m.outcome(e, o)
+	m.counts(e, o)
+	m.evidence(e, o)
+	m.recovery(e, o)
+	return m
+}
+
+// mismatches collects what a scenario saw that it did not expect.
+type mismatches []string
+
+func (m *mismatches) add(format string, args ...any) { *m = append(*m, fmt.Sprintf(format, args...)) }
+
+// outcome compares the faulted request's outcome, stage and status. A
+// request the guard ended has the guard's outcome, and its connection the
+// fate of one cut short: the runner reports it unbounded (or beyond the
+// guard), and those are not compared.
+func (m *mismatches) outcome(e Expect, o Observed) {
+	if o.ClientAttempts == 0 {
+		m.add("no faulted request was recorded")
+		return
+	}
+	if o.Unbounded || o.Beyond != "" {
+		return
+	}
+	if e.Class != "" && o.Class != e.Class {
+		m.add("outcome: expected %s, observed %s%s", e.Class, o.Class, errSuffix(o.Error))
+	}
+	if e.Stage != "" && o.Stage != e.Stage {
+		m.add("stage: expected %s, observed %s", e.Stage, o.Stage)
+	}
+	if e.Status != 0 && o.Status != e.Status {
+		m.add("status: expected %d, observed %d", e.Status, o.Status)
+	}
+}
+
+// counts compares what the client sent with what the server saw: attempts,
+// requests, hidden retries, dials, writes, handler entries, connections
+// accepted, the cancel.
+func (m *mismatches) counts(e Expect, o Observed) {
+	if o.ClientAttempts != e.ClientAttempts {
+		m.add("client attempts: expected %d, observed %d", e.ClientAttempts, o.ClientAttempts)
+	}
+	if o.ServerRequests != e.ServerRequests {
+		m.add("server-seen requests: expected %d, observed %d", e.ServerRequests, o.ServerRequests)
+	}
+	switch {
+	case o.HiddenRetry && !e.HiddenRetry:
+		m.add("hidden transport retry: the server saw %d requests for %d client attempts", o.ServerRequests, o.ClientAttempts)
+	case !o.HiddenRetry && e.HiddenRetry:
+		m.add("expected a hidden transport retry, none seen")
+	}
+	if e.Dials != nil && o.Dials != *e.Dials {
+		m.add("dials: expected %d, observed %d", *e.Dials, o.Dials)
+	}
+	if e.Writes != nil && o.Writes != *e.Writes {
+		m.add("writes committed: expected %d, observed %d", *e.Writes, o.Writes)
+	}
+	if e.HandlersEntered != nil && o.HandlersEntered != *e.HandlersEntered {
+		m.add("handler entries: expected %d, observed %d", *e.HandlersEntered, o.HandlersEntered)
+	}
+	if e.ConnsAccepted != nil && o.ConnsAccepted != *e.ConnsAccepted {
+		m.add("connections the server accepted: expected %d, observed %d", *e.ConnsAccepted, o.ConnsAccepted)
+	}
+	if e.CancelObserved && !o.CancelObserved {
+		m.add("the server did not observe the client's cancel")
+	}
+}
+
+// evidence compares the connection's fate, the leak the scenario plants
+// and the body the client read.
+func (m *mismatches) evidence(e Expect, o Observed) {
+	if f := e.Fate; f != nil && !o.Unbounded && o.Beyond == "" {
+		if f.ClosedBy != o.Fate.ClosedBy || f.Reason != o.Fate.Reason || f.Reused != o.Fate.Reused || f.None != o.Fate.None {
+			m.add("connection fate: expected %s, observed %s", f, o.Fate)
+		}
+	}
+	if e.Leak {
+		// The pool's check must name the open body, and over HTTP/1 the
+		// connection it pins.
+		if !anyHasPrefix(o.LeakFound, "open body:") {
+			m.add("the leak was not detected: no open body named")
+		}
+		if e.BlocksOK && !anyHasPrefix(o.LeakFound, "active connection #") {
+			m.add("the leak was not detected: no pinned connection named")
+		}
+	}
+	if e.BodyAtLeast > 0 && o.Timeline != nil && o.Timeline.Timings().Transfer < e.BodyAtLeast {
+		// Timers do not fire early: a body the server spread over this
+		// long cannot have come sooner.
+		m.add("body: expected to take at least %v, it took %v", e.BodyAtLeast, o.Timeline.Timings().Transfer)
+	}
+	if e.BodyBytes != nil && o.BodyBytes != *e.BodyBytes {
+		m.add("body bytes: expected %d, observed %d", *e.BodyBytes, o.BodyBytes)
+	}
+}
+
+// recovery compares what became of /ok, and lists what was left behind.
+func (m *mismatches) recovery(e Expect, o Observed) {
+	if e.BlocksOK != o.BlockedOK {
+		if e.BlocksOK {
+			m.add("expected /ok to wait for the leaked connection; it did not")
+		} else {
+			m.add("/ok waited for the leaked connection")
+		}
+	}
+	if !o.Recovered {
+		m.add("not recovered: the pool did not serve /ok")
+	}
+	for _, l := range o.Leaks {
+		if strings.HasPrefix(l, "recovery:") {
+			m.add("%s", l)
+			continue
+		}
+		m.add("leak after recovery: %s", l)
+	}
+}
+
+func errSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// anyHasPrefix reports whether one of ss starts with prefix.
+func anyHasPrefix(ss []string, prefix string) bool {
+	for _, s := range ss {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// tie says so, for a contract whose attempt either the transport's
+// ResponseHeaderTimeout or the retry layer's attempt limit ends, when the
+// two are too close (within a tenth of the limit) for one to be sure to
+// fire first: which did is then a race between two timers, and no verdict
+// may rest on it. "" otherwise.
+func (sub subject) tie(s Scenario) string {
+	limit := s.policy.AttemptTimeout
+	if sub.reference || s.Contract == "" || limit <= 0 {
+		return ""
+	}
+	var name string
+	var own time.Duration
+	switch {
+	case s.Expect.Stage == httptrace.StageAwaitHeaders &&
+		(s.Expect.Class == httptrace.ClassResponseHeaderTimeout || s.Expect.Class == httptrace.ClassDeadline):
+		name, own = "ResponseHeaderTimeout", sub.rht
+	case s.Expect.Stage == httptrace.StageBody &&
+		(s.Expect.Class == httptrace.ClassBodyIdleTimeout || s.Expect.Class == httptrace.ClassDeadline):
+		name, own = "pool.BodyIdleTimeout", sub.bodyIdle
+	}
+	if own <= 0 || own < limit-limit/10 || own > limit+limit/10 {
+		return ""
+	}
+	return fmt.Sprintf("%s: too close to tell apart: %s (%v) and the attempt limit (%v): "+
+		"either may end the attempt first, so which did is no verdict", s.Contract, name, own, limit)
+}

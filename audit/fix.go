@@ -1,0 +1,256 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
+)
+
+// stageFix says what bounds stage in an http.Transport and how to set it.
+func (sub subject) stageFix(stage httptrace.Stage) string {
+	switch stage {
+	case httptrace.StageDNS, httptrace.StageConnect:
+		if sub.ownDial {
+			return "the transport's own DialContext did not end the dial: give its net.Dialer a Timeout " +
+				"within the audit's guard deadline (or raise audit.GuardDeadline above it)"
+		}
+		return "a net.Dialer's Timeout bounds DNS and connect: set DialContext to the DialContext " +
+			"of a net.Dialer with a Timeout"
+	case httptrace.StageTLS:
+		return "set TLSHandshakeTimeout: it bounds the TLS handshake"
+	case httptrace.StageAwaitHeaders:
+		return "set ResponseHeaderTimeout: it bounds the wait for the response headers"
+	case httptrace.StageBody:
+		return "no http.Transport field bounds a stalled body: pass connaudit's body-idle watchdog, " +
+			"pool.BodyIdleTimeout(d), to audit.WithTransport after the factory (in service, to pool.Track)"
+	case httptrace.StagePoolWait:
+		return "no http.Transport field bounds a wait for a connection: give the request a context " +
+			"deadline; MaxConnsPerHost caps the connections it waits for"
+	case httptrace.StageWrite:
+		return "no http.Transport field bounds writing the request: give the request a context deadline"
+	}
+	return ""
+}
+
+// classSetting names the setting whose timeout is the class c, or "".
+func classSetting(c httptrace.Class) string {
+	switch c {
+	case httptrace.ClassResponseHeaderTimeout:
+		return "ResponseHeaderTimeout"
+	case httptrace.ClassTLSHandshakeTimeout:
+		return "TLSHandshakeTimeout"
+	case httptrace.ClassConnectTimeout:
+		return "net.Dialer.Timeout"
+	case httptrace.ClassBodyIdleTimeout:
+		return "pool.BodyIdleTimeout"
+	}
+	return ""
+}
+
+// yours says the transport's own value of a bound: "yours: none" or
+// "yours: 10s".
+func yours(d time.Duration) string {
+	if d <= 0 {
+		return "yours: none"
+	}
+	return "yours: " + d.String()
+}
+
+// fixes collects fixes, once each, in order.
+type fixes []string
+
+func (f *fixes) add(fix string) {
+	if fix != "" && !slices.Contains(*f, fix) {
+		*f = append(*f, fix)
+	}
+}
+
+// fixFor says what fixes the failure of scenario s as observed, with the
+// guard deadline in force: what bounds the stage in an http.Transport and
+// how to set it, what the retry layer must do, or what setting explains
+// the connection's fate. beyond is the bound the guard did not wait for,
+// being longer than the deadline, if that is what ended the call.
+func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline time.Duration, beyond *bound) string {
+	var fs fixes
+	layer := ""
+	if s.Contract != "" {
+		layer = layerFix(s, o)
+	}
+	sub.boundFixes(&fs, s, o, layer, deadline, beyond)
+	sub.fateFixes(&fs, s, o)
+	sub.mismatchFixes(&fs, mismatches)
+	if len(fs) == 0 && layer != "" {
+		fs.add(sub.inLayer() + layer)
+	}
+	if len(fs) == 0 {
+		if f := sub.stageFix(s.Expect.Stage); f != "" && classSetting(s.Expect.Class) != "" {
+			fs.add(f)
+		} else {
+			fs.add("no transport setting explains this: -v shows the faulted request's timeline")
+		}
+	}
+	return strings.Join(fs, "; ")
+}
+
+// boundFixes says what bounds the stage the call was cut at, or which
+// bound ended it where another should have.
+func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, deadline time.Duration, beyond *bound) {
+	e := s.Expect
+	switch {
+	case beyond != nil:
+		fs.add(fmt.Sprintf("audit.GuardDeadline(%v) waits for the client's %v bound on stage %s to fire; or keep "+
+			"that bound within the guard deadline (%v)", beyond.d, beyond.d, o.UnboundedStage, deadline))
+	case o.Unbounded:
+		_, own := sub.stageBound(o.UnboundedStage)
+		multi := s.Contract != "" && o.ClientAttempts > 1
+		if own > 0 && multi {
+			// Each attempt ends at the transport's bound; the layer's
+			// trying again made the call outlast the guard.
+			fs.add(sub.inLayer() + layer)
+			return
+		}
+		fs.add(sub.stageFix(o.UnboundedStage))
+		if multi || (s.Contract != "" && s.policy.AttemptTimeout > 0 && e.Class == httptrace.ClassDeadline) {
+			fs.add(sub.inLayer() + layer)
+		}
+	case sub.tie(s) != "":
+		side := "below it, so that a read timeout is told from an attempt timeout"
+		if e.Class == httptrace.ClassDeadline {
+			side = "above it, so that the attempt limit ends the attempt"
+		}
+		setting := "ResponseHeaderTimeout"
+		if e.Stage == httptrace.StageBody {
+			setting = "pool.BodyIdleTimeout"
+		}
+		fs.add(fmt.Sprintf("set %s well apart from the retry layer's attempt limit: %s", setting, side))
+	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
+		_, own := sub.stageBound(e.Stage)
+		fs.add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
+			"request's own deadline or attempt limit (%s)", classSetting(e.Class), yours(own)))
+	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(o.Class) != "":
+		limit := s.policy.AttemptTimeout
+		if name, own := sub.stageBound(o.Stage); s.Contract != "" && limit > 0 && own > limit && layer != "" {
+			// The transport's bound is the longer: it fired because the
+			// layer's attempt limit did not.
+			fs.add(fmt.Sprintf("%s%s: the transport's %s (%v) ended the attempt that the "+
+				"attempt limit (%v) should have", sub.inLayer(), layer, name, own, limit))
+			return
+		}
+		fs.add(fmt.Sprintf("the transport's %s ended the request before the bound under audit: "+
+			"keep it longer than that", classSetting(o.Class)))
+	}
+}
+
+// fateFixes names the setting that explains the connection's fate, and a
+// hidden retry the scenario did not expect.
+func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed) {
+	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
+		switch o.Fate.Reason {
+		case pool.ReasonKeepAlivesOff:
+			fs.add("DisableKeepAlives closes every connection after one request: unset it to reuse connections")
+		case pool.ReasonIdleTimeout:
+			fs.add(fmt.Sprintf("IdleConnTimeout (%s) closed the connection before it was reused: keep it "+
+				"longer than the gap between requests and shorter than the server's keep-alive", yours(sub.idle)))
+		case pool.ReasonIdlePoolFull:
+			fs.add("MaxIdleConnsPerHost (and MaxIdleConns) left no room to keep the connection: raise them")
+		}
+	}
+	if o.HiddenRetry && !s.Expect.HiddenRetry {
+		fs.add("net/http sent a replayable request again on a new connection by itself, which nothing " +
+			"turns off: make the endpoint idempotent or send an Idempotency-Key")
+	}
+}
+
+// mismatchFixes names the fix of the mismatches that have one of their
+// own: a protocol not spoken, a cap passed, a layer that went on after its
+// context ended, a body left open.
+func (sub subject) mismatchFixes(fs *fixes, mismatches []string) {
+	for _, m := range mismatches {
+		switch {
+		case strings.HasPrefix(m, "not HTTP/2"):
+			if sub.fixH2 != "" {
+				fs.add(sub.fixH2)
+			} else {
+				fs.add("net/http spoke HTTP/1 where HTTP/2 was offered: check GODEBUG http2client, " +
+					"Protocols, TLSNextProto and ForceAttemptHTTP2")
+			}
+		case strings.Contains(m, "connections open to") && strings.Contains(m, ", cap "):
+			fs.add("MaxConnsPerHost caps HTTP/1 connections only; HTTP/2 dials past it")
+		case strings.HasPrefix(m, lateAttempts):
+			fs.add(sub.inLayer() + "stop once the call's context is done: check ctx.Err() before each " +
+				"attempt, and end a delay when the context ends")
+		case strings.HasPrefix(m, "leak after recovery: open body"), strings.HasPrefix(m, "leak after recovery: active connection"):
+			fs.add("close every response body: one left open pins its connection")
+		}
+	}
+}
+
+// contractFix says, for each retry contract, what a retry layer that broke
+// it must do.
+var contractFix = map[string]string{
+	"A1":  "make one attempt for a response that is not retried, and hand its body over",
+	"A2":  "retry a 503, up to MaxRetries times, waiting Delay between attempts",
+	"A3":  "stop after MaxRetries retries and hand the caller the last 503 itself, not an error",
+	"A4":  "retry 503 only: a 404 is final and reaches the caller as it is",
+	"A5":  "retry 503 only: a 500 is final (the request may have run) and reaches the caller",
+	"A6":  "bound each attempt by AttemptTimeout, and end the call when it fires",
+	"A7":  "the header wait's timeout (the transport's ResponseHeaderTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
+	"A8":  "count the delays in the total budget: end the call with a deadline error when it runs out during a delay",
+	"A9":  "restart the attempt limit on each retry: it bounds one attempt, not all of them",
+	"A10": "the body read interval's timeout (pool.BodyIdleTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
+	"W1":  "replay a POST once when the policy allows it, with its body (GetBody)",
+	"W2":  "keep the Idempotency-Key across attempts, so that the server commits once",
+	"W3":  "a new Idempotency-Key per attempt defeats it: generate the key once per call",
+	"W4":  "never replay a POST unless asked: the server may have committed its write",
+	"H1":  "net/http's own re-send cannot be turned off: make the endpoint idempotent",
+	"H2":  "an error is final: a connection lost before the response reaches the caller after one request",
+	"P1":  "stop at the caller's cancel: no attempt, and no delay, after the call's context has ended",
+}
+
+// layerFix says what the retry layer under audit must do for the contract
+// of s, from what it was seen to do: the rule it broke, or the policy
+// field it did not apply. "" when nothing it did explains the failure.
+func layerFix(s Scenario, o Observed) string {
+	e, p := s.Expect, s.policy
+	post := strings.HasPrefix(s.subject, "the POST")
+	timeout := e.Class != httptrace.ClassOK && e.Stage != ""
+	switch {
+	case o.Unbounded || o.ClientAttempts == 0:
+	case timeout && o.Class != e.Class:
+		// An attempt limit or a read timeout that did not end the
+		// attempt as it should have: that, before what came of it.
+	case o.ClientAttempts > e.ClientAttempts && s.subject == "503" && e.Class == httptrace.ClassDeadline:
+		return fmt.Sprintf("apply TotalTimeout (%v) to the attempts and the delays between them: end the call "+
+			"with a deadline error when it runs out", p.TotalTimeout)
+	case o.ClientAttempts > e.ClientAttempts && (s.subject == "503" || post && s.Contract != "W4"):
+		return fmt.Sprintf("apply MaxRetries: stop after %d retries (%d attempts), and hand the caller the last response",
+			p.MaxRetries, p.MaxRetries+1)
+	case o.ClientAttempts > e.ClientAttempts && post:
+		return "never replay a POST unless the policy allows it (UnsafeRetryNonIdempotent, RetryIdempotencyKey): " +
+			"the server may have committed its write"
+	case o.ClientAttempts > e.ClientAttempts:
+		return fmt.Sprintf("retry 503 only (a nil Retryable): %s is final and reaches the caller as it is", s.subject)
+	case o.ClientAttempts < e.ClientAttempts && post:
+		return "replay the POST as the policy allows, with its body (GetBody)"
+	case o.ClientAttempts < e.ClientAttempts:
+		return fmt.Sprintf("retry a 503, up to MaxRetries (%d) times, waiting Delay (%v) between attempts", p.MaxRetries, p.Delay)
+	case e.Class == httptrace.ClassOK && o.Class != httptrace.ClassOK && e.Status != 0 && o.Status == e.Status:
+		return fmt.Sprintf("hand the caller the last response (%d) itself, not an error", e.Status)
+	case e.Writes != nil && o.Writes > *e.Writes && s.Contract == "W2":
+		return "keep the Idempotency-Key across attempts, so that the server commits once"
+	}
+	return contractFix[s.Contract]
+}
+
+// inLayer begins a fix of the retry layer's: one configured for the
+// contracts must do it; one at its defaults must be configured to.
+func (sub subject) inLayer() string {
+	if sub.retryDefaults {
+		return "configure the retry layer (it runs at its defaults) to "
+	}
+	return "in the retry layer: "
+}

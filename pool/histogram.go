@@ -1,0 +1,78 @@
+package pool
+
+import (
+	"slices"
+	"time"
+)
+
+// durationBuckets are the upper bounds of a Histogram's buckets: from
+// 25µs, below which a wait or a dial on loopback hardly falls, to 10s, the
+// OpenTelemetry conventions' last bound, in steps of 1, 2.5 and 5 per
+// decade as theirs. A wait for an idle connection handed over on loopback
+// takes tens to hundreds of microseconds, a dial on loopback about as
+// much, one in a data centre a millisecond or less, one across a region
+// tens of milliseconds, a TLS handshake one or two round trips more: each
+// of these falls in a bucket of its own, where the conventions' first
+// bound (5ms) would put them all in one.
+var durationBuckets = [...]time.Duration{
+	25 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+}
+
+// DurationBuckets returns the upper bounds, inclusive, of the buckets in
+// which a [Histogram] counts durations, in increasing order: 25µs, 50µs,
+// 100µs, 250µs, 500µs, 1ms, 2.5ms and so on in steps of 1, 2.5 and 5 up to
+// 10s. A duration above the last falls in one more bucket, unbounded.
+// Exporters use them as their histograms' boundaries, so that the pool's
+// numbers and theirs fall in the same buckets.
+func DurationBuckets() []time.Duration { return slices.Clone(durationBuckets[:]) }
+
+// Histogram counts durations by bucket, in the buckets of
+// [DurationBuckets].
+type Histogram struct {
+	// Count is the number of durations counted; Sum their total.
+	Count int64         `json:"count"`
+	Sum   time.Duration `json:"sum_ns"`
+	// Buckets[i] counts the durations of at most DurationBuckets()[i] and
+	// more than the bound before it; its last entry, one past the last
+	// bound, those above 10s. Not cumulative; nil when Count is 0.
+	Buckets []int64 `json:"buckets,omitempty"`
+}
+
+// histogram is a Histogram as the pool's counters keep it, with no
+// allocation.
+type histogram struct {
+	count   int64
+	sum     time.Duration
+	buckets [len(durationBuckets) + 1]int64
+}
+
+// add counts d.
+func (h *histogram) add(d time.Duration) {
+	i, _ := slices.BinarySearch(durationBuckets[:], d)
+	h.buckets[i]++
+	h.count++
+	h.sum += d
+}
+
+func (h *histogram) export() Histogram {
+	out := Histogram{Count: h.count, Sum: h.sum}
+	if h.count > 0 {
+		out.Buckets = slices.Clone(h.buckets[:])
+	}
+	return out
+}
+
+// check returns false unless the buckets add up to Count.
+func (h Histogram) check() bool {
+	var n int64
+	for _, b := range h.Buckets {
+		if b < 0 {
+			return false
+		}
+		n += b
+	}
+	return n == h.Count && h.Sum >= 0 && (h.Count == 0 || len(h.Buckets) == len(durationBuckets)+1)
+}
