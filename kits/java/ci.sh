@@ -23,8 +23,10 @@ javac -version 2>&1 | grep -q '^javac 17' || {
 	exit 1
 }
 
-# summary: the closing line of the Surefire reports, which mvn -q does not print.
+# summary: the closing line of the Surefire reports, which mvn -q does not print, on a line of its
+# own (Debian's mvn ends its output with colour resets and no newline).
 summary() {
+	echo
 	python3 - <<'EOF'
 import glob, xml.etree.ElementTree as ET
 t = f = s = 0

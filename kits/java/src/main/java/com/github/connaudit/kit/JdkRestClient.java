@@ -2,6 +2,7 @@ package com.github.connaudit.kit;
 
 import java.io.IOException;
 import java.net.SocketTimeoutException;
+import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpTimeoutException;
 import java.time.Duration;
@@ -156,7 +157,7 @@ public final class JdkRestClient implements AuditedClient {
     }
 
     @Override
-    public Outcome recover(java.net.URI ok, Duration guard) {
+    public Outcome recover(URI ok, Duration guard) {
         long started = System.nanoTime();
         CompletableFuture<Outcome> outcome = new CompletableFuture<>();
         Future<?> running = callers.submit(() -> {

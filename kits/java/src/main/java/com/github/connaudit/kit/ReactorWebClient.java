@@ -2,14 +2,19 @@ package com.github.connaudit.kit;
 
 import io.netty.channel.ChannelOption;
 import io.netty.channel.ConnectTimeoutException;
+import io.netty.handler.ssl.SslContext;
 import io.netty.handler.ssl.SslHandshakeTimeoutException;
 import io.netty.handler.timeout.ReadTimeoutException;
 import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
 import java.net.SocketTimeoutException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumSet;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeoutException;
@@ -99,11 +104,11 @@ public final class ReactorWebClient implements AuditedClient {
             http = http.responseTimeout(policy.readTimeout());
         }
         if (tls != null) {
-            io.netty.handler.ssl.SslContext ssl;
+            SslContext ssl;
             try {
                 ssl = tls.netty();
-            } catch (java.io.IOException e) {
-                throw new java.io.UncheckedIOException(e);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
             }
             Duration handshake = policy.tlsTimeout();
             http = http.secure(spec -> {
@@ -189,7 +194,7 @@ public final class ReactorWebClient implements AuditedClient {
     }
 
     @Override
-    public Outcome recover(java.net.URI ok, Duration guard) {
+    public Outcome recover(URI ok, Duration guard) {
         long started = System.nanoTime();
         CompletableFuture<Outcome> outcome = new CompletableFuture<>();
         Disposable subscription = web.get().uri(ok).retrieve().toEntity(String.class)
@@ -232,7 +237,7 @@ public final class ReactorWebClient implements AuditedClient {
 
     /** One attempt: a 4xx or 5xx is a WebClientResponseException, as retrieve() makes it. */
     private Mono<Outcome> exchange(Request request, int n) {
-        java.util.Map<String, String> headers = new java.util.HashMap<>(request.headers());
+        Map<String, String> headers = new HashMap<>(request.headers());
         if (request.keyPerAttempt() != null) {
             headers.put("Idempotency-Key", request.keyPerAttempt() + "-attempt-" + n);
         }
