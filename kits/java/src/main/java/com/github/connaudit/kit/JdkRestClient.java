@@ -1,0 +1,251 @@
+package com.github.connaudit.kit;
+
+import java.io.IOException;
+import java.net.SocketTimeoutException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpTimeoutException;
+import java.time.Duration;
+import java.util.EnumSet;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.springframework.core.SpringVersion;
+import org.springframework.http.HttpMethod;
+import org.springframework.http.MediaType;
+import org.springframework.http.ResponseEntity;
+import org.springframework.http.client.JdkClientHttpRequestFactory;
+import org.springframework.web.client.RestClient;
+import org.springframework.web.client.RestClientResponseException;
+import org.springframework.web.client.support.RestClientAdapter;
+import org.springframework.web.service.invoker.HttpServiceProxyFactory;
+
+/**
+ * Spring RestClient on the JDK {@code java.net.http.HttpClient}, as the chapter runs it:
+ *
+ * <pre>{@code
+ * HttpClient.newBuilder().connectTimeout(1s).version(HTTP_1_1)
+ * JdkClientHttpRequestFactory(httpClient).setReadTimeout(attempt)   // through the body, per request
+ * RestClient.builder().requestFactory(factory)
+ *     .requestInterceptor(BoundedRetry: 503 on a replayable request, retries times, delay apart,
+ *                         the total budget checked before each attempt and bounding each delay)
+ * }</pre>
+ *
+ * The JDK client has no read interval (a bound between two reads of the body): a policy with one
+ * is not configurable here. Its own replay of a GET or HEAD on a pooled connection that fails
+ * before any byte of the response (JDK {@code ConnectionExpiredException}) cannot be turned off.
+ */
+public final class JdkRestClient implements AuditedClient {
+
+    private final Policy policy;
+    private final Set<Mutation> mutations;
+    private final HttpClient jdk;
+    private final RestClient rest;
+    private final RestClient bare;
+    private final BlockingTarget target;
+    private final AtomicInteger attempts = new AtomicInteger();
+    private final ExecutorService callers = Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "connaudit-restclient-caller");
+        t.setDaemon(true);
+        return t;
+    });
+
+    /**
+     * Makes a client with its own JDK HttpClient (and so its own pool).
+     *
+     * @param policy the numbers
+     * @param mutations changes to the chapter's configuration; only {@link Mutation#RETRY_500} applies
+     * @param viaInterface whether GETs and POSTs go through an HTTP Interface proxy
+     * @throws NotConfigurableException when the policy asks for a read interval or a pool bound
+     */
+    public JdkRestClient(Policy policy, Set<Mutation> mutations, boolean viaInterface) throws NotConfigurableException {
+        this(policy, mutations, viaInterface, null);
+    }
+
+    /**
+     * Makes a client with its own JDK HttpClient, speaking HTTPS to listeners the CA signs. The
+     * JDK HttpClient has one connect bound: it takes the larger of the connect and TLS bounds.
+     *
+     * @param policy the numbers
+     * @param mutations changes to the chapter's configuration; only {@link Mutation#RETRY_500} applies
+     * @param viaInterface whether GETs and POSTs go through an HTTP Interface proxy
+     * @param tls the CA of the HTTPS listeners, or null for plain HTTP
+     * @throws NotConfigurableException when the policy asks for a read interval or a pool bound
+     */
+    public JdkRestClient(Policy policy, Set<Mutation> mutations, boolean viaInterface, Tls tls)
+            throws NotConfigurableException {
+        if (policy.readTimeout() != null) {
+            throw new NotConfigurableException("the JDK HttpClient has no read interval (Reactor Netty's responseTimeout);"
+                    + " JdkClientHttpRequestFactory.setReadTimeout bounds the whole exchange");
+        }
+        if (policy.poolMaxPerHost() > 0 || policy.poolAcquireTimeout() != null) {
+            throw new NotConfigurableException("the JDK HttpClient has no bound on its connections per host"
+                    + " nor an acquire timeout");
+        }
+        this.policy = policy;
+        this.mutations = mutations.isEmpty() ? EnumSet.noneOf(Mutation.class) : EnumSet.copyOf(mutations);
+        HttpClient.Builder builder = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1);
+        Duration connect = connectBound(policy);
+        if (connect != null) {
+            builder.connectTimeout(connect);
+        }
+        if (tls != null) {
+            builder.sslContext(tls.jdk());
+        }
+        this.jdk = builder.build();
+        JdkClientHttpRequestFactory factory = new JdkClientHttpRequestFactory(jdk);
+        if (policy.attemptTimeout() != null) {
+            factory.setReadTimeout(policy.attemptTimeout());
+        }
+        this.rest = RestClient.builder()
+                .requestFactory(factory)
+                .requestInterceptor(new BoundedRetry(policy, this.mutations.contains(Mutation.RETRY_500), attempts))
+                .build();
+        this.bare = RestClient.builder().requestFactory(new JdkClientHttpRequestFactory(jdk)).build();
+        this.target = viaInterface
+                ? HttpServiceProxyFactory.builderFor(RestClientAdapter.create(rest)).build().createClient(BlockingTarget.class)
+                : null;
+    }
+
+    @Override
+    public String name() {
+        return "restclient";
+    }
+
+    @Override
+    public String version() {
+        return "spring-web " + SpringVersion.getVersion() + ", JDK " + Runtime.version();
+    }
+
+    @Override
+    public String config() {
+        return "HttpClient.newBuilder().connectTimeout(" + ReactorWebClient.ms(connectBound(policy))
+                + ").version(HTTP_1_1); JdkClientHttpRequestFactory.setReadTimeout(" + ReactorWebClient.ms(policy.attemptTimeout())
+                + "); " + (target != null ? "HTTP Interface, " : "") + "interceptor: retry " + policy.retryStatuses()
+                + (mutations.contains(Mutation.RETRY_500) ? "+500" : "") + " " + policy.maxRetries() + " times "
+                + ReactorWebClient.ms(policy.delay()) + " apart within " + ReactorWebClient.ms(policy.totalTimeout());
+    }
+
+    @Override
+    public int attempts() {
+        return attempts.get();
+    }
+
+    @Override
+    public Call start(Request request) {
+        long started = System.nanoTime();
+        AtomicBoolean cancelled = new AtomicBoolean();
+        int before = attempts.get();
+        CompletableFuture<Outcome> outcome = new CompletableFuture<>();
+        Future<?> running = callers.submit(() -> {
+            Outcome o;
+            try {
+                o = exchange(request);
+            } catch (RuntimeException e) {
+                o = cancelled.get() ? Outcome.error(Outcome.Kind.CANCELED, e) : classify(e);
+            }
+            outcome.complete(o.timed(FutureCall.millisSince(started), attempts.get() - before));
+        });
+        return new FutureCall(outcome, () -> {
+            cancelled.set(true);
+            running.cancel(true);
+        }, started);
+    }
+
+    @Override
+    public Outcome recover(URI ok, Duration guard) {
+        long started = System.nanoTime();
+        CompletableFuture<Outcome> outcome = new CompletableFuture<>();
+        Future<?> running = callers.submit(() -> {
+            Outcome o;
+            try {
+                ResponseEntity<String> e = bare.get().uri(ok).retrieve().toEntity(String.class);
+                o = Outcome.response(e.getStatusCode().value(), e.getBody() == null ? "" : e.getBody());
+            } catch (RuntimeException e) {
+                o = classify(e);
+            }
+            outcome.complete(o.timed(FutureCall.millisSince(started), 1));
+        });
+        return new FutureCall(outcome, () -> running.cancel(true), started).await(guard);
+    }
+
+    private Outcome exchange(Request request) {
+        boolean hasBody = !request.body().isEmpty();
+        if (target != null && request.readBytes() < 0 && request.keyPerAttempt() == null
+                && (request.method().equals("GET") || (request.method().equals("POST") && hasBody))) {
+            ResponseEntity<String> e = request.method().equals("GET")
+                    ? target.get(request.url(), request.headers())
+                    : target.post(request.url(), request.headers(), request.body());
+            return Outcome.response(e.getStatusCode().value(), e.getBody() == null ? "" : e.getBody());
+        }
+        RestClient.RequestBodySpec spec = rest.method(HttpMethod.valueOf(request.method())).uri(request.url());
+        request.headers().forEach(spec::header);
+        if (request.keyPerAttempt() != null) {
+            spec.attribute(BoundedRetry.KEY_PER_ATTEMPT, request.keyPerAttempt());
+        }
+        if (hasBody) {
+            spec.contentType(MediaType.APPLICATION_JSON).body(request.body());
+        }
+        if (request.readBytes() < 0) {
+            ResponseEntity<String> e = spec.retrieve().toEntity(String.class);
+            return Outcome.response(e.getStatusCode().value(), e.getBody() == null ? "" : e.getBody());
+        }
+        int want = request.readBytes();
+        return spec.exchange((req, resp) -> {
+            int status = resp.getStatusCode().value();
+            int read = resp.getBody().readNBytes(want).length;
+            resp.close();
+            return Outcome.response(status, "(" + read + " bytes read)");
+        }, true);
+    }
+
+    /** What the caller got, in the protocol's kinds, from the exception RestClient threw. */
+    static Outcome classify(Throwable e) {
+        if (e instanceof RestClientResponseException r) {
+            return Outcome.response(r.getStatusCode().value(), r.getResponseBodyAsString());
+        }
+        for (Throwable c = e; c != null; c = c.getCause()) {
+            if (c instanceof HttpTimeoutException || c instanceof SocketTimeoutException) {
+                return Outcome.error(Outcome.Kind.TIMEOUT, e);
+            }
+        }
+        for (Throwable c = e; c != null; c = c.getCause()) {
+            if (c instanceof IOException) {
+                return Outcome.error(Outcome.Kind.CONNECTION, e);
+            }
+        }
+        return Outcome.error(Outcome.Kind.OTHER, e);
+    }
+
+    /**
+     * Stops the callers' threads. The JDK 17 HttpClient cannot be closed (close() came in JDK 21):
+     * its idle connections stay open until its keep-alive timeout or until it is collected; on a
+     * JDK that has it, close() is called.
+     */
+    @Override
+    public void close() {
+        callers.shutdownNow();
+        if (jdk instanceof AutoCloseable c) {
+            try {
+                c.close();
+            } catch (Exception e) {
+                // closing is best effort: the connections are the server's to count
+            }
+        }
+    }
+
+    /** The larger of the connect and TLS bounds, the JDK HttpClient having one for both. */
+    static Duration connectBound(Policy p) {
+        if (p.connectTimeout() == null) {
+            return p.tlsTimeout();
+        }
+        if (p.tlsTimeout() == null) {
+            return p.connectTimeout();
+        }
+        return p.connectTimeout().compareTo(p.tlsTimeout()) >= 0 ? p.connectTimeout() : p.tlsTimeout();
+    }
+}
