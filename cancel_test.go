@@ -202,13 +202,13 @@ func TestCancelAfterHandlerEntered(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []faultserver.Option
-	}{{"http1", nil}, {"h2", []faultserver.Option{faultserver.WithTLS()}}} {
+	}{{"http1", nil}, {"h2", []faultserver.Option{faultserver.TLS()}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServer(t, map[string]faultserver.Fault{"/hang": faultserver.Hang{}}, tc.opts...)
 			sig := newWroteSignal()
 			opts := []pool.Option{pool.WithObserver(sig)}
 			if cfg := srv.ClientTLSConfig(); cfg != nil {
-				opts = append(opts, pool.TLSConfig(cfg))
+				opts = append(opts, pool.TLSClientConfig(cfg))
 			}
 			p, err := pool.New(append(opts, pool.MaxConnsPerHost(1))...)
 			require.NoError(t, err)
@@ -237,13 +237,13 @@ func TestCancelDuringBodyRead(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []faultserver.Option
-	}{{"http1", nil}, {"h2", []faultserver.Option{faultserver.WithTLS()}}} {
+	}{{"http1", nil}, {"h2", []faultserver.Option{faultserver.TLS()}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServer(t, map[string]faultserver.Fault{"/stall": faultserver.StallMidBody{Length: 1000, Send: 100}}, tc.opts...)
 			col := &httptrace.Collector{}
 			var opts []pool.Option
 			if cfg := srv.ClientTLSConfig(); cfg != nil {
-				opts = append(opts, pool.TLSConfig(cfg))
+				opts = append(opts, pool.TLSClientConfig(cfg))
 			}
 			p := newPool(t, col, opts...)
 			ctx, cancel := context.WithCancel(bounded(t))

@@ -298,7 +298,7 @@ func TestChaosSoak(t *testing.T) {
 func chaosRun(t *testing.T, h2 bool, maxConns int, plan []chaosReq) *chaosTally {
 	var sopts []faultserver.Option
 	if h2 {
-		sopts = append(sopts, faultserver.WithTLS())
+		sopts = append(sopts, faultserver.TLS())
 	}
 	srv, err := faultserver.New(sopts...)
 	require.NoError(t, err)
@@ -323,7 +323,7 @@ func chaosRun(t *testing.T, h2 bool, maxConns int, plan []chaosReq) *chaosTally 
 		pool.IdleConnTimeout(0),
 	}
 	if cfg := srv.ClientTLSConfig(); cfg != nil {
-		popts = append(popts, pool.TLSConfig(cfg))
+		popts = append(popts, pool.TLSClientConfig(cfg))
 	}
 	p, err := pool.New(popts...)
 	require.NoError(t, err)

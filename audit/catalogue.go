@@ -146,8 +146,8 @@ func http1Scenarios() []Scenario {
 }
 
 func http2Scenarios() []Scenario {
-	tlsOpts := []faultserver.Option{faultserver.WithTLS()}
-	rawOpts := []faultserver.Option{faultserver.WithTLS(), faultserver.WithRawHTTP2()}
+	tlsOpts := []faultserver.Option{faultserver.TLS()}
+	rawOpts := []faultserver.Option{faultserver.TLS(), faultserver.RawHTTP2()}
 	reused := func(e Expect) Expect {
 		e.Fate = reusedFate()
 		return e

@@ -471,12 +471,12 @@ func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Obse
 				merged = t.TLSClientConfig.Clone()
 				merged.RootCAs, merged.ServerName = cfg.RootCAs, cfg.ServerName
 			}
-			opts = append(opts, pool.TLSConfig(merged))
+			opts = append(opts, pool.TLSClientConfig(merged))
 		}
 		return pool.Track(t, append(opts, r.poolOpts...)...)
 	}
 	if cfg := srv.ClientTLSConfig(); cfg != nil {
-		opts = append(opts, pool.TLSConfig(cfg))
+		opts = append(opts, pool.TLSClientConfig(cfg))
 	}
 	// The reference pool: one connection per host, one kept idle.
 	opts = append(opts, pool.MaxIdleConnsPerHost(1), pool.Protocols(protocols(s.Proto == HTTP2)))

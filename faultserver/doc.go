@@ -34,17 +34,17 @@
 //	resp, err := client.Get(s.URL() + "/flaky")
 //
 // Without options the server speaks plain HTTP/1.1 on 127.0.0.1 with a
-// system-chosen port; [WithAddr] picks another loopback address, and any
+// system-chosen port; [Addr] picks another loopback address, and any
 // address that is not loopback is refused. The other options choose the
 // protocol:
 //
-//   - [WithTLS]: HTTPS with a fresh self-signed certificate, which the
+//   - [TLS]: HTTPS with a fresh self-signed certificate, which the
 //     configuration from [Server.ClientTLSConfig] trusts. The server offers
 //     h2 and http/1.1, so a client that attempts HTTP/2 (an http.Transport
 //     with ForceAttemptHTTP2) gets the faults from the standard library's
 //     HTTP/2 server.
-//   - [WithHTTP2Only]: the same, but the server speaks HTTP/2 only.
-//   - [WithRawHTTP2]: HTTP/2 from this package's own server, written frame
+//   - [HTTP2Only]: the same, but the server speaks HTTP/2 only.
+//   - [RawHTTP2]: HTTP/2 from this package's own server, written frame
 //     by frame on golang.org/x/net/http2's Framer. It is the only mode that
 //     can send [GoAway] and [RSTStream] on demand; the faults it supports
 //     say so in their doc.

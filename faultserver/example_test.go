@@ -79,8 +79,8 @@ func ExampleSequence() {
 
 // HTTP/2 over TLS from the standard library's server: the client trusts the
 // server's certificate and attempts HTTP/2.
-func ExampleWithTLS() {
-	s, err := faultserver.New(faultserver.WithTLS())
+func ExampleTLS() {
+	s, err := faultserver.New(faultserver.TLS())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -104,8 +104,8 @@ func ExampleWithTLS() {
 
 // Raw HTTP/2 frames: a GOAWAY that leaves the request unprocessed, which the
 // client retries on a new connection.
-func ExampleWithRawHTTP2() {
-	s, err := faultserver.New(faultserver.WithRawHTTP2())
+func ExampleRawHTTP2() {
+	s, err := faultserver.New(faultserver.RawHTTP2())
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -12,8 +12,8 @@ import (
 // typed values of this package; the interface is sealed.
 //
 // Unless its doc says otherwise, a fault behaves the same over HTTP/1 and
-// over the standard HTTP/2 server ([WithTLS] with a client that negotiates
-// h2). "Supported by [WithRawHTTP2]" marks the faults the raw HTTP/2 server
+// over the standard HTTP/2 server ([TLS] with a client that negotiates
+// h2). "Supported by [RawHTTP2]" marks the faults the raw HTTP/2 server
 // can produce; [Server.Handle] panics for the others in that mode.
 type Fault interface {
 	// validate reports whether the fault is well formed and can be produced
@@ -22,7 +22,7 @@ type Fault interface {
 }
 
 // OK answers 200 with Body as text/plain ("ok" if Body is empty).
-// Supported by [WithRawHTTP2].
+// Supported by [RawHTTP2].
 type OK struct {
 	Body string
 }
@@ -31,7 +31,7 @@ type OK struct {
 // and an empty body. Code must be in 200..599. With After > 0 the handler
 // first waits that long, as a slow endpoint does; a client that goes away
 // meanwhile gets no answer and is counted as a cancellation. Supported by
-// [WithRawHTTP2] with After 0.
+// [RawHTTP2] with After 0.
 type Status struct {
 	Code   int
 	Header http.Header
@@ -43,7 +43,7 @@ type Status struct {
 // [Server.CancelObserved]), or, without a response (HTTP/1: the connection is
 // closed; HTTP/2: RST_STREAM), when the server cuts the connection or closes.
 // Request bodies are read first (up to 1 MiB), since net/http notices a
-// client leaving only once the body is read. Supported by [WithRawHTTP2],
+// client leaving only once the body is read. Supported by [RawHTTP2],
 // where the client going away is an RST_STREAM or the connection ending.
 type Hang struct{}
 
@@ -56,7 +56,7 @@ type Hang struct{}
 // are answered 200 "ok", and the connection is closed right after reading
 // the next one. On a kept-alive HTTP/1 connection, After: 1 triggers the
 // net/http Transport's hidden retry: the caller sees one successful
-// request, the server reads two. Supported by [WithRawHTTP2].
+// request, the server reads two. Supported by [RawHTTP2].
 type CloseBeforeResponse struct {
 	// After is how many requests for the path on each connection are
 	// answered before the close; 0 closes on the first. After >= 0.
@@ -66,7 +66,7 @@ type CloseBeforeResponse struct {
 // Reset reads the request and aborts it abruptly. Over HTTP/1 the connection
 // is hijacked, its linger set to 0 and closed, so the client gets a TCP RST
 // (errors.Is(err, syscall.ECONNRESET)). Over HTTP/2 the stream is reset with
-// RST_STREAM(INTERNAL_ERROR). Supported by [WithRawHTTP2].
+// RST_STREAM(INTERNAL_ERROR). Supported by [RawHTTP2].
 type Reset struct{}
 
 // CloseMidBody answers 200 with Content-Length: Length, writes Send bytes,
@@ -74,7 +74,7 @@ type Reset struct{}
 // io.ErrUnexpectedEOF. 0 <= Send < Length. Over the standard HTTP/2 server,
 // which gives a handler no way to order a connection close after its data,
 // the stream is reset (RST_STREAM(INTERNAL_ERROR)) after the data instead.
-// Supported by [WithRawHTTP2], where the connection is half-closed after the
+// Supported by [RawHTTP2], where the connection is half-closed after the
 // data.
 type CloseMidBody struct {
 	Length, Send int
@@ -82,7 +82,7 @@ type CloseMidBody struct {
 
 // StallMidBody answers 200 with Content-Length: Length, writes Send bytes,
 // flushes, and then behaves like [Hang]. 0 <= Send < Length.
-// Supported by [WithRawHTTP2].
+// Supported by [RawHTTP2].
 type StallMidBody struct {
 	Length, Send int
 }
@@ -98,7 +98,7 @@ type Trickle struct {
 
 // LargeBody answers 200 with a body of Size bytes (Content-Length: Size).
 // A client that stops reading is not counted as a cancellation.
-// Supported by [WithRawHTTP2].
+// Supported by [RawHTTP2].
 type LargeBody struct {
 	Size int
 }
@@ -107,13 +107,13 @@ type LargeBody struct {
 // server closes the connection after the response. Over HTTP/2 the
 // connection is shut down gracefully (GOAWAY covering this request, then
 // closed when idle), as the standard HTTP/2 server does.
-// Supported by [WithRawHTTP2].
+// Supported by [RawHTTP2].
 type ConnectionClose struct{}
 
 // Sequence gives the i-th request to the endpoint (counted from the
 // [Server.Handle] call) Faults[i]; once they are used up the last one
 // repeats. Faults must not be empty and must not contain a Sequence.
-// Supported by [WithRawHTTP2] if all its faults are.
+// Supported by [RawHTTP2] if all its faults are.
 type Sequence struct {
 	Faults []Fault
 }
@@ -128,7 +128,7 @@ type Sequence struct {
 // far, as text: "writes committed: 2" (see [WriteReport]). Keys are remembered per endpoint across Handle calls, so
 // Sequence{Faults: []Fault{Write{Status: 503}, Write{}}} commits once and
 // answers 503, then answers 200 to the retry with the same key.
-// Supported by [WithRawHTTP2] (which does not read request bodies).
+// Supported by [RawHTTP2] (which does not read request bodies).
 type Write struct {
 	Status int
 	Report bool
@@ -140,7 +140,7 @@ func WriteReport(n int64) string {
 	return "writes committed: " + strconv.FormatInt(n, 10)
 }
 
-// GoAway is HTTP/2 only and needs [WithRawHTTP2]: after reading the request's
+// GoAway is HTTP/2 only and needs [RawHTTP2]: after reading the request's
 // headers the server sends GOAWAY with error code Code (0 is NO_ERROR) and a
 // last-stream-id below this request's stream, so the request is reported as
 // not processed and the client may retry it on a new connection. Later
@@ -150,7 +150,7 @@ type GoAway struct {
 	Code uint32
 }
 
-// RSTStream is HTTP/2 only and needs [WithRawHTTP2]: after reading the
+// RSTStream is HTTP/2 only and needs [RawHTTP2]: after reading the
 // request's headers the server resets its stream with RST_STREAM(Code),
 // e.g. uint32(http2.ErrCodeRefusedStream), which the Go client retries, or
 // http2.ErrCodeInternal, which it reports.
@@ -158,7 +158,7 @@ type RSTStream struct {
 	Code uint32
 }
 
-var errRawOnly = errors.New("needs WithRawHTTP2")
+var errRawOnly = errors.New("needs RawHTTP2")
 
 func (OK) validate(bool) error { return nil }
 
@@ -167,7 +167,7 @@ func (f Status) validate(raw bool) error {
 		return fmt.Errorf("Status.Code %d is not in 200..599", f.Code)
 	}
 	if f.After < 0 || (raw && f.After > 0) {
-		return fmt.Errorf("Status.After %v: must not be negative, and 0 with WithRawHTTP2", f.After)
+		return fmt.Errorf("Status.After %v: must not be negative, and 0 with RawHTTP2", f.After)
 	}
 	return nil
 }
@@ -199,7 +199,7 @@ func (f StallMidBody) validate(bool) error {
 
 func (f Trickle) validate(raw bool) error {
 	if raw {
-		return errors.New("Trickle is not supported by WithRawHTTP2; use WithTLS for it over HTTP/2")
+		return errors.New("Trickle is not supported by RawHTTP2; use TLS for it over HTTP/2")
 	}
 	if f.Bytes < 0 || f.Interval < 0 {
 		return fmt.Errorf("Trickle needs Bytes >= 0 and Interval >= 0, got %d, %v", f.Bytes, f.Interval)

@@ -256,8 +256,8 @@ func TestWriteReport(t *testing.T) {
 		edit []func(*http.Transport)
 	}{
 		{name: "http1"},
-		{name: "h2", opts: []faultserver.Option{faultserver.WithTLS()}, edit: []func(*http.Transport){h2}},
-		{name: "raw h2", opts: []faultserver.Option{faultserver.WithTLS(), faultserver.WithRawHTTP2()}, edit: []func(*http.Transport){h2}},
+		{name: "h2", opts: []faultserver.Option{faultserver.TLS()}, edit: []func(*http.Transport){h2}},
+		{name: "raw h2", opts: []faultserver.Option{faultserver.TLS(), faultserver.RawHTTP2()}, edit: []func(*http.Transport){h2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := start(t, tc.opts...)
@@ -375,7 +375,7 @@ func TestHandleRejects(t *testing.T) {
 	} {
 		require.Panics(t, f, name)
 	}
-	require.PanicsWithValue(t, `faultserver: Handle("/x"): GoAway needs WithRawHTTP2`, func() { s.Handle("/x", faultserver.GoAway{}) })
+	require.PanicsWithValue(t, `faultserver: Handle("/x"): GoAway needs RawHTTP2`, func() { s.Handle("/x", faultserver.GoAway{}) })
 }
 
 // awaitCancel waits until the server observed the client leave path,

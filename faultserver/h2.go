@@ -15,7 +15,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// This file is the raw HTTP/2 server of WithRawHTTP2: just enough HTTP/2,
+// This file is the raw HTTP/2 server of RawHTTP2: just enough HTTP/2,
 // written with x/net/http2's Framer, to produce frame-level faults (GOAWAY,
 // RST_STREAM) on demand. One goroutine per connection reads frames and does
 // all the writing; a hanging stream is state, not a goroutine.

@@ -11,11 +11,11 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// WithRawHTTP2: the frame-level server, seen by the standard client with
+// RawHTTP2: the frame-level server, seen by the standard client with
 // ForceAttemptHTTP2.
 
 func TestRawH2OK(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	s.Handle("/ok", faultserver.OK{})
 	s.Handle("/busy", faultserver.Status{Code: 503, Header: http.Header{"Retry-After": {"1"}}})
 	c := newClient(t, s, h2)
@@ -40,7 +40,7 @@ func TestRawH2OK(t *testing.T) {
 
 // A body larger than every initial flow-control window arrives whole.
 func TestRawH2LargeBody(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	s.Handle("/large", faultserver.LargeBody{Size: 1 << 20})
 	c := newClient(t, s, h2)
 	for range 2 {
@@ -54,7 +54,7 @@ func TestRawH2LargeBody(t *testing.T) {
 // GOAWAY below the request's stream: the client retries on a new
 // connection, the caller sees one success, the server two requests.
 func TestRawH2GoAwayRetried(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	s.Handle("/x", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.GoAway{}, faultserver.OK{}}})
 	c := newClient(t, s, h2)
 
@@ -70,7 +70,7 @@ func TestRawH2GoAwayRetried(t *testing.T) {
 // request on stream 3 of a connection whose stream 1 was served is retried
 // (unprocessed), not failed.
 func TestRawH2GoAwayBelowTheRequestsStream(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	s.Handle("/ok", faultserver.OK{})
 	s.Handle("/x", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.GoAway{}, faultserver.OK{}}})
 	c := newClient(t, s, h2)
@@ -86,7 +86,7 @@ func TestRawH2GoAwayBelowTheRequestsStream(t *testing.T) {
 }
 
 func TestRawH2RSTStream(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	s.Handle("/internal", faultserver.RSTStream{Code: uint32(http2.ErrCodeInternal)})
 	s.Handle("/refused", faultserver.Sequence{Faults: []faultserver.Fault{
 		faultserver.RSTStream{Code: uint32(http2.ErrCodeRefusedStream)}, faultserver.OK{},
@@ -107,7 +107,7 @@ func TestRawH2RSTStream(t *testing.T) {
 }
 
 func TestRawH2HangCancel(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	s.Handle("/hang", faultserver.Hang{})
 	s.Handle("/ok", faultserver.OK{})
 	c := newClient(t, s, h2)
@@ -122,7 +122,7 @@ func TestRawH2HangCancel(t *testing.T) {
 }
 
 func TestRawH2CloseReportsWhatItCut(t *testing.T) {
-	s, err := faultserver.New(faultserver.WithRawHTTP2())
+	s, err := faultserver.New(faultserver.RawHTTP2())
 	require.NoError(t, err)
 	s.Handle("/hang", faultserver.Hang{})
 	c := newClient(t, s, h2)
@@ -146,7 +146,7 @@ func TestRawH2CloseReportsWhatItCut(t *testing.T) {
 }
 
 func TestRawH2ConnectionFaults(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	s.Handle("/close", faultserver.CloseBeforeResponse{})
 	s.Handle("/short", faultserver.CloseMidBody{Length: 100, Send: 10})
 	s.Handle("/cc", faultserver.ConnectionClose{})
@@ -169,7 +169,7 @@ func TestRawH2ConnectionFaults(t *testing.T) {
 }
 
 func TestRawH2StallMidBody(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	s.Handle("/stall", faultserver.StallMidBody{Length: 100, Send: 10})
 	c := newClient(t, s, h2)
 
@@ -183,7 +183,7 @@ func TestRawH2StallMidBody(t *testing.T) {
 }
 
 func TestRawH2CloseBeforeResponseAfterAndWrite(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	s.Handle("/x", faultserver.CloseBeforeResponse{After: 1})
 	s.Handle("/pay", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.Write{Status: 503}, faultserver.Write{}}})
 	c := newClient(t, s, h2)
@@ -207,7 +207,7 @@ func TestRawH2CloseBeforeResponseAfterAndWrite(t *testing.T) {
 }
 
 func TestRawH2HandleRejects(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	require.Panics(t, func() { s.Handle("/t", faultserver.Trickle{Bytes: 1}) })
 	require.Panics(t, func() {
 		s.Handle("/t", faultserver.Sequence{Faults: []faultserver.Fault{faultserver.OK{}, faultserver.Trickle{}}})
@@ -216,7 +216,7 @@ func TestRawH2HandleRejects(t *testing.T) {
 }
 
 func TestRawH2CloseClientConnections(t *testing.T) {
-	s := start(t, faultserver.WithRawHTTP2())
+	s := start(t, faultserver.RawHTTP2())
 	s.Handle("/hang", faultserver.Hang{})
 	s.Handle("/ok", faultserver.OK{})
 	c := newClient(t, s, h2)

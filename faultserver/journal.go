@@ -26,7 +26,7 @@ const (
 )
 
 // A ConnEvent is one event of a connection's life, as the server saw it
-// ([WithConnEvents]).
+// ([OnConnEvent]).
 type ConnEvent struct {
 	Kind ConnEventKind
 	// Conn is the connection's id: 1, 2, … in the order accepted, unique
@@ -45,20 +45,20 @@ type ConnEvent struct {
 	How string
 }
 
-// WithConnEvents makes the server call f with every event of every
+// OnConnEvent makes the server call f with every event of every
 // connection it accepts: accepted, each request read, closed. f is called
 // synchronously from the connection's goroutines, possibly concurrently,
 // never with a lock of the server's held (it may call the server's
 // methods): it must be quick and safe for concurrent use.
-func WithConnEvents(f func(ConnEvent)) Option {
+func OnConnEvent(f func(ConnEvent)) Option {
 	return optionFunc(func(c *config) { c.events = f })
 }
 
-// WithCertificate implies [WithTLS] and serves cert instead of a fresh
+// Certificate implies [TLS] and serves cert instead of a fresh
 // self-signed certificate; the certificate (cert.Leaf, or else the first of
 // cert.Certificate) is what [Server.ClientTLSConfig] trusts, so it should be
 // a CA or self-signed. Several servers can then share one CA file.
-func WithCertificate(cert tls.Certificate) Option {
+func Certificate(cert tls.Certificate) Option {
 	return optionFunc(func(c *config) { c.tls, c.cert = true, &cert })
 }
 

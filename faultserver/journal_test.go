@@ -71,7 +71,7 @@ func get(t *testing.T, c *http.Client, url string) error {
 // request read on it, and who closed it first and how.
 func TestConnEvents(t *testing.T) {
 	j := newJournal()
-	s, err := faultserver.New(faultserver.WithConnEvents(j.add))
+	s, err := faultserver.New(faultserver.OnConnEvent(j.add))
 	require.NoError(t, err)
 	defer s.Close()
 	s.Handle("/ok", faultserver.OK{})
@@ -140,7 +140,7 @@ func TestConnEvents(t *testing.T) {
 // is the client's, and the server's Connection: close is the server's.
 func TestConnEventsTLS(t *testing.T) {
 	j := newJournal()
-	s, err := faultserver.New(faultserver.WithTLS(), faultserver.WithConnEvents(j.add))
+	s, err := faultserver.New(faultserver.TLS(), faultserver.OnConnEvent(j.add))
 	require.NoError(t, err)
 	defer s.Close()
 	s.Handle("/ok", faultserver.OK{})
@@ -158,7 +158,7 @@ func TestConnEventsTLS(t *testing.T) {
 // TestWithCertificateAndRemove: two servers share one certificate, which
 // ClientTLSConfig trusts; Remove forgets a path.
 func TestWithCertificateAndRemove(t *testing.T) {
-	a, err := faultserver.New(faultserver.WithTLS())
+	a, err := faultserver.New(faultserver.TLS())
 	require.NoError(t, err)
 	defer a.Close()
 	cfg := a.ClientTLSConfig()
@@ -168,11 +168,11 @@ func TestWithCertificateAndRemove(t *testing.T) {
 	state := conn.ConnectionState()
 	conn.Close()
 	cert := tls.Certificate{Certificate: [][]byte{state.PeerCertificates[0].Raw}}
-	b, err := faultserver.New(faultserver.WithCertificate(cert))
+	b, err := faultserver.New(faultserver.Certificate(cert))
 	require.NoError(t, err, "a certificate without its key is refused only at the handshake")
 	require.True(t, b.ClientTLSConfig().RootCAs.Equal(cfg.RootCAs), "the second server trusts the same certificate")
 	b.Close()
-	_, err = faultserver.New(faultserver.WithCertificate(tls.Certificate{}))
+	_, err = faultserver.New(faultserver.Certificate(tls.Certificate{}))
 	require.ErrorContains(t, err, "no certificate")
 
 	a.Handle("/x", faultserver.Status{Code: 503})

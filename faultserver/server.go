@@ -46,7 +46,7 @@ type Server struct {
 }
 
 // NewUnstarted returns a [Server] listening on 127.0.0.1 with a
-// system-chosen port (or on the address given by [WithAddr]) but not yet
+// system-chosen port (or on the address given by [Addr]) but not yet
 // serving: connections wait in the listen queue until [Server.Start]. It
 // refuses any address that is not loopback. The caller must call
 // [Server.Close].
@@ -76,7 +76,7 @@ func NewUnstarted(opts ...Option) (*Server, error) {
 		}
 		if s.leaf == nil {
 			ln.Close()
-			return nil, fmt.Errorf("faultserver: WithCertificate: no certificate: %v", err)
+			return nil, fmt.Errorf("faultserver: Certificate: no certificate: %v", err)
 		}
 	} else if cfg.tls {
 		s.cert, s.leaf, err = selfSigned(ln.Addr().(*net.TCPAddr).IP)
@@ -88,7 +88,7 @@ func NewUnstarted(opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-// listen listens on the loopback address addr (see [WithAddr]).
+// listen listens on the loopback address addr (see [Addr]).
 func listen(addr string) (net.Listener, error) {
 	ln, err := loopback.Listen(addr)
 	if err != nil {
@@ -120,7 +120,7 @@ func New(opts ...Option) (*Server, error) {
 // Handle panics, like http.ServeMux.Handle, if path does not start with "/"
 // or if f is nil, malformed (e.g. CloseMidBody with Send >= Length), or not
 // supported in the server's mode ([GoAway] and [RSTStream] need
-// [WithRawHTTP2], which in turn does not support [Trickle]).
+// [RawHTTP2], which in turn does not support [Trickle]).
 func (s *Server) Handle(path string, f Fault) {
 	if path == "" || path[0] != '/' {
 		panic(fmt.Sprintf("faultserver: Handle: path %q does not start with /", path))

@@ -16,7 +16,7 @@ func TestRefusesNonLoopback(t *testing.T) {
 	for _, addr := range []string{
 		"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0", "10.0.0.1:8080", "example.com:80", "127.0.0.1", "[fe80::1%lo]:0",
 	} {
-		s, err := faultserver.NewUnstarted(faultserver.WithAddr(addr))
+		s, err := faultserver.NewUnstarted(faultserver.Addr(addr))
 		require.Error(t, err, addr)
 		require.Nil(t, s)
 		if !strings.Contains(err.Error(), "missing port") {
@@ -35,9 +35,9 @@ func TestLoopbackAddrs(t *testing.T) {
 	}
 	for _, addr := range addrs {
 		for _, tlsOpt := range []bool{false, true} {
-			opts := []faultserver.Option{faultserver.WithAddr(addr)}
+			opts := []faultserver.Option{faultserver.Addr(addr)}
 			if tlsOpt {
-				opts = append(opts, faultserver.WithTLS())
+				opts = append(opts, faultserver.TLS())
 			}
 			s := start(t, opts...)
 			s.Handle("/ok", faultserver.OK{})
@@ -133,7 +133,7 @@ func TestClientTLSConfig(t *testing.T) {
 	plain := start(t)
 	require.Nil(t, plain.ClientTLSConfig())
 
-	s := start(t, faultserver.WithTLS())
+	s := start(t, faultserver.TLS())
 	a, b := s.ClientTLSConfig(), s.ClientTLSConfig()
 	require.NotSame(t, a, b, "a fresh copy each call")
 	require.Equal(t, "127.0.0.1", a.ServerName)

@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// WithTLS: HTTP/1 over TLS unless the client attempts HTTP/2; faults run on
+// TLS: HTTP/1 over TLS unless the client attempts HTTP/2; faults run on
 // the standard HTTP/2 server too.
 
 func TestTLSNegotiation(t *testing.T) {
-	s := start(t, faultserver.WithTLS())
+	s := start(t, faultserver.TLS())
 	s.Handle("/ok", faultserver.OK{})
 
 	resp, body, err := newClient(t, s).get(t, s.URL()+"/ok")
@@ -30,7 +30,7 @@ func TestTLSNegotiation(t *testing.T) {
 }
 
 func TestHTTP2Only(t *testing.T) {
-	s := start(t, faultserver.WithHTTP2Only())
+	s := start(t, faultserver.HTTP2Only())
 	s.Handle("/ok", faultserver.OK{})
 
 	// An HTTP/1 client offers no ALPN (or only http/1.1, which crypto/tls
@@ -48,7 +48,7 @@ func TestHTTP2Only(t *testing.T) {
 }
 
 func TestTLSHTTP1Faults(t *testing.T) {
-	s := start(t, faultserver.WithTLS())
+	s := start(t, faultserver.TLS())
 	s.Handle("/reset", faultserver.Reset{})
 	s.Handle("/close", faultserver.CloseBeforeResponse{})
 	s.Handle("/short", faultserver.CloseMidBody{Length: 10, Send: 5})
@@ -70,7 +70,7 @@ func TestTLSHTTP1Faults(t *testing.T) {
 }
 
 func TestH2StdHangCancel(t *testing.T) {
-	s := start(t, faultserver.WithTLS())
+	s := start(t, faultserver.TLS())
 	s.Handle("/hang", faultserver.Hang{})
 	s.Handle("/ok", faultserver.OK{})
 	c := newClient(t, s, h2)
@@ -84,7 +84,7 @@ func TestH2StdHangCancel(t *testing.T) {
 }
 
 func TestH2StdFaults(t *testing.T) {
-	s := start(t, faultserver.WithTLS())
+	s := start(t, faultserver.TLS())
 	s.Handle("/reset", faultserver.Reset{})
 	s.Handle("/short", faultserver.CloseMidBody{Length: 100, Send: 10})
 	s.Handle("/stall", faultserver.StallMidBody{Length: 100, Send: 10})
@@ -118,7 +118,7 @@ func TestH2StdFaults(t *testing.T) {
 }
 
 func TestH2StdConnectionClose(t *testing.T) {
-	s := start(t, faultserver.WithTLS())
+	s := start(t, faultserver.TLS())
 	s.Handle("/cc", faultserver.ConnectionClose{})
 	c := newClient(t, s, h2)
 	for range 2 {
@@ -134,7 +134,7 @@ func TestH2StdConnectionClose(t *testing.T) {
 // The h2 client's pool is not capped by MaxConnsPerHost; a 503 over h2 is
 // just a response.
 func TestH2StdStatus(t *testing.T) {
-	s := start(t, faultserver.WithTLS())
+	s := start(t, faultserver.TLS())
 	s.Handle("/busy", faultserver.Status{Code: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"2"}}})
 	resp, _, err := newClient(t, s, h2).get(t, s.URL()+"/busy")
 	require.NoError(t, err)

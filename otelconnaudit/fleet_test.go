@@ -35,7 +35,7 @@ func points(t *testing.T, m metricdata.Metrics) map[attribute.Distinct]metricdat
 // series once reported reads 0 when there is nothing left to count.
 func TestConventionAttributes(t *testing.T) {
 	s := newSDKs(t)
-	srv := newFaultServer(t, faultserver.WithTLS())
+	srv := newFaultServer(t, faultserver.TLS())
 	o, err := otelconnaudit.NewObserver(otelconnaudit.MeterProvider(s.mp))
 	require.NoError(t, err)
 	// The second dial waits until the test lets it go on, so that its

@@ -17,8 +17,8 @@ import (
 // concurrent, join the open connection.
 func TestWaitsHTTP2(t *testing.T) {
 	s := newSDKs(t)
-	srv := newFaultServer(t, faultserver.WithTLS())
-	p, _, _ := s.instrumented(t, pool.TLSConfig(srv.ClientTLSConfig()))
+	srv := newFaultServer(t, faultserver.TLS())
+	p, _, _ := s.instrumented(t, pool.TLSClientConfig(srv.ClientTLSConfig()))
 	ctx := bounded(t)
 	do(t, ctx, p, srv.URL()+"/ok", -1)
 	do(t, ctx, p, srv.URL()+"/ok", -1)

@@ -77,8 +77,8 @@ func under(spans tracetest.SpanStubs, sc trace.SpanContext) tracetest.SpanStubs 
 // the lengths Timings gives.
 func TestSpansNewAndReused(t *testing.T) {
 	s := newSDKs(t)
-	srv := newFaultServer(t, faultserver.WithTLS())
-	p, col, _ := s.instrumented(t, pool.TLSConfig(srv.ClientTLSConfig()), pool.Protocols(http1()))
+	srv := newFaultServer(t, faultserver.TLS())
+	p, col, _ := s.instrumented(t, pool.TLSClientConfig(srv.ClientTLSConfig()), pool.Protocols(http1()))
 	// "localhost", so that the dial has a DNS stage (from /etc/hosts).
 	url := strings.Replace(srv.URL(), "127.0.0.1", "localhost", 1) + "/ok"
 
@@ -144,8 +144,8 @@ func http1() http.Protocols {
 // gets its own stages, once each, under its own caller, all ended.
 func TestSpansHTTP2(t *testing.T) {
 	s := newSDKs(t)
-	srv := newFaultServer(t, faultserver.WithTLS())
-	p, col, _ := s.instrumented(t, pool.TLSConfig(srv.ClientTLSConfig()))
+	srv := newFaultServer(t, faultserver.TLS())
+	p, col, _ := s.instrumented(t, pool.TLSClientConfig(srv.ClientTLSConfig()))
 	ctx := bounded(t)
 	do(t, ctx, p, srv.URL()+"/ok", -1) // opens the connection
 

@@ -53,14 +53,14 @@ func TestHostStatsUseTheURLsHost(t *testing.T) {
 // twice (the server refused its first stream) is one request, on a
 // connection that served one request, and not a reused one.
 func TestRetriedRequestCountedOnce(t *testing.T) {
-	s, err := faultserver.New(faultserver.WithRawHTTP2())
+	s, err := faultserver.New(faultserver.RawHTTP2())
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	s.Handle("/refused", faultserver.Sequence{Faults: []faultserver.Fault{
 		faultserver.RSTStream{Code: uint32(http2.ErrCodeRefusedStream)}, faultserver.OK{},
 	}})
 	col := &httptrace.Collector{}
-	p := newPool(t, pool.TLSConfig(s.ClientTLSConfig()), pool.WithObserver(col))
+	p := newPool(t, pool.TLSClientConfig(s.ClientTLSConfig()), pool.WithObserver(col))
 	get(t, p, s.URL()+"/refused")
 	quiesce(t, p)
 
@@ -90,7 +90,7 @@ func TestH2StreamsBesideOthersDoNotWait(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	}))
-	p := newPool(t, pool.TLSConfig(srv.trust()), pool.MaxConnsPerHost(2), pool.MaxIdleConnsPerHost(2))
+	p := newPool(t, pool.TLSClientConfig(srv.trust()), pool.MaxConnsPerHost(2), pool.MaxIdleConnsPerHost(2))
 	get(t, p, srv.URL+"/warm")
 	quiesce(t, p)
 
@@ -180,7 +180,7 @@ func TestIdleConnEvictedByMaxIdleConns(t *testing.T) {
 // the body is closed, so the client closed it, not the server.
 func TestH2IdleTimeoutWhileBodyHeld(t *testing.T) {
 	srv := newServer(t, tlsHTTP2, okHandler)
-	p := newPool(t, pool.TLSConfig(srv.trust()), pool.IdleConnTimeout(150*time.Millisecond))
+	p := newPool(t, pool.TLSClientConfig(srv.trust()), pool.IdleConnTimeout(150*time.Millisecond))
 	resp := open(t, p, bounded(t), srv.URL)
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
 	b, err := io.ReadAll(resp.Body)
@@ -199,7 +199,7 @@ func TestH2IdleTimeoutWhileBodyHeld(t *testing.T) {
 func TestH2ServerStageRecorded(t *testing.T) {
 	srv := newServer(t, tlsHTTP2, okHandler)
 	col := &httptrace.Collector{}
-	p := newPool(t, pool.TLSConfig(srv.trust()), pool.WithObserver(col))
+	p := newPool(t, pool.TLSClientConfig(srv.trust()), pool.WithObserver(col))
 	const n = 50
 	for range n {
 		require.Equal(t, "ok", get(t, p, srv.URL))

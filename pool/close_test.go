@@ -114,7 +114,7 @@ func TestServerClosedIdle(t *testing.T) {
 			srv := newServer(t, tlsHTTP1, okHandler, func(s *httptest.Server) { s.Config.IdleTimeout = 20 * time.Millisecond })
 			cfg := srv.trust()
 			cfg.MinVersion, cfg.MaxVersion = version, version
-			p := newPool(t, pool.TLSConfig(cfg))
+			p := newPool(t, pool.TLSClientConfig(cfg))
 			require.Equal(t, "ok", get(t, p, srv.URL))
 			quiesce(t, p)
 			waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })

@@ -108,7 +108,7 @@ func TestOrphanedDial(t *testing.T) {
 					hold.Listener = s.Listener
 					s.Listener = hold
 				})
-				p = newPool(t, pool.WithObserver(col), pool.TLSConfig(srv.trust()))
+				p = newPool(t, pool.WithObserver(col), pool.TLSClientConfig(srv.trust()))
 			} else {
 				srv = newServer(t, plainHTTP, okHandler)
 				d := newHeldDialer()

@@ -137,7 +137,7 @@ func TestDurationBuckets(t *testing.T) {
 // a method of the caller's own as _OTHER, and none once closed.
 func TestInFlightByMethod(t *testing.T) {
 	srv := newServer(t, tlsHTTP1, okHandler)
-	p := newPool(t, pool.MaxConnsPerHost(0), pool.MaxIdleConnsPerHost(3), pool.TLSConfig(srv.trust()))
+	p := newPool(t, pool.MaxConnsPerHost(0), pool.MaxIdleConnsPerHost(3), pool.TLSClientConfig(srv.trust()))
 	ctx := bounded(t)
 	var bodies []io.Closer
 	for _, m := range []string{http.MethodGet, http.MethodPost, "FROB", http.MethodGet} {
@@ -261,13 +261,13 @@ func TestHiddenRetriesCounted(t *testing.T) {
 	}
 	t.Run("h2-refused", func(t *testing.T) {
 
-		s, err := faultserver.New(faultserver.WithRawHTTP2())
+		s, err := faultserver.New(faultserver.RawHTTP2())
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
 		s.Handle("/refused", faultserver.Sequence{Faults: []faultserver.Fault{
 			faultserver.RSTStream{Code: uint32(http2.ErrCodeRefusedStream)}, faultserver.OK{},
 		}})
-		p := newPool(t, pool.TLSConfig(s.ClientTLSConfig()))
+		p := newPool(t, pool.TLSClientConfig(s.ClientTLSConfig()))
 		get(t, p, s.URL()+"/refused")
 		quiesce(t, p)
 		st := p.Stats()

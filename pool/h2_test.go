@@ -14,7 +14,7 @@ import (
 func TestHTTP2Streams(t *testing.T) {
 	srv := newServer(t, tlsHTTP2, okHandler)
 	col := &httptrace.Collector{}
-	p := newPool(t, pool.TLSConfig(srv.trust()), pool.MaxConnsPerHost(1), pool.WithObserver(col))
+	p := newPool(t, pool.TLSClientConfig(srv.trust()), pool.MaxConnsPerHost(1), pool.WithObserver(col))
 
 	const n = 4
 	type result struct {
@@ -113,7 +113,7 @@ func TestHTTP2Streams(t *testing.T) {
 func TestHTTP2Disabled(t *testing.T) {
 	srv := newServer(t, tlsHTTP2, okHandler)
 	t.Run("New", func(t *testing.T) {
-		p := newPool(t, pool.TLSConfig(srv.trust()), pool.Protocols(protocols(false)))
+		p := newPool(t, pool.TLSClientConfig(srv.trust()), pool.Protocols(protocols(false)))
 		require.Equal(t, "ok", get(t, p, srv.URL))
 		quiesce(t, p)
 		require.Equal(t, "HTTP/1.1", onlyConn(t, p).Proto)

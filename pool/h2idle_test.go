@@ -30,7 +30,7 @@ func TestH2IdleSinceStreamEnd(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
 	col := &httptrace.Collector{}
-	p, err := New(MaxConnsPerHost(1), MaxIdleConnsPerHost(1), TLSConfig(&tls.Config{RootCAs: roots}), WithObserver(col))
+	p, err := New(MaxConnsPerHost(1), MaxIdleConnsPerHost(1), TLSClientConfig(&tls.Config{RootCAs: roots}), WithObserver(col))
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
 

@@ -121,8 +121,8 @@ func IdleConnTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error { return duration("IdleConnTimeout", d, &c.idleConnTimeout) })
 }
 
-// TLSConfig sets the client TLS configuration (cloned).
-func TLSConfig(cfg *tls.Config) Option {
+// TLSClientConfig sets the client TLS configuration (cloned).
+func TLSClientConfig(cfg *tls.Config) Option {
 	return optionFunc(func(c *config) error {
 		if cfg == nil {
 			return errors.New("pool: nil TLS config")

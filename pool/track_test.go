@@ -178,7 +178,7 @@ func TestNewDefaults(t *testing.T) {
 	for _, bad := range []pool.Option{
 		pool.MaxConnsPerHost(-1), pool.MaxIdleConnsPerHost(-1), pool.ConnectTimeout(-1),
 		pool.TLSHandshakeTimeout(-1), pool.ResponseHeaderTimeout(-1), pool.IdleConnTimeout(-1),
-		pool.BodyIdleTimeout(-1), pool.TLSConfig(nil), pool.WithObserver(nil), pool.UnclosedBodyWarning(-1), pool.Protocols(http.Protocols{}),
+		pool.BodyIdleTimeout(-1), pool.TLSClientConfig(nil), pool.WithObserver(nil), pool.UnclosedBodyWarning(-1), pool.Protocols(http.Protocols{}),
 		pool.KeepClosed(-1), nil,
 	} {
 		_, err := pool.New(bad)
@@ -193,7 +193,7 @@ func TestTrackHTTP2On(t *testing.T) {
 	srv := newServer(t, tlsHTTP2, okHandler)
 	for name, base := range map[string]func() (*http.Transport, []pool.Option){
 		"pool TLS config": func() (*http.Transport, []pool.Option) {
-			return &http.Transport{}, []pool.Option{pool.TLSConfig(srv.trust())}
+			return &http.Transport{}, []pool.Option{pool.TLSClientConfig(srv.trust())}
 		},
 		"own TLS config": func() (*http.Transport, []pool.Option) {
 			return &http.Transport{TLSClientConfig: srv.trust()}, nil

@@ -55,7 +55,7 @@ func TestUnusedDialRefusedByIdlePool(t *testing.T) {
 			d := newGatedDialer(2)
 			opts := []pool.Option{pool.MaxConnsPerHost(0), pool.MaxIdleConnsPerHost(1)}
 			if mode == tlsHTTP1 {
-				opts = append(opts, pool.TLSConfig(srv.trust()))
+				opts = append(opts, pool.TLSClientConfig(srv.trust()))
 			}
 			p, err := pool.Track(&http.Transport{DialContext: d.DialContext}, opts...)
 			require.NoError(t, err)
@@ -194,7 +194,7 @@ func TestTwoHandshakesOfOneRequest(t *testing.T) {
 		ln = newOrderedListener(s.Listener)
 		s.Listener = ln
 	})
-	p := newPool(t, pool.MaxConnsPerHost(0), pool.MaxIdleConnsPerHost(1), pool.TLSConfig(srv.trust()), pool.Protocols(protocols(false)))
+	p := newPool(t, pool.MaxConnsPerHost(0), pool.MaxIdleConnsPerHost(1), pool.TLSClientConfig(srv.trust()), pool.Protocols(protocols(false)))
 	ctx := bounded(t)
 
 	ln.release <- 1

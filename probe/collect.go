@@ -312,7 +312,7 @@ func (a *aggregator) flushRunLocked() {
 }
 
 // fill writes what was aggregated into rep.
-func (a *aggregator) fill(rep *Report) evidence {
+func (a *aggregator) fill(rep *Result) evidence {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.flushRunLocked()

@@ -64,7 +64,7 @@ func TestResumable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rep := &Report{}
+			rep := &Result{}
 			fillConns(rep, tc.conns, len(tc.conns), newEvidence())
 			require.NotNil(t, rep.TLS)
 			require.Equal(t, tc.resumed, rep.TLS.Resumed)
@@ -95,7 +95,7 @@ func TestDialAbandoned(t *testing.T) {
 	ev.conns[1] = &connTally{answered: 2}
 	ev.unconnected[12] = true // its request failed while its dial went on
 	ev.unconnected[13] = true
-	rep := &Report{Dials: 6, DialErrors: 4}
+	rep := &Result{Dials: 6, DialErrors: 4}
 	fillConns(rep, conns, 6, ev)
 	require.EqualValues(t, 3, rep.DialErrors)
 	require.EqualValues(t, 2, rep.DialsAbandoned)
@@ -115,7 +115,7 @@ func TestDialAbandoned(t *testing.T) {
 		// may have cancelled a dial: it counts as failed.
 		ev := newEvidence()
 		ev.unconnectedAll = false
-		rep := &Report{Dials: 1, DialErrors: 1}
+		rep := &Result{Dials: 1, DialErrors: 1}
 		fillConns(rep, conns[1:2], 1, ev)
 		require.EqualValues(t, 1, rep.DialErrors)
 		require.Zero(t, rep.DialsAbandoned)

@@ -4,8 +4,8 @@
 // connection and why, the protocol and TLS session resumption, and the
 // stage durations on new and reused connections. Optional discovery phases
 // measure the server's requests-per-connection limit and its keep-alive
-// idle timeout. [Run] returns a [Report] and its findings ([Finding]);
-// [Report.WriteText] and [Report.WriteJSON] render it. Nothing here prints
+// idle timeout. [Run] returns a [Result] and its findings ([Finding]);
+// [Result.WriteText] and [Result.WriteJSON] render it. Nothing here prints
 // or exits.
 //
 // # Bounds
@@ -47,14 +47,14 @@
 // # Nil values
 //
 // Nothing here panics on nil: [Run] refuses a nil context or request with an
-// error; a method called on a nil *Report returns an error if it returns one
-// ([Report.WriteText], [Report.WriteJSON], also for a nil writer) and zero
+// error; a method called on a nil *Result returns an error if it returns one
+// ([Result.WriteText], [Result.WriteJSON], also for a nil writer) and zero
 // values otherwise.
 //
 // # Schema
 //
-// [Report.WriteJSON] writes one object, schema "connaudit.probe/v1"
-// ([Report].Schema). Fields are added, never renamed or given another
+// [Result.WriteJSON] writes one object, schema "connaudit.probe/v1"
+// ([Result].Schema). Fields are added, never renamed or given another
 // meaning within a version. Durations are integer nanoseconds in fields
 // ending in _ns.
 //
@@ -80,7 +80,7 @@
 //	                         the hidden retries judged on the evidence (they add up to hidden_retries)
 //	hidden_retries_not_processed_why
 //	                         {why: count}: "never-written", "server-closed-first", "stale-idle",
-//	                         "h2-goaway-or-refused" (see Report.HiddenRetriesWhy)
+//	                         "h2-goaway-or-refused" (see Result.HiddenRetriesWhy)
 //	dials, dial_errors       dials made by the main run, and those that failed
 //	dials_abandoned          dials or TLS handshakes the Transport cancelled once no request needed them (nothing failed)
 //	perfect_dials            dials with perfect keep-alive
@@ -131,7 +131,7 @@
 // # Hidden retries
 //
 // A request the Transport sent again by itself is judged on the evidence
-// of its first attempt ([Report].HiddenRetriesWhy): not processed when no
+// of its first attempt ([Result].HiddenRetriesWhy): not processed when no
 // byte of it was written, when the server's close of the HTTP/1
 // connection came before it was written, when it was written to an HTTP/1
 // connection idle for the server's idle timeout (the smallest of what the

@@ -42,7 +42,7 @@ func ExampleRun() {
 // A server that closes every connection after its response costs a dial
 // per request: the report says so in a finding, and Fails gates on its
 // severity.
-func ExampleReport_Has() {
+func ExampleResult_Has() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Connection", "close")
 		fmt.Fprint(w, "ok")
@@ -79,7 +79,7 @@ func ExampleProtocols() {
 	defer srv.Close()
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
-	trust := probe.TLSConfig(&tls.Config{RootCAs: roots})
+	trust := probe.TLSClientConfig(&tls.Config{RootCAs: roots})
 
 	var http1 http.Protocols
 	http1.SetHTTP1(true)
@@ -105,7 +105,7 @@ func ExampleProtocols() {
 
 // WriteJSON writes the report in its documented form, schema
 // "connaudit.probe/v1".
-func ExampleReport_WriteJSON() {
+func ExampleResult_WriteJSON() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, "ok")
 	}))

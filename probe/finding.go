@@ -28,7 +28,7 @@ import "slices"
 //	                                        Protocols requires HTTP/2)
 //	hidden-retries                   warn   the Transport sent requests again on another connection
 //	                                        by itself after writing them to a live connection that
-//	                                        then failed (Report.HiddenRetriesPossiblyProcessed): the
+//	                                        then failed (Result.HiddenRetriesPossiblyProcessed): the
 //	                                        server may have processed them twice (error when the
 //	                                        method is not idempotent); retries the evidence shows
 //	                                        were not processed are no finding
@@ -84,7 +84,7 @@ func (s Severity) Rank() int {
 }
 
 // Worst returns the highest severity among r's findings, "" if none.
-func (r *Report) Worst() Severity {
+func (r *Result) Worst() Severity {
 	var w Severity
 	if r == nil {
 		return w
@@ -99,12 +99,12 @@ func (r *Report) Worst() Severity {
 
 // Fails reports whether r has a finding at or above level ("info", "warn"
 // or "error"; any other level fails nothing).
-func (r *Report) Fails(level Severity) bool {
+func (r *Result) Fails(level Severity) bool {
 	return level.Rank() > 0 && r.Worst().Rank() >= level.Rank()
 }
 
 // Has returns the finding with the given id, if r has it.
-func (r *Report) Has(id string) (Finding, bool) {
+func (r *Result) Has(id string) (Finding, bool) {
 	if r == nil {
 		return Finding{}, false
 	}

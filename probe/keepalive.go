@@ -45,7 +45,7 @@ func (k *keepAliveSeen) merge(o *keepAliveSeen) {
 	k.timeout, k.max = max(k.timeout, o.timeout), max(k.max, o.max)
 }
 
-func (k *keepAliveSeen) fill(rep *Report) {
+func (k *keepAliveSeen) fill(rep *Result) {
 	if k.responses == 0 {
 		return
 	}

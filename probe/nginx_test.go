@@ -158,13 +158,13 @@ func (n *nginx) connections(t *testing.T) map[string]int {
 	return conns
 }
 
-func probeNginx(t *testing.T, n *nginx, opts ...probe.Option) *probe.Report {
+func probeNginx(t *testing.T, n *nginx, opts ...probe.Option) *probe.Result {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, n.URL+"/", nil)
 	require.NoError(t, err)
 	all := []probe.Option{probe.Deadline(guard)}
 	if n.tls != nil {
-		all = append(all, probe.TLSConfig(n.tls))
+		all = append(all, probe.TLSClientConfig(n.tls))
 	}
 	rep, err := probe.Run(t.Context(), req, append(all, opts...)...)
 	require.NoError(t, err, n.diagnose())
@@ -280,7 +280,7 @@ func (n *nginx) accepts(t *testing.T) int64 {
 // requireNginxAccepts checks that nginx accepted the connections the
 // probe's main run connected (disc: and its discovery): a dial the
 // Transport abandoned may or may not have reached it.
-func requireNginxAccepts(t *testing.T, n *nginx, rep *probe.Report, disc int64) {
+func requireNginxAccepts(t *testing.T, n *nginx, rep *probe.Result, disc int64) {
 	t.Helper()
 	lo := rep.Dials - rep.DialErrors - rep.DialsAbandoned + disc
 	// nginx may accept the last connections a little after the probe
@@ -365,7 +365,7 @@ func h2Only() http.Protocols {
 }
 
 // servedH2 returns the report's connections that answered a request.
-func servedH2(rep *probe.Report) []probe.Connection {
+func servedH2(rep *probe.Result) []probe.Connection {
 	var out []probe.Connection
 	for _, c := range rep.Connections {
 		if c.Responses > 0 {
@@ -394,7 +394,7 @@ func TestNginxHTTP1OverTLSIdleClose(t *testing.T) {
 			cfg.MinVersion, cfg.MaxVersion = version, version
 			// The gap is well past nginx's timeout: the first connection is
 			// closed, idle, before the second request.
-			rep := probeNginx(t, n, probe.Requests(2), probe.Gap(3*time.Second), probe.Protocols(http1), probe.TLSConfig(cfg))
+			rep := probeNginx(t, n, probe.Requests(2), probe.Gap(3*time.Second), probe.Protocols(http1), probe.TLSClientConfig(cfg))
 			require.Equal(t, 2, rep.Outcomes[vocab.ClassOK], "%+v", rep.Failures)
 			require.Equal(t, map[string]int{name: 2}, rep.TLS.Versions, "%+v", rep.TLS)
 			require.Zero(t, rep.ClosedBy[vocab.ReasonProtocolError], "%v %+v", rep.ClosedBy, rep.Connections)

@@ -12,7 +12,7 @@ import (
 )
 
 // TestNilValues: a nil context or request is an error from Run, and the
-// methods of a nil *Report return an error or zero values, never panic.
+// methods of a nil *Result return an error or zero values, never panic.
 func TestNilValues(t *testing.T) {
 	req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/", nil)
 	require.NoError(t, err)
@@ -22,10 +22,10 @@ func TestNilValues(t *testing.T) {
 	_, err = probe.Run(t.Context(), nil)
 	require.ErrorContains(t, err, "nil target request")
 
-	var rep *probe.Report
-	require.ErrorContains(t, rep.WriteText(io.Discard, true), "nil *Report")
-	require.ErrorContains(t, rep.WriteJSON(io.Discard), "nil *Report")
-	require.ErrorContains(t, (&probe.Report{}).WriteJSON(nil), "nil writer")
+	var rep *probe.Result
+	require.ErrorContains(t, rep.WriteText(io.Discard, true), "nil *Result")
+	require.ErrorContains(t, rep.WriteJSON(io.Discard), "nil *Result")
+	require.ErrorContains(t, (&probe.Result{}).WriteJSON(nil), "nil writer")
 	require.Zero(t, rep.Worst())
 	require.False(t, rep.Fails("info"))
 	_, ok := rep.Has("protocol-errors")

@@ -188,10 +188,10 @@ func IdleConnTimeout(d time.Duration) Option {
 	})
 }
 
-// TLSConfig sets the client's TLS configuration (cloned). The probe adds a
+// TLSClientConfig sets the client's TLS configuration (cloned). The probe adds a
 // session cache when it has none, so that TLS session resumption can be
 // observed.
-func TLSConfig(cfg *tls.Config) Option {
+func TLSClientConfig(cfg *tls.Config) Option {
 	return optionFunc(func(c *config) error {
 		if cfg == nil {
 			return errors.New("probe: nil TLS config")
@@ -261,7 +261,7 @@ func FindIdleTimeout(max time.Duration) Option {
 }
 
 // KeepTimelines keeps every main-run request's [httptrace.Timeline] in
-// [Report.Timelines], for a per-request waterfall. It costs memory in
+// [Result.Timelines], for a per-request waterfall. It costs memory in
 // proportion to the number of requests.
 func KeepTimelines() Option {
 	return optionFunc(func(c *config) error {

@@ -87,7 +87,7 @@ func (e *UnusableError) Error() string {
 // returns once every request ended and every connection of its pools was
 // closed (or a few seconds after the deadline, at most), and it never
 // writes anywhere.
-func Run(ctx context.Context, target *http.Request, opts ...Option) (*Report, error) {
+func Run(ctx context.Context, target *http.Request, opts ...Option) (*Result, error) {
 	if ctx == nil {
 		return nil, errors.New("probe: nil context")
 	}
@@ -241,7 +241,7 @@ func (pr *prober) newPool(obs httptrace.Observer, maxConns, maxIdle int, idle ti
 		pool.ConnectTimeout(pr.cfg.timeout),
 		pool.TLSHandshakeTimeout(pr.cfg.timeout),
 		pool.IdleConnTimeout(idle),
-		pool.TLSConfig(tc),
+		pool.TLSClientConfig(tc),
 		pool.KeepClosed(maxKeptConns),
 		pool.WithObserver(obs),
 	}
@@ -415,7 +415,7 @@ func (pr *prober) sleep(d time.Duration) bool {
 }
 
 // mainRun sends the requests and builds the report's main-run part.
-func (pr *prober) mainRun() (*Report, error) {
+func (pr *prober) mainRun() (*Result, error) {
 	cfg := &pr.cfg
 	agg := newAggregator(pr.ctx, cfg.keepTimelines, cfg.timeout)
 	maxIdle := max(cfg.conns, cfg.concurrency)
@@ -469,7 +469,7 @@ func (pr *prober) mainRun() (*Report, error) {
 	dials := p.Stats().Dials
 	pr.progress(Progress{Phase: "requests", Done: int(sent.Load()), Total: cfg.requests, Dials: dials})
 
-	rep := &Report{
+	rep := &Result{
 		Schema:          schemaVersion,
 		Target:          redact.URL(pr.target.URL),
 		Method:          methodOf(pr.target),
@@ -520,7 +520,7 @@ func methodOf(r *http.Request) string {
 // perfectDials is the number of dials with perfect keep-alive: one per
 // connection the pool may use at once (HTTP/2: one in all), never more than
 // the requests sent.
-func perfectDials(rep *Report, cfg *config) int {
+func perfectDials(rep *Result, cfg *config) int {
 	m := cfg.concurrency
 	if cfg.conns > 0 {
 		m = min(cfg.conns, cfg.concurrency)
@@ -533,7 +533,7 @@ func perfectDials(rep *Report, cfg *config) int {
 
 // fillConns fills the connection part of rep from the pool's snapshot and
 // what the timelines said of each connection.
-func fillConns(rep *Report, conns []pool.Conn, dials int, ev *evidence) {
+func fillConns(rep *Result, conns []pool.Conn, dials int, ev *evidence) {
 	rep.Protocols = map[string]int{}
 	rep.Connections = []Connection{}
 	rep.ConnectionsOmitted = max(0, dials-len(conns))
@@ -668,7 +668,7 @@ func idleBeforeClose(c pool.Conn) time.Duration {
 
 // unusable returns the error for a main run in which no request got a
 // response.
-func (pr *prober) unusable(rep *Report) *UnusableError {
+func (pr *prober) unusable(rep *Result) *UnusableError {
 	e := &UnusableError{Sent: rep.Requests, Failed: rep.Requests}
 	best := -1
 	for _, f := range rep.Failures {

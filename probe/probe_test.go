@@ -25,7 +25,7 @@ import (
 
 // requireConns checks that every connection carried and answered n
 // requests and was closed by and for the given side and reason.
-func requireConns(t *testing.T, rep *probe.Report, n int, by pool.Closer, reason pool.CloseReason) {
+func requireConns(t *testing.T, rep *probe.Result, n int, by pool.Closer, reason pool.CloseReason) {
 	t.Helper()
 	require.NotEmpty(t, rep.Connections)
 	for _, c := range rep.Connections {
@@ -590,7 +590,7 @@ func unencryptedH2() http.Protocols {
 
 // requireEveryConnAnswered checks that every connection that answered a
 // request answered n of them.
-func requireEveryConnAnswered(t *testing.T, rep *probe.Report, n int) {
+func requireEveryConnAnswered(t *testing.T, rep *probe.Result, n int) {
 	t.Helper()
 	pc := rep.PerConn
 	require.Equal(t, []any{n, n, float64(n)}, []any{pc.Min, pc.Max, pc.Mean}, "requests per connection: min, max, mean")
@@ -615,7 +615,7 @@ func TestOptionErrors(t *testing.T) {
 		"no protocol":       {probe.Protocols(protocols(false, false))},
 		"h2 over http":      {probe.Protocols(protocols(false, true))},
 		"nil option":        {nil},
-		"nil TLS config":    {probe.TLSConfig(nil)},
+		"nil TLS config":    {probe.TLSClientConfig(nil)},
 		"nil progress":      {probe.OnProgress(nil)},
 		"zero client idle":  {probe.IdleConnTimeout(0)},
 		"unencrypted h2":    {probe.Protocols(unencryptedH2())},
@@ -765,7 +765,7 @@ func TestSwitchingProtocolsNotRead(t *testing.T) {
 	req, err := http.NewRequest(http.MethodGet, s.URL+"/", nil)
 	require.NoError(t, err)
 	type result struct {
-		rep *probe.Report
+		rep *probe.Result
 		err error
 	}
 	done := make(chan result, 1)

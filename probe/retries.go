@@ -9,7 +9,7 @@ import (
 )
 
 // Why a request the Transport sent again was not processed by the server
-// the first time (Report.HiddenRetriesWhy):
+// the first time (Result.HiddenRetriesWhy):
 const (
 	// whyNeverWritten: no byte of the attempt reached the connection.
 	whyNeverWritten = "never-written"
@@ -102,7 +102,7 @@ func (r *retryEvidence) count(why string) {
 // judge writes the verdicts into rep, once the server's idle timeout is
 // known as well as it will be (idle, 0 if not at all) and the number of
 // HTTP/2 streams the server reset with PROTOCOL_ERROR (resets).
-func (r *retryEvidence) judge(rep *Report, idle time.Duration, resets int64) {
+func (r *retryEvidence) judge(rep *Result, idle time.Duration, resets int64) {
 	why := map[string]int{}
 	for k, n := range r.notProcessed {
 		why[k] = n
@@ -200,7 +200,7 @@ func (a *aggregator) judgeAttempt(conn uint64, wrote bool) retryVerdict {
 // the server, 0 if none: what it advertised (Keep-Alive: timeout=N), the
 // shortest gap idle-timeout discovery saw a connection not survive, and
 // the shortest idle time after which the main run saw it close one.
-func serverIdleTimeout(rep *Report) time.Duration {
+func serverIdleTimeout(rep *Result) time.Duration {
 	var t time.Duration
 	shorter := func(d time.Duration) {
 		if d > 0 && (t == 0 || d < t) {

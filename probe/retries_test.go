@@ -35,7 +35,7 @@ func TestJudgeRetry(t *testing.T) {
 	r.add(retryVerdict{rank: rankH2Written})
 	r.add(retryVerdict{rank: rankPendingIdle, idle: time.Second})
 	r.add(retryVerdict{rank: rankPendingIdle, idle: 10 * time.Millisecond})
-	var rep Report
+	var rep Result
 	r.judge(&rep, time.Second, 1)
 	require.Equal(t, map[string]int{whyNeverWritten: 1, whyH2Refused: 1, whyStaleIdle: 1}, rep.HiddenRetriesWhy)
 	require.Equal(t, 3, rep.HiddenRetriesNotProcessed)

@@ -60,7 +60,7 @@ var rules = []rule{
 }
 
 // findings applies the rules to a finished report, in order.
-func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
+func findings(rep *Result, cfg *config, ev *evidence, https bool) []Finding {
 	f := newFacts(rep, cfg, ev, https)
 	fs := []Finding{}
 	for _, r := range rules {
@@ -74,7 +74,7 @@ func findings(rep *Report, cfg *config, ev *evidence, https bool) []Finding {
 // facts are what the rules judge: the report, the probe's configuration
 // and the timelines' evidence, with what several rules derive from them.
 type facts struct {
-	rep   *Report
+	rep   *Result
 	cfg   *config
 	ev    *evidence
 	https bool
@@ -103,7 +103,7 @@ type facts struct {
 	idleClosed []time.Duration
 }
 
-func newFacts(rep *Report, cfg *config, ev *evidence, https bool) *facts {
+func newFacts(rep *Result, cfg *config, ev *evidence, https bool) *facts {
 	f := &facts{rep: rep, cfg: cfg, ev: ev, https: https, ok: rep.Outcomes[vocab.ClassOK]}
 	f.served = servedConns(rep)
 	f.judged = slices.DeleteFunc(slices.Clone(f.served), closedAfterError)
@@ -306,7 +306,7 @@ func h2NotOffered(f *facts) (Finding, bool) {
 // hiddenRetries: the Transport sent requests again by itself after
 // writing them to a live connection that then failed: the server may have
 // processed them twice. Those the evidence shows the server did not
-// process (Report.HiddenRetriesWhy) are no finding.
+// process (Result.HiddenRetriesWhy) are no finding.
 func hiddenRetries(f *facts) (Finding, bool) {
 	rep := f.rep
 	n := rep.HiddenRetriesPossiblyProcessed
@@ -525,7 +525,7 @@ func deadlineReached(f *facts) (Finding, bool) {
 
 // servedConns returns the connections that answered at least one
 // request.
-func servedConns(rep *Report) []Connection {
+func servedConns(rep *Result) []Connection {
 	var out []Connection
 	for _, c := range rep.Connections {
 		if c.Responses > 0 {
@@ -703,7 +703,7 @@ func stageCounts(m map[httptrace.Stage]int) string {
 	return strings.Join(parts, ", ")
 }
 
-func discoveryCut(rep *Report) string {
+func discoveryCut(rep *Result) string {
 	if rep.Discovery == nil {
 		return ""
 	}

@@ -85,7 +85,7 @@ func BenchmarkSendPaired(b *testing.B) {
 	}
 	benchpair.Run(b, [2]string{"plain", "probe"}, clients)
 
-	rep := &Report{}
+	rep := &Result{}
 	agg.fill(rep)
 	if ok := rep.Outcomes[vocab.ClassOK]; ok != sent {
 		b.Fatalf("%d of %d probe requests ok: %v", ok, sent, rep.Outcomes)

@@ -48,7 +48,7 @@ func requireAccepted[N int | int64](t *testing.T, s *server, want N, msgAndArgs 
 // the probe's main run and its discovery (disc dials) connected. A dial
 // the Transport abandoned may or may not have reached the server before
 // it was cancelled.
-func requireAcceptedDials(t *testing.T, s *server, rep *probe.Report, disc int64) {
+func requireAcceptedDials(t *testing.T, s *server, rep *probe.Result, disc int64) {
 	t.Helper()
 	lo := rep.Dials - rep.DialErrors - rep.DialsAbandoned + disc
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
@@ -252,19 +252,19 @@ func (l *oneShotListener) Close() error {
 }
 
 // runProbe runs a probe of s with opts, bounded by guard.
-func runProbe(t *testing.T, s *server, opts ...probe.Option) (*probe.Report, error) {
+func runProbe(t *testing.T, s *server, opts ...probe.Option) (*probe.Result, error) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, s.URL+"/", nil)
 	require.NoError(t, err)
 	all := []probe.Option{probe.Deadline(guard)}
 	if s.tls != nil {
-		all = append(all, probe.TLSConfig(s.tls))
+		all = append(all, probe.TLSClientConfig(s.tls))
 	}
 	return probe.Run(t.Context(), req, append(all, opts...)...)
 }
 
 // mustProbe is runProbe for a probe that must not fail.
-func mustProbe(t *testing.T, s *server, opts ...probe.Option) *probe.Report {
+func mustProbe(t *testing.T, s *server, opts ...probe.Option) *probe.Result {
 	t.Helper()
 	rep, err := runProbe(t, s, opts...)
 	require.NoError(t, err)
@@ -277,7 +277,7 @@ func mustProbe(t *testing.T, s *server, opts ...probe.Option) *probe.Report {
 // whose concurrent dials all began together: whether one handshake began
 // after another had finished (and so could have resumed its session) is
 // the scheduler's doing on a loaded machine, not the server's.
-func dropRacedResumption(t *testing.T, rep *probe.Report) {
+func dropRacedResumption(t *testing.T, rep *probe.Result) {
 	t.Helper()
 	if f, ok := rep.Has("tls-not-resumed"); ok {
 		require.Equal(t, 0, rep.TLS.Resumed, f.Message)
@@ -285,7 +285,7 @@ func dropRacedResumption(t *testing.T, rep *probe.Report) {
 	}
 }
 
-func requireFindings(t *testing.T, rep *probe.Report, ids ...string) {
+func requireFindings(t *testing.T, rep *probe.Result, ids ...string) {
 	t.Helper()
 	got := make([]string, 0, len(rep.Findings))
 	for _, f := range rep.Findings {

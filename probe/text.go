@@ -17,10 +17,10 @@ import (
 )
 
 // writable returns the error of writing r to w: r or w nil.
-func (r *Report) writable(w io.Writer) error {
+func (r *Result) writable(w io.Writer) error {
 	switch {
 	case r == nil:
-		return errors.New("probe: nil *Report")
+		return errors.New("probe: nil *Result")
 	case w == nil:
 		return errors.New("probe: nil writer")
 	}
@@ -29,7 +29,7 @@ func (r *Report) writable(w io.Writer) error {
 
 // WriteJSON writes r in its stable JSON form (see the package
 // documentation), indented.
-func (r *Report) WriteJSON(w io.Writer) error {
+func (r *Result) WriteJSON(w io.Writer) error {
 	if err := r.writable(w); err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // percentiles, discovery, and the findings, most severe first, one line
 // each, led by its severity in capitals ("WARN"). With verbose, each kept
 // timeline's waterfall ([KeepTimelines]) comes before the summary.
-func (r *Report) WriteText(w io.Writer, verbose bool) error {
+func (r *Result) WriteText(w io.Writer, verbose bool) error {
 	if err := r.writable(w); err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (r *Report) WriteText(w io.Writer, verbose bool) error {
 	return err
 }
 
-func outcomeText(r *Report) string {
+func outcomeText(r *Result) string {
 	if len(r.Outcomes) == 0 {
 		return "none"
 	}
@@ -355,7 +355,7 @@ func idList(ids []uint64) string {
 	return fmt.Sprintf("#%d,…%s", ids[0], count)
 }
 
-func writeStages(b *strings.Builder, r *Report) {
+func writeStages(b *strings.Builder, r *Result) {
 	s := &r.Stages
 	rows := []struct {
 		name string

@@ -92,7 +92,7 @@ func TestWriteText(t *testing.T) {
 
 // textSection writes rep as text and returns the section after heading, up
 // to the next blank line, and its lines.
-func textSection(t *testing.T, rep *probe.Report, heading string) (string, []string) {
+func textSection(t *testing.T, rep *probe.Result, heading string) (string, []string) {
 	t.Helper()
 	var b strings.Builder
 	require.NoError(t, rep.WriteText(&b, false))
@@ -108,7 +108,7 @@ func textSection(t *testing.T, rep *probe.Report, heading string) (string, []str
 // connection.
 func TestWriteTextLongIDLists(t *testing.T) {
 	t.Parallel()
-	rep := &probe.Report{Requested: 41, Requests: 41, Concurrency: 1, Outcomes: map[httptrace.Class]int{vocab.ClassOK: 41}}
+	rep := &probe.Result{Requested: 41, Requests: 41, Concurrency: 1, Outcomes: map[httptrace.Class]int{vocab.ClassOK: 41}}
 	for id := uint64(100001); id <= 100079; id += 2 { // 40 connections, no two consecutive
 		rep.Connections = append(rep.Connections, probe.Connection{ID: id, Proto: "HTTP/1.1", Requests: 1, Responses: 1,
 			ClosedBy: vocab.ClosedByServer, CloseReason: vocab.ReasonConnectionClose})
@@ -143,7 +143,7 @@ func TestWriteTextLongStageTimes(t *testing.T) {
 	small := probe.Percentiles{P50: 120 * time.Microsecond, P90: 300 * time.Microsecond, P99: 900 * time.Microsecond, Max: time.Millisecond}
 	long := probe.Percentiles{P50: 900 * time.Millisecond, P90: 1500 * time.Millisecond, P99: 12500 * time.Millisecond, Max: 2*time.Minute + 5*time.Second}
 	set := probe.StageSet{Count: 3, DNS: small, Connect: small, TLS: small, PoolWait: small, Write: small, Server: long, Transfer: small, Total: long}
-	rep := &probe.Report{Requested: 6, Requests: 6, Concurrency: 1, Outcomes: map[httptrace.Class]int{vocab.ClassOK: 6}}
+	rep := &probe.Result{Requested: 6, Requests: 6, Concurrency: 1, Outcomes: map[httptrace.Class]int{vocab.ClassOK: 6}}
 	rep.Stages.New, rep.Stages.Reused = set, set
 	section, lines := textSection(t, rep, "stages of successful requests\n")
 	require.Len(t, lines, 10, section) // groups, headings, eight stages
@@ -178,7 +178,7 @@ func TestWriteTextLongStageTimes(t *testing.T) {
 // time, not the whole probe's, which discovery may make much longer.
 func TestWriteTextTimes(t *testing.T) {
 	t.Parallel()
-	rep := &probe.Report{
+	rep := &probe.Result{
 		Requested: 3, Requests: 3, Concurrency: 1, MaxConnsPerHost: 1,
 		Elapsed: 7250 * time.Millisecond, MainElapsed: 2 * time.Millisecond,
 		Outcomes: map[httptrace.Class]int{vocab.ClassOK: 3}, Statuses: map[int]int{200: 3},

@@ -156,7 +156,7 @@ func TestStaleRetryNotProcessed(t *testing.T) {
 	})
 }
 
-func ids(rep *probe.Report) []string {
+func ids(rep *probe.Result) []string {
 	var out []string
 	for _, f := range rep.Findings {
 		out = append(out, f.ID)

@@ -174,13 +174,13 @@ func TestMaxHostsRejects(t *testing.T) {
 // TestHiddenRetriesSeries: a stream the server refused, which the
 // Transport sent again, is a hidden retry the server did not process.
 func TestHiddenRetriesSeries(t *testing.T) {
-	s, err := faultserver.New(faultserver.WithRawHTTP2())
+	s, err := faultserver.New(faultserver.RawHTTP2())
 	require.NoError(t, err)
 	defer s.Close()
 	s.Handle("/refused", faultserver.Sequence{Faults: []faultserver.Fault{
 		faultserver.RSTStream{Code: uint32(http2.ErrCodeRefusedStream)}, faultserver.OK{},
 	}})
-	p, err := pool.New(pool.TLSConfig(s.ClientTLSConfig()))
+	p, err := pool.New(pool.TLSClientConfig(s.ClientTLSConfig()))
 	require.NoError(t, err)
 	defer p.Close()
 	c, err := promconnaudit.NewCollector(p, "api")

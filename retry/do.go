@@ -32,10 +32,10 @@ func (p Policy) Do(ctx context.Context, c *http.Client, req *http.Request) (*htt
 	return resp, err
 }
 
-// DoWithReport is [Policy.Do], also returning a [Report] of the attempts
+// DoWithReport is [Policy.Do], also returning a [Call] of the attempts
 // made and why they stopped.
-func (p Policy) DoWithReport(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, Report, error) {
-	var rep Report
+func (p Policy) DoWithReport(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, Call, error) {
+	var rep Call
 	if err := p.check(ctx, c, req); err != nil {
 		if req != nil && req.Body != nil {
 			_ = req.Body.Close()
@@ -55,7 +55,7 @@ func (p Policy) DoWithReport(ctx context.Context, c *http.Client, req *http.Requ
 		budget, endBudget = context.WithTimeout(ctx, p.TotalTimeout)
 	}
 	// finish hands the last outcome to the caller, as it came.
-	finish := func(a Attempt, reason StopReason, resp *http.Response, err error, endAttempt context.CancelFunc) (*http.Response, Report, error) {
+	finish := func(a Attempt, reason StopReason, resp *http.Response, err error, endAttempt context.CancelFunc) (*http.Response, Call, error) {
 		rep.Attempts = append(rep.Attempts, a)
 		rep.Stop = reason
 		end := func() { endAttempt(); endBudget() }

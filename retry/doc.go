@@ -33,7 +33,7 @@
 //     whose body cannot be rewound is sent once and a retry is refused with
 //     [ErrBodyNotRewindable].
 //
-// [Policy.DoWithReport] also returns a [Report]: one [Attempt] per call of
+// [Policy.DoWithReport] also returns a [Call]: one [Attempt] per call of
 // [http.Client.Do], and the [StopReason]. Note that the Transport may itself
 // resend a request on a reused HTTP/1 connection (and HTTP/2 does so up to
 // several times): such hidden retries do not appear as attempts here; they

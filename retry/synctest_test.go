@@ -65,7 +65,7 @@ func TestCancelEndsDelayInProgress(t *testing.T) {
 
 		type result struct {
 			resp *http.Response
-			rep  retry.Report
+			rep  retry.Call
 			err  error
 		}
 		done := make(chan result, 1)

@@ -89,12 +89,12 @@ func New(opts ...Option) (*Server, error) {
 	}
 	modes := [3][]faultserver.Option{
 		nil,
-		{faultserver.WithCertificate(s.cert)},
-		{faultserver.WithCertificate(s.cert), faultserver.WithRawHTTP2()},
+		{faultserver.Certificate(s.cert)},
+		{faultserver.Certificate(s.cert), faultserver.RawHTTP2()},
 	}
 	for i, m := range modes {
 		on := listener(i)
-		opts := append(m, faultserver.WithConnEvents(func(ev faultserver.ConnEvent) { s.connEvent(on, ev) }))
+		opts := append(m, faultserver.OnConnEvent(func(ev faultserver.ConnEvent) { s.connEvent(on, ev) }))
 		if s.faults[i], err = faultserver.New(opts...); err != nil {
 			s.closeFaults()
 			return nil, fmt.Errorf("serve: %w", err)

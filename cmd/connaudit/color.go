@@ -49,7 +49,7 @@ func severityColor(s probe.Severity) string {
 }
 
 // writeProbeText writes rep's text, coloured if color is set.
-func writeProbeText(w io.Writer, rep *probe.Report, verbose, color bool) error {
+func writeProbeText(w io.Writer, rep *probe.Result, verbose, color bool) error {
 	if !color {
 		return rep.WriteText(w, verbose)
 	}
@@ -61,12 +61,12 @@ func writeProbeText(w io.Writer, rep *probe.Report, verbose, color bool) error {
 	return err
 }
 
-// colorProbeText colours text, rep's text ([probe.Report.WriteText]), for
+// colorProbeText colours text, rep's text ([probe.Result.WriteText]), for
 // a terminal: "probe" in bold at the start of the summary, and each
 // finding's severity word in red (error), yellow (warn) or cyan. The
 // summary follows the timelines (with -v); the findings, one line each
 // and in rep's order, follow its last "findings" heading.
-func colorProbeText(text string, rep *probe.Report) string {
+func colorProbeText(text string, rep *probe.Result) string {
 	header := "probe " + rep.Method + " " + rep.Target + "\n"
 	if i := lineStart(text, header); i >= 0 {
 		text = text[:i] + paint(ansiBold, "probe") + text[i+len("probe"):]

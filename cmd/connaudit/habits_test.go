@@ -231,24 +231,24 @@ func TestProbeExit(t *testing.T) {
 	warn := []probe.Finding{{ID: "server-closes-every-n", Severity: "warn"}}
 	for _, tc := range []struct {
 		name     string
-		rep      probe.Report
+		rep      probe.Result
 		unusable *probe.UnusableError
 		failOn   string
 		code     int
 		stderr   string
 	}{
-		{"all well", probe.Report{Requests: 5, Requested: 5}, nil, "error", exitOK, ""},
-		{"a finding below -fail-on", probe.Report{Requests: 5, Requested: 5, Findings: warn}, nil, "error", exitOK, ""},
-		{"a finding at -fail-on", probe.Report{Requests: 5, Requested: 5, Findings: warn}, nil, "warn", exitFail,
+		{"all well", probe.Result{Requests: 5, Requested: 5}, nil, "error", exitOK, ""},
+		{"a finding below -fail-on", probe.Result{Requests: 5, Requested: 5, Findings: warn}, nil, "error", exitOK, ""},
+		{"a finding at -fail-on", probe.Result{Requests: 5, Requested: 5, Findings: warn}, nil, "warn", exitFail,
 			"connaudit probe: 1 finding(s) at or above -fail-on warn\n"},
-		{"cut by the deadline", probe.Report{Requests: 93, Requested: 1000, Cut: 1, DeadlineReached: true}, nil, "none", exitFail,
+		{"cut by the deadline", probe.Result{Requests: 93, Requested: 1000, Cut: 1, DeadlineReached: true}, nil, "none", exitFail,
 			"connaudit probe: -deadline 1s reached: 93 of 1000 requests sent, 1 cut by it; the report covers what was done\n"},
-		{"interrupted", probe.Report{Requests: 93, Requested: 1000, Interrupted: true}, nil, "none", exitFail,
+		{"interrupted", probe.Result{Requests: 93, Requested: 1000, Interrupted: true}, nil, "none", exitFail,
 			"connaudit probe: interrupted: 93 of 1000 requests sent; the report covers those\n"},
-		{"no response", probe.Report{Requests: 2, Requested: 2, DeadlineReached: true},
+		{"no response", probe.Result{Requests: 2, Requested: 2, DeadlineReached: true},
 			&probe.UnusableError{Sent: 2, Failed: 2, Class: "connect-refused", Stage: "connect"}, "error", exitUnreachable,
 			"connaudit probe: unusable target: no request succeeded (2 of 2 failed): connect-refused @connect\n"},
-		{"nothing sent before the deadline", probe.Report{Requested: 2, DeadlineReached: true},
+		{"nothing sent before the deadline", probe.Result{Requested: 2, DeadlineReached: true},
 			&probe.UnusableError{}, "error", exitFail,
 			"connaudit probe: unusable target: no request was sent before the deadline\n"},
 	} {

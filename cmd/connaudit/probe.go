@@ -202,7 +202,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // the exit code: 3 when no request got a response, 1 when the probe was
 // cut by its deadline or interrupted or has a finding at -fail-on's level,
 // else 0.
-func probeExit(stderr io.Writer, rep *probe.Report, unusable *probe.UnusableError, pf *probeFlags, rf *requestFlags, req *http.Request) int {
+func probeExit(stderr io.Writer, rep *probe.Result, unusable *probe.UnusableError, pf *probeFlags, rf *requestFlags, req *http.Request) int {
 	code := exitOK
 	failed := func(c int, format string, args ...any) {
 		fmt.Fprintf(stderr, "connaudit probe: "+format+"\n", args...)
@@ -239,7 +239,7 @@ func probeExit(stderr io.Writer, rep *probe.Report, unusable *probe.UnusableErro
 
 // responded reports whether a request of rep got a response (its head),
 // whatever became of its body.
-func responded(rep *probe.Report) bool {
+func responded(rep *probe.Result) bool {
 	for _, f := range rep.Failures {
 		if f.Stage == vocab.StageBody {
 			return true
@@ -283,7 +283,7 @@ func (pf *probeFlags) options(rf *requestFlags) ([]probe.Option, error) {
 		}
 		tc.RootCAs = roots
 	}
-	opts = append(opts, probe.TLSConfig(tc))
+	opts = append(opts, probe.TLSClientConfig(tc))
 	if rf.http1 || rf.http2 {
 		// -http1: HTTP/1 only; -http2: HTTP/2 required (the request flags
 		// reject both at once).
@@ -307,7 +307,7 @@ func (pf *probeFlags) options(rf *requestFlags) ([]probe.Option, error) {
 // write writes the report as JSON or text, the text coloured for a
 // terminal. With -v and -json the report is one line, after the
 // timelines' lines: the whole is JSON Lines.
-func (pf *probeFlags) write(w io.Writer, rep *probe.Report) error {
+func (pf *probeFlags) write(w io.Writer, rep *probe.Result) error {
 	if pf.asJSON && pf.verbose {
 		return json.NewEncoder(w).Encode(rep)
 	}

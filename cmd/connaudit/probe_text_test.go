@@ -16,9 +16,9 @@ import (
 
 // goldenReport is a report with every part of the text filled in, for
 // the probe's text and colour against testdata/probe/*.golden.
-func goldenReport() *probe.Report {
+func goldenReport() *probe.Result {
 	ms := time.Millisecond
-	rep := &probe.Report{
+	rep := &probe.Result{
 		Schema: "connaudit.probe/v1", Target: "https://127.0.0.1:8443/x?token=REDACTED", Method: "GET",
 		Requested: 12, Requests: 10, Concurrency: 2, MaxConnsPerHost: 2, Gap: 5 * ms, Timeout: 2 * time.Second,
 		Deadline: 30 * time.Second, IdleConnTimeout: 90 * time.Second,
@@ -81,8 +81,8 @@ func goldenReport() *probe.Report {
 
 // goldenReportQuiet is a report without findings, TLS, stages or
 // discovery.
-func goldenReportQuiet() *probe.Report {
-	rep := &probe.Report{
+func goldenReportQuiet() *probe.Result {
+	rep := &probe.Result{
 		Schema: "connaudit.probe/v1", Target: "http://127.0.0.1:8080/", Method: "POST",
 		Requested: 3, Requests: 3, Concurrency: 1, MaxConnsPerHost: 0, Timeout: 30 * time.Second,
 		Outcomes: map[httptrace.Class]int{vocab.ClassOK: 3}, Statuses: map[int]int{200: 3},
@@ -100,7 +100,7 @@ func goldenReportQuiet() *probe.Report {
 // Colour marks "probe" and each severity word, nothing else.
 func TestProbeTextGolden(t *testing.T) {
 	t.Parallel()
-	for name, rep := range map[string]*probe.Report{"full": goldenReport(), "quiet": goldenReportQuiet()} {
+	for name, rep := range map[string]*probe.Result{"full": goldenReport(), "quiet": goldenReportQuiet()} {
 		for _, color := range []bool{false, true} {
 			for _, verbose := range []bool{false, true} {
 				file := name
@@ -144,5 +144,5 @@ func TestColorProbeText(t *testing.T) {
 	require.True(t, strings.HasPrefix(got, "\x1b[1mprobe\x1b[0m WARN http://127.0.0.1:8080/\n"), got)
 	require.Contains(t, got, "\nfindings\n  \x1b[33mWARN\x1b[0m  no-keep-alive:   WARN  findings\nprobe\n")
 	// Text that is not the report's is left alone.
-	require.Equal(t, "findings\n  WARN x\n", colorProbeText("findings\n  WARN x\n", &probe.Report{}))
+	require.Equal(t, "findings\n  WARN x\n", colorProbeText("findings\n  WARN x\n", &probe.Result{}))
 }

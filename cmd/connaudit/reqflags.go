@@ -348,7 +348,7 @@ func (rf *requestFlags) poolOptions() []pool.Option {
 		opts = append(opts, pool.Protocols(http1))
 	}
 	if rf.insecure {
-		opts = append(opts, pool.TLSConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // asked for with -k, warned about
+		opts = append(opts, pool.TLSClientConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // asked for with -k, warned about
 	}
 	return opts
 }

@@ -167,7 +167,7 @@ func libraryOutputs(t *testing.T, e echo, headers []string, target string) []str
 		rf.headers = append(rf.headers, headers[i])
 	}
 	opts := append(rf.poolOptions(), pool.WithObserver(httptrace.Multi(col, jl, st, sj)), pool.CaptureStacks(),
-		pool.TLSConfig(&tls.Config{InsecureSkipVerify: true}), pool.ConnectTimeout(fuzzEchoBound)) //nolint:gosec // the echo server's own certificate
+		pool.TLSClientConfig(&tls.Config{InsecureSkipVerify: true}), pool.ConnectTimeout(fuzzEchoBound)) //nolint:gosec // the echo server's own certificate
 	p, err := pool.New(opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// Report is what [Policy.DoWithReport] did: one [Attempt] per call of
+// Call is what [Policy.DoWithReport] did: one [Attempt] per call of
 // [http.Client.Do], in order, and why it stopped. An audit compares
 // len(Attempts) with the requests a server saw: more server-side requests
 // than attempts means the Transport resent a request on its own.
-type Report struct {
+type Call struct {
 	// Attempts lists the attempts made; it is empty when nothing was sent.
 	Attempts []Attempt
 

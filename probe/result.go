@@ -7,13 +7,13 @@ import (
 	"github.com/connaudit/connaudit/pool"
 )
 
-// schemaVersion names the JSON form of a [Report].
+// schemaVersion names the JSON form of a [Result].
 const schemaVersion = "connaudit.probe/v1"
 
-// Report is what a probe found. It marshals to the stable JSON form
+// Result is what a probe found. It marshals to the stable JSON form
 // described in the package documentation. Every URL and error in it is
 // redacted.
-type Report struct {
+type Result struct {
 	// Schema names the JSON form: "connaudit.probe/v1". It changes only
 	// when a field changes meaning or goes away (fields may be added).
 	Schema string `json:"schema"`
