@@ -200,7 +200,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	var rep Report
+	var rep KitReport
 	if err := decode(r, &rep); err != nil {
 		writeErr(w, err)
 		return
@@ -256,7 +256,7 @@ func validOutcome(name string, o *Outcome) error {
 }
 
 // report records a kit's report and judges the scenario.
-func (s *Server) report(ctx context.Context, se *session, rep Report) (*Result, error) {
+func (s *Server) report(ctx context.Context, se *session, rep KitReport) (*Result, error) {
 	given := 0
 	for _, v := range []bool{rep.Outcome != nil, rep.NotConfigurable != "", rep.Skipped != ""} {
 		if v {

@@ -47,7 +47,7 @@ func Example() {
 		resp.Body.Close()
 		return &serve.Outcome{Status: resp.StatusCode}
 	}
-	rep := serve.Report{Scenario: sc.Name, Outcome: get(sc.URL), OK: get(sc.OKURL)}
+	rep := serve.KitReport{Scenario: sc.Name, Outcome: get(sc.URL), OK: get(sc.OKURL)}
 	var res serve.Result
 	ctl("POST", opened.ReportURL, rep, &res)
 	fmt.Println(res.Pass, res.Class, res.Server.Requests, res.Fate)

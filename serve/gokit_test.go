@@ -98,7 +98,7 @@ func goKit(t *testing.T, srv *Server, run string, retry500 bool) *SessionReport 
 			}
 			return o
 		}
-		rep := Report{Scenario: sc.Name, Config: "net/http"}
+		rep := KitReport{Scenario: sc.Name, Config: "net/http"}
 		switch sc.Steps {
 		case StepsRequest:
 			start := time.Now()
@@ -278,7 +278,7 @@ func TestBadInput(t *testing.T) {
 	ctlDo(t, "POST", srv.URL()+"/v1/sessions", json.RawMessage(open), &opened2)
 	var res Result
 	msg := "\x1b[31mred\x1b[0m" + strings.Repeat("y", 4000)
-	ctlDo(t, "POST", opened2.ReportURL, Report{Scenario: "ok", Outcome: &Outcome{Error: &ErrorOutcome{Kind: KindOther, Message: msg}}}, &res)
+	ctlDo(t, "POST", opened2.ReportURL, KitReport{Scenario: "ok", Outcome: &Outcome{Error: &ErrorOutcome{Kind: KindOther, Message: msg}}}, &res)
 	if m := res.Caller.Error.Message; strings.Contains(m, "\x1b") || len(m) > 1100 {
 		t.Errorf("message kept: %q…", m[:40])
 	}
@@ -286,7 +286,7 @@ func TestBadInput(t *testing.T) {
 	var opened3 Opened
 	ctlDo(t, "POST", srv.URL()+"/v1/sessions", json.RawMessage(open), &opened3)
 	leaky := "GET http://user:pw@127.0.0.1/x?token=abc123 failed; sent Authorization: Bearer tok-9; X-Api-Secret=s3cr3t"
-	ctlDo(t, "POST", opened3.ReportURL, Report{Scenario: "ok", Outcome: &Outcome{Error: &ErrorOutcome{Kind: KindOther, Message: leaky}}}, &res)
+	ctlDo(t, "POST", opened3.ReportURL, KitReport{Scenario: "ok", Outcome: &Outcome{Error: &ErrorOutcome{Kind: KindOther, Message: leaky}}}, &res)
 	for _, secret := range []string{"pw@", "abc123", "tok-9", "s3cr3t"} {
 		if strings.Contains(res.Caller.Error.Message, secret) {
 			t.Errorf("message %q shows %q", res.Caller.Error.Message, secret)

@@ -446,7 +446,7 @@ func evidence(se *session, st *scenarioState, fs *faultserver.Server) Evidence {
 
 // fateOf is what became of the faulted request's connection, as the
 // audit says it.
-func fateOf(st *scenarioState, rep *Report) audit.Fate {
+func fateOf(st *scenarioState, rep *KitReport) audit.Fate {
 	if st.sp.on > onRawH2 || len(st.fault) == 0 {
 		return audit.Fate{None: true}
 	}

@@ -17,14 +17,14 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// WithAddr makes the control API listen on addr ("host:port") instead of
+// Addr makes the control API listen on addr ("host:port") instead of
 // "127.0.0.1:0". A host that is not loopback is refused unless
 // [AllowRemote] is given too. The fault listeners stay on 127.0.0.1.
-func WithAddr(addr string) Option {
+func Addr(addr string) Option {
 	return optionFunc(func(c *config) { c.addr = addr })
 }
 
-// AllowRemote lets [WithAddr] name an address that is not loopback.
+// AllowRemote lets [Addr] name an address that is not loopback.
 func AllowRemote() Option {
 	return optionFunc(func(c *config) { c.anyAddr = true })
 }

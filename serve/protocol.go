@@ -134,8 +134,8 @@ type Outcome struct {
 	ElapsedMS float64       `json:"elapsed_ms,omitempty"`
 }
 
-// Report is a kit's report of one scenario: POST …/reports.
-type Report struct {
+// KitReport is a kit's report of one scenario: POST …/reports.
+type KitReport struct {
 	Scenario        string   `json:"scenario"`
 	Outcome         *Outcome `json:"outcome,omitempty"`
 	ElapsedMS       float64  `json:"elapsed_ms"`

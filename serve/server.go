@@ -65,7 +65,7 @@ type connRef struct {
 	id uint64
 }
 
-// New starts a server: the control API on the address of [WithAddr]
+// New starts a server: the control API on the address of [Addr]
 // (127.0.0.1 with a free port by default) and the fault listeners on
 // 127.0.0.1. The caller must call [Server.Close].
 func New(opts ...Option) (*Server, error) {

@@ -53,7 +53,7 @@ type scenarioState struct {
 	fromReq   bool      // the guard runs from the first faulted request
 	cut       bool      // the guard fired: the server cut the scenario
 	cutAt     time.Time
-	report    *Report
+	report    *KitReport
 	result    *Result
 }
 

@@ -39,7 +39,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *deadline <= 0 {
 		return fs.usageError("-deadline %v must be positive", *deadline)
 	}
-	opts := []serve.Option{serve.WithAddr(*addr)}
+	opts := []serve.Option{serve.Addr(*addr)}
 	for _, p := range []struct {
 		name, v string
 	}{{"run", *run}, {"skip", *skip}} {
