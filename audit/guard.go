@@ -235,6 +235,9 @@ type progress struct {
 	live  map[uint64]*flight
 	last  uint64    // the attempt in flight started last
 	ended time.Time // when an attempt last ended
+	// started holds the ids of every attempt seen to start, finished or
+	// not: one whose body is never closed never finishes.
+	started map[uint64]bool
 }
 
 // flight is one attempt in flight.
@@ -243,7 +246,31 @@ type flight struct {
 	stage        httptrace.Stage
 }
 
-func newProgress() *progress { return &progress{live: map[uint64]*flight{}} }
+func newProgress() *progress { return &progress{live: map[uint64]*flight{}, started: map[uint64]bool{}} }
+
+// startedAfter counts the attempts seen to start whose id is above mark.
+func (p *progress) startedAfter(mark uint64) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for id := range p.started {
+		if id > mark {
+			n++
+		}
+	}
+	return n
+}
+
+// latest returns the largest id of an attempt seen to start, 0 if none.
+func (p *progress) latest() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var id uint64
+	for i := range p.started {
+		id = max(id, i)
+	}
+	return id
+}
 
 // Observe forgets a finished attempt.
 func (p *progress) Observe(tl *httptrace.Timeline) {
@@ -285,6 +312,7 @@ func (p *progress) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 		p.endLocked(tl.ID)
 		return
 	}
+	p.started[tl.ID] = true
 	f := p.live[tl.ID]
 	if f == nil {
 		f = &flight{start: tl.Start}

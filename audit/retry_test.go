@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -338,3 +339,34 @@ func TestRetryRows(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// A layer that reads a retried response to its end but never closes it
+// made that attempt all the same: it is counted, and said so, rather than
+// taken for a hidden retry of the Transport's.
+func TestAttemptsNeverClosedAreCounted(t *testing.T) {
+	var a3 audit.Scenario
+	for _, s := range retryContracts(t) {
+		if s.Contract == "A3" {
+			a3 = s
+		}
+	}
+	leaky := func(p retry.Policy) (audit.RetryFunc, error) {
+		return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+			resp, err := c.Do(req.WithContext(ctx))
+			if err != nil {
+				return nil, err
+			}
+			io.Copy(io.Discard, resp.Body) // read to its end, never closed
+			return c.Do(req.WithContext(ctx))
+		}, nil
+	}
+	r, err := audit.NewRunner(audit.WithRetry("leaky", leaky))
+	require.NoError(t, err)
+	res := r.RunOne(t.Context(), a3)
+	require.Equal(t, 2, res.Observed.ClientAttempts, "%v", res.Mismatches)
+	require.EqualValues(t, 2, res.Observed.ServerRequests)
+	require.False(t, res.Observed.HiddenRetry, "the server saw no more requests than the layer made")
+	require.Contains(t, res.Observed.Notes, "1 attempt of 2 never finished: their bodies were not closed")
+	require.True(t, slices.ContainsFunc(res.Mismatches, func(m string) bool { return strings.Contains(m, "open body") }),
+		"%v", res.Mismatches)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -517,6 +518,13 @@ func (r *Runner) observe(s Scenario, e *Env, end guardEnd) (late, inFlight int) 
 		}
 	}
 	obs.ClientAttempts = len(faulted)
+	if started := e.progress.startedAfter(e.mark); started > len(faulted) {
+		// An attempt whose body the retry layer never closed has not
+		// finished: it was made all the same.
+		obs.ClientAttempts = started
+		obs.Notes = append(obs.Notes, fmt.Sprintf("%s of %d never finished: their bodies were not closed",
+			plural(int64(started-len(faulted)), "attempt"), started))
+	}
 	for _, tl := range faulted {
 		obs.GetConns += tl.GetConns
 		obs.TransportRetries += tl.Retries
@@ -546,6 +554,13 @@ func (r *Runner) observe(s Scenario, e *Env, end guardEnd) (late, inFlight int) 
 			}
 			obs.Class = vocab.Classify(e.callErr, obs.Stage)
 			obs.Error = last.RedactError(e.callErr)
+		}
+	} else if e.called && e.callErr != nil && obs.ClientAttempts > 0 {
+		// Every attempt is still open: what the caller got is the layer's
+		// error.
+		obs.Class = vocab.Classify(e.callErr, "")
+		if u, err := url.Parse(e.url()); err == nil {
+			obs.Error = redact.Error(e.callErr, u)
 		}
 	}
 	if e.retries >= 0 && e.retries != obs.ClientAttempts {

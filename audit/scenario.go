@@ -202,6 +202,9 @@ func (e *Env) markFaulted() {
 	for _, tl := range e.collector.Timelines() {
 		e.mark = max(e.mark, tl.ID)
 	}
+	if e.progress != nil {
+		e.mark = max(e.mark, e.progress.latest())
+	}
 	if e.Server != nil {
 		e.counters = e.Server.Counters(faultPath)
 		e.keys = len(e.Server.IdempotencyKeys(faultPath))
