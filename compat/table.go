@@ -177,10 +177,7 @@ func seen(cr contractResult) string {
 		s += fmt.Sprintf(" (%s)", short(cr.Error))
 	}
 	if cr.Unclosed > 0 {
-		// The tracer counts an attempt when its body is closed: the
-		// server's requests are the attempts.
-		s = strings.Replace(s, " hidden", "", 1) + fmt.Sprintf(" (%d of its responses never closed: the tracer "+
-			"saw those attempts unfinished)", cr.Unclosed)
+		s += fmt.Sprintf(" (%d of its responses never closed)", cr.Unclosed)
 	}
 	for _, v := range cr.Verdicts {
 		if strings.HasPrefix(v, "run: ") || strings.Contains(v, "connection fate") {
