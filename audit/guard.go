@@ -246,7 +246,9 @@ type flight struct {
 	stage        httptrace.Stage
 }
 
-func newProgress() *progress { return &progress{live: map[uint64]*flight{}, started: map[uint64]bool{}} }
+func newProgress() *progress {
+	return &progress{live: map[uint64]*flight{}, started: map[uint64]bool{}}
+}
 
 // startedAfter counts the attempts seen to start whose id is above mark.
 func (p *progress) startedAfter(mark uint64) int {
