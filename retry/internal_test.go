@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -127,4 +128,17 @@ func TestKeepAlive(t *testing.T) {
 	require.Equal(t, "ping", up.written.String())
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, 1, ended)
+}
+
+// A delay whose timer and budget are both over when the goroutine runs
+// again (a loaded machine schedules it late) never lets another attempt
+// start: select picks either, so the budget is looked at again.
+func TestSleepNeverOutlivesItsBudget(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i := range 1000 {
+		if sleep(ctx, time.Nanosecond) {
+			t.Fatalf("run %d: sleep reported a budget that had run out as alive", i)
+		}
+	}
 }
