@@ -113,6 +113,11 @@ func (r *Runner) guarded(ctx context.Context, s Scenario, e *Env, sub subject) g
 			t.Stop()
 			return guardEnd{err: err}
 		case <-t.C:
+			select {
+			case err := <-done: // it ended as the timer fired
+				return guardEnd{err: err}
+			default:
+			}
 		}
 		now := time.Now()
 		w := r.wait(s, e, sub, start, first)

@@ -168,8 +168,10 @@ func (f *fixedRetries) RoundTrip(req *http.Request) (*http.Response, error) {
 		select {
 		case <-t.C:
 		case <-req.Context().Done():
-			t.Stop()
-			return nil, req.Context().Err()
+		}
+		t.Stop()
+		if err := req.Context().Err(); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -407,11 +407,14 @@ func (pr *prober) sleep(d time.Duration) bool {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		if pr.ctx.Err() == nil {
+			return true
+		}
+		// Both were ready: the run's end wins.
 	case <-pr.ctx.Done():
-		pr.stopped.Store(true)
-		return false
 	}
+	pr.stopped.Store(true)
+	return false
 }
 
 // mainRun sends the requests and builds the report's main-run part.
