@@ -211,6 +211,12 @@ func (r *Runner) wait(s Scenario, e *Env, sub subject, start time.Time, first ti
 	if inFlight {
 		w.stage = f.stage
 		consider(sub.bounds(f.stage), f.since)
+		if want := s.Expect.Stage; want != "" && stageOrder[f.stage] < stageOrder[want] {
+			// Short of the stage the fault holds it at, the request is
+			// slow (a loaded machine), not hung there: it is waited for
+			// as a bound the runner cannot see.
+			consider(bound{name: "the request to reach stage " + string(want)}, start)
+		}
 	} else if ended := e.progress.endedAt(); !ended.IsZero() {
 		// An attempt just ended (its bound fired as the guard looked):
 		// the call returns, or goes on to the next attempt, at once.
@@ -349,6 +355,12 @@ func (p *progress) inFlight() (flight, bool) {
 		return flight{}, false
 	}
 	return *latest, true
+}
+
+// stageOrder ranks the stages in the order a request goes through them.
+var stageOrder = map[httptrace.Stage]int{
+	httptrace.StagePoolWait: 1, httptrace.StageDNS: 2, httptrace.StageConnect: 3, httptrace.StageTLS: 4,
+	httptrace.StageWrite: 5, httptrace.StageAwaitHeaders: 6, httptrace.StageBody: 7,
 }
 
 // stageBegun returns the stage that an event of kind k begins, if any.
