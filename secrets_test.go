@@ -134,7 +134,7 @@ var secretsExpvarSeq atomic.Int64
 // secrets in every output: the slog observer (text and JSON handlers),
 // JSON Lines, the waterfall, Timeline.MarshalJSON, the timelines' recorded
 // headers, the pool's debug handler (JSON and text) and expvar snapshot,
-// pool.Check's errors while a body is open, the audit reports (text, JSON,
+// Pool.Check's errors while a body is open, the audit reports (text, JSON,
 // JUnit) of results holding those timelines, the probe's reports (text and
 // JSON with timelines) and the redacted error messages of each failure. It
 // also checks that the non-secret parts (host, path, the query key, the

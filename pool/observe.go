@@ -44,7 +44,7 @@ func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 		return
 	}
 	var stack []uintptr
-	if ev.Kind == vocab.KindResponse && p.cfg.captureStacks {
+	if ev.Kind == vocab.KindResponse && p.stacks {
 		stack = slices.Clone(hook.Stack(tl))
 	}
 	if p.cfg.onConnOpen != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -30,6 +31,7 @@ type Pool struct {
 	client  *http.Client
 	cfg     config
 	maxConn int
+	stacks  bool // the tracer captures stacks (CaptureStacks)
 
 	// shut is set by Close: the pool refuses new requests.
 	shut atomic.Bool
@@ -228,27 +230,14 @@ func build(tr *http.Transport, dial func(context.Context, string, string) (net.C
 	if tr.DialTLSContext != nil {
 		tr.DialTLSContext = p.dialer(tr.DialTLSContext, false)
 	}
-	obs := httptrace.Observer(observer{p})
-	if cfg.observer != nil {
-		obs = httptrace.Multi(observer{p}, cfg.observer)
-	}
-	topts := []httptrace.Option{httptrace.WithObserver(obs)}
-	if cfg.bodyIdle > 0 {
-		topts = append(topts, httptrace.BodyIdleTimeout(cfg.bodyIdle))
-	}
-	if len(cfg.secretHeaders) > 0 {
-		topts = append(topts, httptrace.SecretHeaders(cfg.secretHeaders...))
-	}
-	if cfg.heldAfter != nil {
-		topts = append(topts, httptrace.UnclosedBodyWarning(*cfg.heldAfter))
-	}
-	if cfg.captureStacks {
-		topts = append(topts, httptrace.CaptureStacks())
-	}
+	// The pool's own observer first: it has counted a request's event
+	// before the caller's observers see it.
+	topts := append([]httptrace.Option{httptrace.WithObserver(observer{p})}, cfg.trace...)
 	traced, err := httptrace.NewTransport(tr, topts...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pool: %w", err)
 	}
+	p.stacks = hook.Settings(traced).Stacks
 	hook.EnableDialerHooks(traced)
 	p.traced = traced
 	p.rt = &roundTripper{p: p}

@@ -333,7 +333,7 @@ func init() {
 	hook.LastAttempt = func(p any, id uint64) (hook.ConnAttempt, bool) { return p.(*Pool).lastAttempt(id) }
 	hook.Bounds = func(p any) hook.PoolBounds {
 		cfg := p.(*Pool).cfg
-		b := hook.PoolBounds{BodyIdle: cfg.bodyIdle}
+		b := hook.PoolBounds{BodyIdle: hook.Settings(p.(*Pool).traced).BodyIdle}
 		if d := cfg.connectTimeout; d != nil {
 			b.Connect, b.ConnectSet = *d, true
 		}

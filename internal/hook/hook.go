@@ -124,3 +124,24 @@ type PoolBounds struct {
 // Bounds, set by package pool, returns the bounds the pool p (a
 // *pool.Pool) adds to its transport's own.
 var Bounds func(p any) PoolBounds
+
+// TraceSettings are the settings of a tracer that a pool over it reads:
+// they are declared and validated by package httptrace alone.
+type TraceSettings struct {
+	// BodyIdle is its BodyIdleTimeout, 0 if none.
+	BodyIdle time.Duration
+	// Stacks is set with CaptureStacks.
+	Stacks bool
+}
+
+// Settings, set by package httptrace, returns the settings of rt (an
+// *httptrace.Transport).
+var Settings func(rt http.RoundTripper) TraceSettings
+
+// Emit, set by package httptrace, hands ev (an httptrace.Event) to the
+// event observers of rt (an *httptrace.Transport) that want its kind, with
+// tl (an *httptrace.Timeline of rt's) as its timeline, without recording
+// it there: it is an event of the pool's, not of that request's. It is
+// called while an observer of rt is called with tl, so that tl is locked
+// against its own events as every ObserveEvent call's is.
+var Emit func(rt http.RoundTripper, tl, ev any)
