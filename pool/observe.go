@@ -45,6 +45,10 @@ func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 		// After the unlock: a TLS handshake done opens a connection.
 		defer p.deliverOpened()
 	}
+	if p.churnPending.Load() {
+		// After the unlock, as every call of an observer.
+		defer p.warnChurn(tl, ev.At)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Signal on every path: some cases change a count and then return

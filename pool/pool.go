@@ -53,6 +53,11 @@ type Pool struct {
 	// released; hasOpened says it is not empty.
 	opened    []Conn
 	hasOpened atomic.Bool
+	// churnNote is the churn warning (churn.go) readied for the next event
+	// observed, churnPending says so; churnWarned that it was readied once.
+	churnNote    *hook.Churn
+	churnPending atomic.Bool
+	churnWarned  bool
 }
 
 // deliverOpened hands the connections opened to the OnConnOpen hook; the

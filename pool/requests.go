@@ -45,6 +45,7 @@ func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 	p.tally(r.hc, func(n *counters) {
 		n.requests++
 		n.inFlight++
+		n.maxInFlight = max(n.maxInFlight, n.inFlight)
 		n.inFlightBy[r.methodIndex]++
 		n.methodsUsed |= 1 << r.methodIndex
 	})

@@ -158,6 +158,9 @@ func (p *Pool) connClosedLocked(c *connState, now time.Time) bool {
 	by, reason := p.closeReasonLocked(c, prev)
 	c.ClosedBy, c.CloseReason = by, reason
 	p.tally(h, func(n *counters) { n.count(by, reason) })
+	if reason == vocab.ReasonIdlePoolFull {
+		p.churnLocked(c, h, now)
+	}
 	p.rememberLocked(c)
 	return true
 }
