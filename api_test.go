@@ -150,3 +150,25 @@ func exportedNames(t *testing.T, dir string) []string {
 	sort.Strings(names)
 	return names
 }
+
+// TestDocMapCurrent: the module's map in doc.go names every production
+// package (a link to it, or for a side module its directory), the command
+// and the kits.
+func TestDocMapCurrent(t *testing.T) {
+	b, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	text := string(b)
+	for _, dir := range productionPackages(t) {
+		if dir == "." {
+			continue
+		}
+		link := "[github.com/connaudit/connaudit/" + dir + "]"
+		if !inMainModule(filepath.Join(dir, "doc.go")) {
+			link = dir + " ("
+		}
+		require.Contains(t, text, link, "doc.go's map leaves out %s", dir)
+	}
+	for _, other := range []string{"cmd/connaudit", "kits/", "bench (", "compat (", "examples ("} {
+		require.Contains(t, text, other, "doc.go's map leaves out %s", other)
+	}
+}
