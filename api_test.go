@@ -157,7 +157,7 @@ func exportedNames(t *testing.T, dir string) []string {
 func TestDocMapCurrent(t *testing.T) {
 	b, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
-	text := string(b)
+	text := strings.Join(strings.Fields(strings.ReplaceAll(string(b), "\n//", " ")), " ")
 	for _, dir := range productionPackages(t) {
 		if dir == "." {
 			continue
@@ -166,9 +166,9 @@ func TestDocMapCurrent(t *testing.T) {
 		if !inMainModule(filepath.Join(dir, "doc.go")) {
 			link = dir + " ("
 		}
-		require.Contains(t, text, link, "doc.go's map leaves out %s", dir)
+		require.True(t, strings.Contains(text, link), "doc.go's map leaves out %s", dir)
 	}
 	for _, other := range []string{"cmd/connaudit", "kits/", "bench (", "compat (", "examples ("} {
-		require.Contains(t, text, other, "doc.go's map leaves out %s", other)
+		require.True(t, strings.Contains(text, other), "doc.go's map leaves out %s", other)
 	}
 }
