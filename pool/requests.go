@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/attempts"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -149,41 +150,22 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 // longer knows it, on whether the timeline saw its headers written; an
 // attempt whose events the timeline lost (it was full) may have been.
 func (p *Pool) possiblyProcessedLocked(tl *httptrace.Timeline) int {
-	var (
-		possibly, judged int
-		conn             uint64
-		got, wrote       bool // an attempt is open (a GotConn not yet followed by a GetConn); it wrote its headers
-	)
-	for i := range tl.Events {
-		e := &tl.Events[i]
-		if e.Late {
-			continue
-		}
-		switch e.Kind {
-		case vocab.KindGotConn:
-			got, conn, wrote = true, e.Conn, false
-		case vocab.KindWroteHeaders:
-			wrote = true
-		case vocab.KindGetConn:
-			if !got {
-				continue
-			}
-			got = false
-			judged++
-			c := p.knownLocked(conn)
-			if c == nil {
-				// Forgotten (KeepClosed): the timeline alone says
-				// whether the request was written.
-				if wrote {
-					possibly++
-				}
-				continue
-			}
-			// Over HTTP/2 attempt says nothing written: see
-			// Stats.HiddenRetriesPossiblyProcessed.
-			if a := c.attempt(); a.Wrote && !a.ClosedFirst {
+	possibly, judged := 0, 0
+	for conn, wrote := range attempts.Abandoned(tl) {
+		judged++
+		c := p.knownLocked(conn)
+		if c == nil {
+			// Forgotten (KeepClosed): the timeline alone says whether
+			// the request was written.
+			if wrote {
 				possibly++
 			}
+			continue
+		}
+		// Over HTTP/2 attempt says nothing written: see
+		// Stats.HiddenRetriesPossiblyProcessed.
+		if a := c.attempt(); a.Wrote && !a.ClosedFirst {
+			possibly++
 		}
 	}
 	return possibly + max(tl.Retries-judged, 0)
