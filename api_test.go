@@ -126,8 +126,18 @@ func parsePackage(t *testing.T, dir string) (*token.FileSet, []*ast.File) {
 // consts and methods.
 func exportedNames(t *testing.T, dir string) []string {
 	t.Helper()
+	names := docNames(t, dir, false)
+	sort.Strings(names)
+	return names
+}
+
+// docNames returns the exported names go doc lists for the package of dir:
+// its funcs, vars and consts, and each type with its constructors and
+// vars, and with typeConsts the consts listed under a type too.
+func docNames(t *testing.T, dir string, typeConsts bool) []string {
+	t.Helper()
 	fset, files := parsePackage(t, dir)
-	pkg, err := doc.NewFromFiles(fset, files, "example.com/"+dir)
+	pkg, err := doc.NewFromFiles(fset, files, "example.com/"+filepath.ToSlash(dir))
 	require.NoError(t, err)
 	var names []string
 	values := func(vs []*doc.Value) {
@@ -142,12 +152,14 @@ func exportedNames(t *testing.T, dir string) []string {
 	}
 	for _, typ := range pkg.Types {
 		names = append(names, typ.Name)
+		if typeConsts {
+			values(typ.Consts)
+		}
 		values(typ.Vars)
 		for _, f := range typ.Funcs {
 			names = append(names, f.Name)
 		}
 	}
-	sort.Strings(names)
 	return names
 }
 

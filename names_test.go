@@ -3,7 +3,6 @@ package connaudit_test
 import (
 	"crypto/tls"
 	"go/ast"
-	"go/doc"
 	"go/parser"
 	"go/scanner"
 	"go/token"
@@ -168,28 +167,8 @@ func inMainModule(path string) bool {
 // under a type included.
 func declaredNames(t *testing.T, dir string) []string {
 	t.Helper()
-	fset, files := parsePackage(t, dir)
-	pkg, err := doc.NewFromFiles(fset, files, "example.com/"+filepath.ToSlash(dir))
-	require.NoError(t, err)
-	var names []string
-	values := func(vs []*doc.Value) {
-		for _, v := range vs {
-			names = append(names, v.Names...)
-		}
-	}
-	values(pkg.Consts)
-	values(pkg.Vars)
-	for _, f := range pkg.Funcs {
-		names = append(names, f.Name)
-	}
-	for _, typ := range pkg.Types {
-		names = append(names, typ.Name)
-		values(typ.Consts)
-		values(typ.Vars)
-		for _, f := range typ.Funcs {
-			names = append(names, f.Name)
-		}
-	}
+	names := docNames(t, dir, true)
+	fset := token.NewFileSet()
 	// Its tests, which a record may name (bench/RESULTS.md does).
 	tests, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
 	require.NoError(t, err)

@@ -144,20 +144,9 @@ func TestOrphanedDial(t *testing.T) {
 			require.Equal(t, 0, s.InFlight)
 			require.NoError(t, s.Check())
 
-			var bodyB chan string
+			var bodyB <-chan string
 			if tc.bWaits {
-				bodyB = make(chan string, 1)
-				go func() {
-					req, _ := http.NewRequestWithContext(bounded(t), http.MethodGet, srv.URL+"/b", nil)
-					resp, err := p.Client().Do(req)
-					if err != nil {
-						bodyB <- err.Error()
-						return
-					}
-					b, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					bodyB <- string(b)
-				}()
+				bodyB = goGet(p, bounded(t), srv.URL+"/b")
 				waitStats(t, p, "B waiting", func(s pool.Stats) bool { return s.Waiting == 1 })
 			}
 

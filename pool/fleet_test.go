@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -175,26 +176,9 @@ func TestNeverUsedConnectionsHaveAProtocol(t *testing.T) {
 		t.Run([]string{"http", "https", "h2"}[mode], func(t *testing.T) {
 			srv := newServer(t, mode, okHandler)
 			// The second dial waits until the test lets it go on.
-			dialed := make(chan struct{}, 2)
-			proceed := make(chan struct{})
-			var d net.Dialer
-			var n int
-			var mu sync.Mutex
-			base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				mu.Lock()
-				n++
-				second := n == 2
-				mu.Unlock()
-				if second {
-					dialed <- struct{}{}
-					select {
-					case <-proceed:
-					case <-ctx.Done():
-						return nil, ctx.Err()
-					}
-				}
-				return d.DialContext(ctx, network, addr)
-			}, ForceAttemptHTTP2: mode == tlsHTTP2}
+			held := testserver.HoldDial(2)
+			dialed, proceed := held.Dialed, held.Proceed
+			base := &http.Transport{DialContext: held.DialContext, ForceAttemptHTTP2: mode == tlsHTTP2}
 			if mode != plainHTTP {
 				base.TLSClientConfig = srv.trust()
 			}
@@ -303,19 +287,11 @@ func hiddenRetryRead(t *testing.T, keepClosed int) {
 // any request takes it.
 func TestSchemeOfAConnectionDialedForACancelledRequest(t *testing.T) {
 	srv := newServer(t, plainHTTP, okHandler)
-	dialing := make(chan struct{}, 1)
-	proceed := make(chan struct{})
-	var d net.Dialer
-	var once sync.Once
-	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		first := false
-		once.Do(func() { first = true })
-		if first {
-			dialing <- struct{}{}
-			<-proceed // the Transport's own dial context does not end with the request's
-		}
-		return d.DialContext(ctx, network, addr)
-	}}
+	// The Transport's own dial context does not end with the request's:
+	// the held dial waits for proceed.
+	held := testserver.HoldDial(1)
+	dialing, proceed := held.Dialed, held.Proceed
+	base := &http.Transport{DialContext: held.DialContext}
 	p, err := pool.Track(base)
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
@@ -361,17 +337,9 @@ func TestNeverUsedConnectionTheServerSpokeOn(t *testing.T) {
 			}
 		}
 	})
-	dialed := make(chan struct{}, 1)
-	proceed := make(chan struct{})
-	var d net.Dialer
-	var n atomic.Int32
-	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if n.Add(1) == 2 {
-			dialed <- struct{}{}
-			<-proceed
-		}
-		return d.DialContext(ctx, network, addr)
-	}}
+	held := testserver.HoldDial(2)
+	dialed, proceed := held.Dialed, held.Proceed
+	base := &http.Transport{DialContext: held.DialContext}
 	p, err := pool.Track(base, pool.MaxIdleConnsPerHost(2))
 	require.NoError(t, err)
 	t.Cleanup(p.Close)

@@ -98,6 +98,29 @@ func get(t *testing.T, p *pool.Pool, url string) string {
 	return string(b)
 }
 
+// goGet sends a GET through p's client on a goroutine of its own, with
+// ctx, and sends the body it read (or the error's text) on the channel it
+// returns.
+func goGet(p *pool.Pool, ctx context.Context, url string) <-chan string {
+	body := make(chan string, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			body <- err.Error()
+			return
+		}
+		resp, err := p.Client().Do(req)
+		if err != nil {
+			body <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body <- string(b)
+	}()
+	return body
+}
+
 // open sends a GET through p's client and returns the response with its
 // body unread and open.
 func open(t *testing.T, p *pool.Pool, ctx context.Context, url string) *http.Response {
