@@ -125,15 +125,9 @@ func TestOrphanedDial(t *testing.T) {
 
 			// Request A: cancelled while its dial hangs.
 			ctxA, cancelA := context.WithCancel(bounded(t))
-			errA := make(chan error, 1)
-			go func() {
-				req, _ := http.NewRequestWithContext(ctxA, http.MethodGet, srv.URL+"/a", nil)
-				resp, err := p.Client().Do(req)
-				if err == nil {
-					resp.Body.Close()
-				}
-				errA <- err
-			}()
+			reqA, err := http.NewRequestWithContext(ctxA, http.MethodGet, srv.URL+"/a", nil)
+			require.NoError(t, err)
+			errA := goDo(p, reqA)
 			<-started
 			cancelA()
 			require.ErrorIs(t, <-errA, context.Canceled)

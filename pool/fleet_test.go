@@ -177,7 +177,6 @@ func TestNeverUsedConnectionsHaveAProtocol(t *testing.T) {
 			srv := newServer(t, mode, okHandler)
 			// The second dial waits until the test lets it go on.
 			held := testserver.HoldDial(2)
-			dialed, proceed := held.Dialed, held.Proceed
 			base := &http.Transport{DialContext: held.DialContext, ForceAttemptHTTP2: mode == tlsHTTP2}
 			if mode != plainHTTP {
 				base.TLSClientConfig = srv.trust()
@@ -196,21 +195,7 @@ func TestNeverUsedConnectionsHaveAProtocol(t *testing.T) {
 			p, err := pool.Track(base, pool.MaxIdleConnsPerHost(1))
 			require.NoError(t, err)
 			t.Cleanup(p.Close)
-			ctx := bounded(t)
-			first := open(t, p, ctx, srv.URL)
-			done := make(chan string, 1)
-			go func() { done <- get(t, p, srv.URL) }()
-			<-dialed
-			// The first connection goes idle: the waiting request takes
-			// it; the second dial's connection then opens for nothing.
-			io.Copy(io.Discard, first.Body)
-			require.NoError(t, first.Body.Close())
-			require.Equal(t, "ok", <-done)
-			waitStats(t, p, "the first connection idle again", func(s pool.Stats) bool { return s.Idle == 1 && s.InFlight == 0 })
-			close(proceed)
-			waitStats(t, p, "the second connection opened and closed", func(s pool.Stats) bool {
-				return s.Dials == 2 && s.Dialing == 0 && s.Closed == 1
-			})
+			neverUsedDial(t, p, held, srv.URL)
 			quiesce(t, p)
 			var unused int
 			for _, c := range p.Conns() {
@@ -298,14 +283,7 @@ func TestSchemeOfAConnectionDialedForACancelledRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(bounded(t))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	require.NoError(t, err)
-	errc := make(chan error, 1)
-	go func() {
-		resp, err := p.Client().Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
+	errc := goDo(p, req)
 	<-dialing
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
@@ -338,23 +316,11 @@ func TestNeverUsedConnectionTheServerSpokeOn(t *testing.T) {
 		}
 	})
 	held := testserver.HoldDial(2)
-	dialed, proceed := held.Dialed, held.Proceed
 	base := &http.Transport{DialContext: held.DialContext}
 	p, err := pool.Track(base, pool.MaxIdleConnsPerHost(2))
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
-	first := open(t, p, bounded(t), srv.URL)
-	done := make(chan string, 1)
-	go func() { done <- get(t, p, srv.URL) }()
-	<-dialed
-	io.Copy(io.Discard, first.Body)
-	require.NoError(t, first.Body.Close())
-	require.Equal(t, "ok", <-done)
-	waitStats(t, p, "the first connection idle again", func(s pool.Stats) bool { return s.Idle == 1 && s.InFlight == 0 })
-	close(proceed)
-	waitStats(t, p, "the second connection opened and closed", func(s pool.Stats) bool {
-		return s.Dials == 2 && s.Dialing == 0 && s.Closed == 1
-	})
+	neverUsedDial(t, p, held, srv.URL)
 	for _, c := range p.Conns() {
 		if c.Requests == 0 {
 			require.Equal(t, pool.CloseReason("protocol-error"), c.CloseReason, "%+v", c)
