@@ -10,10 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,7 +62,9 @@ func TestSettingNamesExist(t *testing.T) {
 		}
 	}
 	// net/http/httptrace's names, which texts qualify as httptrace too.
-	for _, n := range declaredNames(t, filepath.Join(runtime.GOROOT(), "src", "net", "http", "httptrace")) {
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	require.NoError(t, err, "go env GOROOT")
+	for _, n := range declaredNames(t, filepath.Join(strings.TrimSpace(string(goroot)), "src", "net", "http", "httptrace")) {
 		declared["httptrace"][n] = true
 	}
 	for _, v := range []any{http.Transport{}, net.Dialer{}, tls.Config{}, retry.Policy{}, retry.Backoff{}} {
@@ -72,7 +74,7 @@ func TestSettingNamesExist(t *testing.T) {
 	}
 
 	checked := 0
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
