@@ -277,7 +277,10 @@ func TestSchemeOfAConnectionDialedForACancelledRequest(t *testing.T) {
 	held := testserver.HoldDial(1)
 	dialing, proceed := held.Dialed, held.Proceed
 	base := &http.Transport{DialContext: held.DialContext}
-	p, err := pool.Track(base)
+	// One connection per host: the request after the cancelled one waits
+	// for that connection rather than racing the Transport's putting it
+	// idle with a dial of its own.
+	p, err := pool.Track(base, pool.MaxConnsPerHost(1))
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	ctx, cancel := context.WithCancel(bounded(t))
