@@ -98,9 +98,11 @@ func ResponseHeaderTimeout(d time.Duration) Option {
 }
 
 // BodyIdleTimeout bounds the time the response body may make no progress:
-// the pool's tracer's [httptrace.BodyIdleTimeout], which says what it
-// does. No http.Transport field bounds this stage. Zero (the default)
-// means no bound.
+// a per-request watchdog that cancels the request when no byte arrives for
+// d, not a read deadline on the connection and not a total deadline. It is
+// the pool's tracer's [httptrace.BodyIdleTimeout], passed through. No
+// http.Transport field bounds this stage. Zero (the default) means no
+// bound.
 func BodyIdleTimeout(d time.Duration) Option { return tracer(httptrace.BodyIdleTimeout(d)) }
 
 // IdleConnTimeout is how long an idle connection is kept before the
