@@ -78,7 +78,7 @@ func TestConventionAttributes(t *testing.T) {
 		defer close(done)
 		do(t, ctx, p, srv.URL()+"/ok", -1)
 	}()
-	<-dialed
+	testserver.Await(t, dialed, "the second dial")
 	_, err = io.Copy(io.Discard, held.Body)
 	require.NoError(t, err)
 	require.NoError(t, held.Body.Close())

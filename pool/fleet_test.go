@@ -287,7 +287,7 @@ func TestSchemeOfAConnectionDialedForACancelledRequest(t *testing.T) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	require.NoError(t, err)
 	errc := goDo(p, req)
-	<-dialing
+	testserver.Await(t, dialing, "the held dial")
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
 	waitStats(t, p, "the cancelled request forgotten", func(s pool.Stats) bool { return s.InFlight == 0 })

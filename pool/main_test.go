@@ -145,7 +145,7 @@ func neverUsedDial(t *testing.T, p *pool.Pool, held *testserver.HeldDial, url st
 	t.Helper()
 	first := open(t, p, bounded(t), url)
 	done := goGet(p, bounded(t), url)
-	<-held.Dialed
+	testserver.Await(t, held.Dialed, "the second request's dial")
 	io.Copy(io.Discard, first.Body)
 	require.NoError(t, first.Body.Close())
 	require.Equal(t, "ok", <-done)
