@@ -88,6 +88,21 @@ func (o *outputs) buf(name string) *bytes.Buffer {
 	return o.text[name]
 }
 
+// addReport adds the audit report rep in each of its forms: text, JSON,
+// JUnit.
+func (o *outputs) addReport(t *testing.T, rep *audit.Report) {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteText(&b, true))
+	o.add("audit text", b.String())
+	b.Reset()
+	require.NoError(t, rep.WriteJSON(&b))
+	o.add("audit json", b.String())
+	b.Reset()
+	require.NoError(t, rep.WriteJUnit(&b))
+	o.add("audit junit", b.String())
+}
+
 // add appends s to the output name.
 func (o *outputs) add(name, s string) {
 	b := o.buf(name)
@@ -134,7 +149,7 @@ var secretsExpvarSeq atomic.Int64
 // secrets in every output: the slog observer (text and JSON handlers),
 // JSON Lines, the waterfall, Timeline.MarshalJSON, the timelines' recorded
 // headers, the pool's debug handler (JSON and text) and expvar snapshot,
-// pool.Check's errors while a body is open, the audit reports (text, JSON,
+// Pool.Check's errors while a body is open, the audit reports (text, JSON,
 // JUnit) of results holding those timelines, the probe's reports (text and
 // JSON with timelines) and the redacted error messages of each failure. It
 // also checks that the non-secret parts (host, path, the query key, the
@@ -266,15 +281,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 			Expected: audit.Expect{Class: vocab.ClassOK}, Observed: obs, Mismatches: []string{"class: " + string(tl.Outcome.Class) + ": " + obs.Error}})
 		rep.Failed++
 	}
+	out.addReport(t, &rep)
 	var b bytes.Buffer
-	require.NoError(t, rep.WriteText(&b, true))
-	out.add("audit text", b.String())
-	b.Reset()
-	require.NoError(t, rep.WriteJSON(&b))
-	out.add("audit json", b.String())
-	b.Reset()
-	require.NoError(t, rep.WriteJUnit(&b))
-	out.add("audit junit", b.String())
 
 	// The probe, against the server that answers and the refused port.
 	for _, tg := range []target{{"ok", okHost, false}, {"refused", refusedHost, true}} {
@@ -423,15 +431,8 @@ func TestSecretsEchoedEscaped(t *testing.T) {
 	rec := httptest.NewRecorder()
 	p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/connpool?format=text", nil))
 	out.add("pool handler text", rec.Body.String())
+	out.addReport(t, &rep)
 	var b bytes.Buffer
-	require.NoError(t, rep.WriteText(&b, true))
-	out.add("audit text", b.String())
-	b.Reset()
-	require.NoError(t, rep.WriteJSON(&b))
-	out.add("audit json", b.String())
-	b.Reset()
-	require.NoError(t, rep.WriteJUnit(&b))
-	out.add("audit junit", b.String())
 	for name, host := range hosts {
 		prep, err := probe.Run(ctx, build(host), probe.Requests(2), probe.KeepTimelines())
 		var unusable *probe.UnusableError

@@ -325,7 +325,7 @@ func retryScenarios() []Scenario {
 				p.AttemptTimeout, p.TotalTimeout, p.Delay = slowAttempt, 4*slowAttempt, slowDelay
 			}), subject: "503"},
 		{Name: "retry/body-read-interval", Contract: "A10", Proto: HTTP1, Fault: "sends half the body, stalls",
-			Bound: "body read interval (pool.BodyIdleTimeout) 250ms < attempt limit 3s", Wait: readInterval, Expect: bodyStalled,
+			Bound: "body read interval (" + nameBodyIdleTimeout + ") 250ms < attempt limit 3s", Wait: readInterval, Expect: bodyStalled,
 			Bounds: []pool.Option{pool.BodyIdleTimeout(readInterval)},
 			setup:  handle(faultserver.StallMidBody{Length: midBodyLength, Send: midBodySend}), drive: get,
 			policy: base, subject: "the body read timeout"},

@@ -216,7 +216,7 @@ func (sub subject) tie(s Scenario) string {
 		name, own = "ResponseHeaderTimeout", sub.rht
 	case s.Expect.Stage == httptrace.StageBody &&
 		(s.Expect.Class == httptrace.ClassBodyIdleTimeout || s.Expect.Class == httptrace.ClassDeadline):
-		name, own = "pool.BodyIdleTimeout", sub.bodyIdle
+		name, own = nameBodyIdleTimeout, sub.bodyIdle
 	}
 	if own <= 0 || own < limit-limit/10 || own > limit+limit/10 {
 		return ""

@@ -16,7 +16,7 @@ func (sub subject) stageFix(stage httptrace.Stage) string {
 	case httptrace.StageDNS, httptrace.StageConnect:
 		if sub.ownDial {
 			return "the transport's own DialContext did not end the dial: give its net.Dialer a Timeout " +
-				"within the audit's guard deadline (or raise audit.GuardDeadline above it)"
+				"within the audit's guard deadline (or raise " + nameGuardDeadline + " above it)"
 		}
 		return "a net.Dialer's Timeout bounds DNS and connect: set DialContext to the DialContext " +
 			"of a net.Dialer with a Timeout"
@@ -26,7 +26,7 @@ func (sub subject) stageFix(stage httptrace.Stage) string {
 		return "set ResponseHeaderTimeout: it bounds the wait for the response headers"
 	case httptrace.StageBody:
 		return "no http.Transport field bounds a stalled body: pass connaudit's body-idle watchdog, " +
-			"pool.BodyIdleTimeout(d), to audit.WithTransport after the factory (in service, to pool.Track)"
+			nameBodyIdleTimeout + "(d), to " + nameWithTransport + " after the factory (in service, to " + nameTrack + ")"
 	case httptrace.StagePoolWait:
 		return "no http.Transport field bounds a wait for a connection: give the request a context " +
 			"deadline; MaxConnsPerHost caps the connections it waits for"
@@ -46,7 +46,7 @@ func classSetting(c httptrace.Class) string {
 	case httptrace.ClassConnectTimeout:
 		return "net.Dialer.Timeout"
 	case httptrace.ClassBodyIdleTimeout:
-		return "pool.BodyIdleTimeout"
+		return nameBodyIdleTimeout
 	}
 	return ""
 }
@@ -102,8 +102,8 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 	e := s.Expect
 	switch {
 	case beyond != nil:
-		fs.add(fmt.Sprintf("audit.GuardDeadline(%v) waits for the client's %v bound on stage %s to fire; or keep "+
-			"that bound within the guard deadline (%v)", beyond.d, beyond.d, o.UnboundedStage, deadline))
+		fs.add(fmt.Sprintf("%s(%v) waits for the client's %v bound on stage %s to fire; or keep "+
+			"that bound within the guard deadline (%v)", nameGuardDeadline, beyond.d, beyond.d, o.UnboundedStage, deadline))
 	case o.Unbounded:
 		_, own := sub.stageBound(o.UnboundedStage)
 		multi := s.Contract != "" && o.ClientAttempts > 1
@@ -124,7 +124,7 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 		}
 		setting := "ResponseHeaderTimeout"
 		if e.Stage == httptrace.StageBody {
-			setting = "pool.BodyIdleTimeout"
+			setting = nameBodyIdleTimeout
 		}
 		fs.add(fmt.Sprintf("set %s well apart from the retry layer's attempt limit: %s", setting, side))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
@@ -201,7 +201,7 @@ var contractFix = map[string]string{
 	"A7":  "the header wait's timeout (the transport's ResponseHeaderTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
 	"A8":  "count the delays in the total budget: end the call with a deadline error when it runs out during a delay",
 	"A9":  "restart the attempt limit on each retry: it bounds one attempt, not all of them",
-	"A10": "the body read interval's timeout (pool.BodyIdleTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
+	"A10": "the body read interval's timeout (" + nameBodyIdleTimeout + ") is final: do not retry it, and hand the caller its error, not an attempt timeout",
 	"W1":  "replay a POST once when the policy allows it, with its body (GetBody)",
 	"W2":  "keep the Idempotency-Key across attempts, so that the server commits once",
 	"W3":  "a new Idempotency-Key per attempt defeats it: generate the key once per call",

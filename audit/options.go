@@ -22,7 +22,7 @@ type Runner struct {
 	recovery      time.Duration
 	progress      func(Result)
 	retryName     string
-	retryRow      string // RetryDefaults or RetryConfigured
+	retryRow      string // retryDefaults or retryConfigured
 	retryLayer    func(retry.Policy) (RetryFunc, error)
 }
 
@@ -208,13 +208,14 @@ func GuardDeadline(d time.Duration) Option {
 	})
 }
 
-// The rows a retry layer is audited in ([RetryAtDefaults]).
+// The rows a retry layer is audited in ([Report.RetryRow]).
 const (
-	// RetryConfigured: the layer is set for each contract from its
+	// retryConfigured: the layer is set for each contract from its
 	// retry.Policy, with its own options (WithRetry's configure).
-	RetryConfigured = "configured"
-	// RetryDefaults: the layer is used as it comes, whatever the policy.
-	RetryDefaults = "defaults"
+	retryConfigured = "configured"
+	// retryDefaults: the layer is used as it comes, whatever the policy
+	// (RetryAtDefaults).
+	retryDefaults = "defaults"
 )
 
 // RetryAtDefaults says that the retry layer under audit ([WithRetry],
@@ -227,7 +228,7 @@ const (
 // configured, read as compat's table reads.
 func RetryAtDefaults() Option {
 	return optionFunc(func(r *Runner) error {
-		r.retryRow = RetryDefaults
+		r.retryRow = retryDefaults
 		return nil
 	})
 }

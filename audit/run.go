@@ -94,7 +94,7 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 func (r *Runner) NewReport() Report {
 	row := r.retryRow
 	if row == "" && r.retryLayer != nil {
-		row = RetryConfigured
+		row = retryConfigured
 	}
 	return Report{Transport: r.transportName, Protocols: r.meantText(), GoVersion: runtime.Version(), retryName: r.retryName,
 		retryRow: row}
@@ -107,7 +107,7 @@ func (r *Runner) NewReport() Report {
 func (r *Runner) Findings(scenarios []Scenario) []string {
 	sub, err := r.subject()
 	if err != nil {
-		return []string{err.Error() + "; fix: return a transport from the factory given to audit.WithTransport"}
+		return []string{err.Error() + "; fix: return a transport from the factory given to " + nameWithTransport}
 	}
 	return r.findings(sub, scenarios)
 }
@@ -179,7 +179,7 @@ func (r *Runner) findings(sub subject, scenarios []Scenario) []string {
 // skipFor says why s is not run for sub, and how to make it run, or "".
 func (r *Runner) skipFor(s Scenario, sub subject) (skip, fix string) {
 	if !r.isMeant(s.Proto) {
-		return fmt.Sprintf("%s is not meant (audit.Protocols: %s)", protoName(s.Proto), r.meantText()), ""
+		return fmt.Sprintf("%s is not meant (%s: %s)", protoName(s.Proto), nameProtocols, r.meantText()), ""
 	}
 	ok, why, fix := sub.speaks(s.Proto)
 	if ok {
@@ -193,7 +193,7 @@ func (r *Runner) skipFor(s Scenario, sub subject) (skip, fix string) {
 		other = "HTTP/1"
 	}
 	return fmt.Sprintf("the transport does not speak %s: %s", protoName(s.Proto), why),
-		fmt.Sprintf("%s to audit %s; or declare audit.Protocols with %s only", fix, protoName(s.Proto), other)
+		fmt.Sprintf("%s to audit %s; or declare %s with %s only", fix, protoName(s.Proto), nameProtocols, other)
 }
 
 // RunOne runs one scenario, with a fault server and a pool of its own, and
@@ -235,7 +235,7 @@ func (r *Runner) runOne(ctx context.Context, s Scenario, label string) (res Resu
 		}
 	}()
 	e, closeAll := r.setUp(s, &res, &sub, label)
-	sub.retryDefaults = r.retryRow == RetryDefaults
+	sub.retryDefaults = r.retryRow == retryDefaults
 	if e == nil {
 		return res
 	}

@@ -75,7 +75,7 @@ func (s *subject) learn(p *pool.Pool) {
 	b := hook.Bounds(p)
 	s.bodyIdle = b.BodyIdle
 	if b.ConnectSet {
-		s.dial = bound{name: "pool.ConnectTimeout", d: b.Connect, known: true}
+		s.dial = bound{name: nameConnectTimeout, d: b.Connect, known: true}
 	}
 }
 
@@ -213,7 +213,7 @@ func (sub subject) bounds(stage httptrace.Stage) bound {
 	case httptrace.StageAwaitHeaders:
 		return bound{name: "ResponseHeaderTimeout", d: sub.rht, known: true}
 	case httptrace.StageBody:
-		return bound{name: "pool.BodyIdleTimeout", d: sub.bodyIdle, known: true}
+		return bound{name: nameBodyIdleTimeout, d: sub.bodyIdle, known: true}
 	}
 	// No http.Transport field bounds waiting for a connection or writing
 	// the request.

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -123,33 +124,19 @@ func goAwayServer(t *testing.T) (string, *x509.CertPool) {
 		if tc.Handshake() != nil {
 			return
 		}
-		if _, err := io.ReadFull(tc, make([]byte, len(http2.ClientPreface))); err != nil {
-			return
-		}
-		fr := http2.NewFramer(tc, tc)
-		if fr.WriteSettings() != nil {
-			return
-		}
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
+		testserver.ServeH2(tc, func(fr *http2.Framer, f http2.Frame) bool {
+			h, ok := f.(*http2.MetaHeadersFrame)
+			if !ok {
+				return true
 			}
-			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					fr.WriteSettingsAck()
-				}
-			case *http2.HeadersFrame:
-				fr.WriteGoAway(f.StreamID, http2.ErrCodeEnhanceYourCalm, []byte("calm down"))
-				// Half-close so the client reads GOAWAY then EOF (a close
-				// with unread input would reset), then wait for its close.
-				tc.CloseWrite()
-				c.(*net.TCPConn).CloseWrite()
-				io.Copy(io.Discard, tc)
-				return
-			}
-		}
+			fr.WriteGoAway(h.StreamID, http2.ErrCodeEnhanceYourCalm, []byte("calm down"))
+			// Half-close so the client reads GOAWAY then EOF (a close
+			// with unread input would reset), then wait for its close.
+			tc.CloseWrite()
+			c.(*net.TCPConn).CloseWrite()
+			io.Copy(io.Discard, tc)
+			return false
+		})
 	})
 	return ln.Addr().String(), pool
 }

@@ -30,8 +30,13 @@ import (
 //	done               the request ended; the timeline's [Outcome] is final
 //	body-held          the body is still open past [UnclosedBodyWarning]; N is its age in ns
 //	body-collected     the body was garbage collected without Close
+//	idle-pool-churn    a pool closes connections for a full idle pool at a high rate; Addr is the
+//	                   host, N the closes counted, Err says what was seen and what to raise
 //
-// The last two reach an [EventObserver] only (the timeline is not finished).
+// The last three reach an [EventObserver] only: the first two while the
+// timeline is not finished, the last, a pool's warning, on the timeline of
+// the request the pool was serving when it noticed, without being one of
+// that timeline's events.
 // Compare with the constants: ev.Kind == httptrace.KindGotConn.
 type Kind = vocab.Kind
 
@@ -57,6 +62,7 @@ const (
 	KindDone            Kind = vocab.KindDone            // the request ended; the timeline's outcome is final
 	KindBodyHeld        Kind = vocab.KindBodyHeld        // the body is still open past the warning threshold; N is its age in ns
 	KindBodyCollected   Kind = vocab.KindBodyCollected   // the body was garbage collected without Close
+	KindIdlePoolChurn   Kind = vocab.KindIdlePoolChurn   // a pool closes connections for a full idle pool at a high rate
 )
 
 // Event is one thing that happened to a request.

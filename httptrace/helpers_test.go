@@ -74,7 +74,7 @@ func trust(s *httptest.Server) *tls.Config {
 }
 
 // dialCounter counts the connections a base transport dials and gives each
-// an id the recorder can read ([httptrace.ConnIdentifier]).
+// an id the recorder can read (a ConnID method, as a pool's connections have).
 type dialCounter struct {
 	d     net.Dialer
 	dials atomic.Int64

@@ -21,29 +21,43 @@ type optionFunc func(*Transport) error
 
 func (f optionFunc) apply(t *Transport) error { return f(t) }
 
-// WithObserver sets the observer of finished timelines. An observer that is
-// also an [EventObserver] receives every event as it is recorded. Several
-// observers combine with [Multi]. A nil observer (or a nil pointer in one)
+// WithObserver adds o to the observers of finished timelines: each
+// WithObserver adds one, and they are called in the order given, as
+// [Multi] calls them. An observer that is also an [EventObserver] receives
+// every event as it is recorded. A nil observer (or a nil pointer in one)
 // is an error.
 func WithObserver(o Observer) Option {
 	return optionFunc(func(t *Transport) error {
 		if isnil.Value(o) {
-			return errors.New("httptrace: nil observer")
+			return errors.New("httptrace: WithObserver: nil observer")
 		}
-		t.obs = o
-		t.events, _ = o.(EventObserver)
-		if m, ok := o.(multi); ok && len(m.events) == 1 {
-			// Events go straight to the one observer that wants them:
-			// each would otherwise pay a call to the combination's loop.
-			// (With none, the combination wants no kind of event.)
-			t.events = m.events[0]
-		}
-		t.kinds = 0
-		if t.events != nil {
-			t.kinds = eventKinds(t.events)
-		}
+		t.observers = append(t.observers, o)
 		return nil
 	})
+}
+
+// setObservers sets t's observer and event observer from the observers
+// the options added.
+func (t *Transport) setObservers() {
+	t.obs, t.events, t.kinds = nil, nil, 0
+	switch len(t.observers) {
+	case 0:
+		return
+	case 1:
+		t.obs = t.observers[0]
+	default:
+		t.obs = Multi(t.observers...)
+	}
+	t.events, _ = t.obs.(EventObserver)
+	if m, ok := t.obs.(multi); ok && len(m.events) == 1 {
+		// Events go straight to the one observer that wants them:
+		// each would otherwise pay a call to the combination's loop.
+		// (With none, the combination wants no kind of event.)
+		t.events = m.events[0]
+	}
+	if t.events != nil {
+		t.kinds = eventKinds(t.events)
+	}
 }
 
 // BodyIdleTimeout bounds the time the response body may make no progress:
@@ -58,7 +72,7 @@ func WithObserver(o Observer) Option {
 func BodyIdleTimeout(d time.Duration) Option {
 	return optionFunc(func(t *Transport) error {
 		if d < 0 {
-			return fmt.Errorf("httptrace: body idle timeout %v is negative", d)
+			return fmt.Errorf("httptrace: BodyIdleTimeout %v is negative", d)
 		}
 		t.bodyIdle = d
 		return nil
@@ -91,7 +105,7 @@ func SecretHeaders(names ...string) Option {
 func addHeaderNames(to *[]string, names []string) error {
 	for _, n := range names {
 		if n == "" {
-			return errors.New("httptrace: empty header name")
+			return errors.New("httptrace: empty header name (Headers, SecretHeaders)")
 		}
 		*to = append(*to, textproto.CanonicalMIMEHeaderKey(n))
 	}
@@ -124,7 +138,7 @@ func CaptureStacks() Option {
 func UnclosedBodyWarning(d time.Duration) Option {
 	return optionFunc(func(t *Transport) error {
 		if d < 0 {
-			return fmt.Errorf("httptrace: unclosed body warning %v is negative", d)
+			return fmt.Errorf("httptrace: UnclosedBodyWarning %v is negative", d)
 		}
 		t.heldAfter = d
 		return nil
@@ -135,4 +149,14 @@ func init() {
 	// A pool's dialer calls DialTrace itself (see internal/hook): the
 	// requests' own traces then carry no DNS or connect hooks.
 	hook.EnableDialerHooks = func(rt http.RoundTripper) { rt.(*Transport).dialHooks = true }
+	hook.Settings = func(rt http.RoundTripper) hook.TraceSettings {
+		t := rt.(*Transport)
+		return hook.TraceSettings{BodyIdle: t.bodyIdle, Stacks: t.stacks}
+	}
+	hook.Emit = func(rt http.RoundTripper, tl, ev any) {
+		t, e := rt.(*Transport), ev.(Event)
+		if t.kinds.Has(e.Kind) {
+			t.events.ObserveEvent(tl.(*Timeline), e)
+		}
+	}
 }

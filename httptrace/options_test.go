@@ -27,15 +27,33 @@ func TestOptionsRejectNonsense(t *testing.T) {
 		"negative idle timeout": {httptrace.BodyIdleTimeout(-1)},
 		"empty header name":     {httptrace.Headers("X-Ok", "")},
 		"negative warning":      {httptrace.UnclosedBodyWarning(-1)},
+		"nil option":            {nil},
 	} {
 		_, err := httptrace.NewTransport(base, opts...)
-		assert.Error(t, err, name)
+		if assert.Error(t, err, name) {
+			assert.True(t, strings.HasPrefix(err.Error(), "httptrace: "), "%s: %v", name, err)
+		}
 	}
 	_, err := httptrace.NewTransport(nil)
 	assert.Error(t, err, "nil base")
 	tr, err := httptrace.NewTransport(base)
 	require.NoError(t, err)
 	assert.Same(t, base, tr.Base())
+}
+
+// TestObserversAdd: each WithObserver adds an observer; each sees every
+// timeline once, in the order given.
+func TestObserversAdd(t *testing.T) {
+	srv := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	var seen []string
+	obs := func(name string) httptrace.Observer {
+		return httptrace.ObserverFunc(func(*httptrace.Timeline) { seen = append(seen, name) })
+	}
+	tr, err := httptrace.NewTransport(newBase(t, nil), httptrace.WithObserver(obs("a")), httptrace.WithObserver(obs("b")))
+	require.NoError(t, err)
+	fetch(t, tr, srv.URL)
+	fetch(t, tr, srv.URL)
+	require.Equal(t, []string{"a", "b", "a", "b"}, seen)
 }
 
 // TestAttemptNumber: a retry policy's attempt number reaches the timeline.

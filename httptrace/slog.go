@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -26,8 +27,16 @@ import (
 // Close"), with the keys id, method, url, conn, open_for, body_bytes and,
 // with [CaptureStacks], opened_at: where the request was made. Each
 // warning is logged once per place: per call site with CaptureStacks, per
-// method and host without; a leak in a loop does not flood the log. A nil
-// logger is an error.
+// method and host without; a leak in a loop does not flood the log.
+//
+// Over a pool (package pool's WithObserver), it logs the pool's warning
+// that it closes connections to a host for a full idle pool at a high
+// rate ("idle-pool-churn": "connections closed for a full idle pool:
+// raise MaxIdleConnsPerHost"), once, with the keys host, closes,
+// requests (the closes came within that many requests to the host),
+// per_second, setting (MaxIdleConnsPerHost, or MaxIdleConns), limit (its
+// value), in_flight (the most requests in flight at once, each needing a
+// connection) and fix. A nil logger is an error.
 func NewSlogObserver(logger *slog.Logger, level, errorLevel slog.Level) (EventObserver, error) {
 	if logger == nil {
 		return nil, errors.New("httptrace: NewSlogObserver: nil logger")
@@ -64,15 +73,20 @@ func (s *slogObserver) firstWarning(kind Kind, place string) bool {
 }
 
 // slogKinds are the kinds of events a slogObserver logs.
-var slogKinds = vocab.Of(vocab.KindBodyHeld, vocab.KindBodyCollected)
+var slogKinds = vocab.Of(vocab.KindBodyHeld, vocab.KindBodyCollected, vocab.KindIdlePoolChurn)
 
 // EventKinds implements hook.Filter: the tracer calls ObserveEvent for the
 // warnings alone.
 func (s *slogObserver) EventKinds() vocab.KindSet { return slogKinds }
 
-// ObserveEvent logs the warning of a body left open or collected unclosed.
+// ObserveEvent logs the warning of a body left open or collected
+// unclosed, and a pool's warning of churn.
 func (s *slogObserver) ObserveEvent(tl *Timeline, ev Event) {
 	if tl == nil {
+		return
+	}
+	if ev.Kind == vocab.KindIdlePoolChurn {
+		s.churn(ev)
 		return
 	}
 	var msg string
@@ -119,6 +133,26 @@ func (s *slogObserver) ObserveEvent(tl *Timeline, ev Event) {
 		attrs = append(attrs, slog.String("opened_at", stack))
 	}
 	s.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
+}
+
+// churn logs a pool's warning of connections closed for a full idle pool
+// at a high rate, once per host.
+func (s *slogObserver) churn(ev Event) {
+	var w *hook.Churn
+	ctx := context.Background()
+	if !errors.As(ev.Err, &w) || !s.logger.Enabled(ctx, slog.LevelWarn) || !s.firstWarning(ev.Kind, w.Host) {
+		return
+	}
+	s.logger.LogAttrs(ctx, slog.LevelWarn, "connections closed for a full idle pool: raise "+w.Setting,
+		slog.String("host", w.Host),
+		slog.Int("closes", w.Closes),
+		slog.Int("requests", w.Requests),
+		slog.Float64("per_second", w.PerSecond()),
+		slog.String("setting", w.Setting),
+		slog.Int("limit", w.Limit),
+		slog.Int("in_flight", w.InFlight),
+		slog.String("fix", w.Fix),
+	)
 }
 
 // Observe logs tl.

@@ -27,16 +27,10 @@ func Trace(rt http.RoundTripper, req *http.Request, opts ...Option) (*Timeline, 
 		defer tr.CloseIdleConnections()
 		rt = tr
 	}
-	t, err := NewTransport(rt, opts...)
-	if err != nil {
-		return nil, err
-	}
 	var tl *Timeline
-	var keep Observer = ObserverFunc(func(done *Timeline) { tl = done.Clone() })
-	if t.obs != nil {
-		keep = Multi(keep, t.obs)
-	}
-	if err := WithObserver(keep).apply(t); err != nil {
+	keep := ObserverFunc(func(done *Timeline) { tl = done.Clone() })
+	t, err := NewTransport(rt, append([]Option{WithObserver(keep)}, opts...)...)
+	if err != nil {
 		return nil, err
 	}
 	resp, err := t.RoundTrip(req)

@@ -21,7 +21,8 @@ import (
 // concurrent use. Build it with [NewTransport].
 type Transport struct {
 	base      http.RoundTripper
-	obs       Observer
+	observers []Observer // as the options added them
+	obs       Observer   // all of observers
 	events    EventObserver
 	kinds     vocab.KindSet // the kinds events wants
 	dialHooks bool
@@ -57,10 +58,14 @@ func NewTransport(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		t.max1xx = ht.MaxResponseHeaderBytes
 	}
 	for _, o := range opts {
+		if isnil.Value(o) {
+			return nil, errors.New("httptrace: nil option")
+		}
 		if err := o.apply(t); err != nil {
 			return nil, err
 		}
 	}
+	t.setObservers()
 	return t, nil
 }
 

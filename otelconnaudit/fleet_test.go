@@ -1,14 +1,13 @@
 package otelconnaudit_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/otelconnaudit"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
@@ -40,28 +39,9 @@ func TestConventionAttributes(t *testing.T) {
 	require.NoError(t, err)
 	// The second dial waits until the test lets it go on, so that its
 	// connection opens once the request it was dialed for took another.
-	dialed := make(chan struct{}, 1)
-	proceed := make(chan struct{})
-	var (
-		d  net.Dialer
-		mu sync.Mutex
-		n  int
-	)
-	base := &http.Transport{TLSClientConfig: srv.ClientTLSConfig(), DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		mu.Lock()
-		n++
-		second := n == 2
-		mu.Unlock()
-		if second {
-			dialed <- struct{}{}
-			select {
-			case <-proceed:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		return d.DialContext(ctx, network, addr)
-	}}
+	hold := testserver.HoldDial(2)
+	dialed, proceed := hold.Dialed, hold.Proceed
+	base := &http.Transport{TLSClientConfig: srv.ClientTLSConfig(), DialContext: hold.DialContext}
 	closed := make(chan pool.Conn, 8)
 	p, err := pool.Track(base, pool.Protocols(http1()), pool.MaxIdleConnsPerHost(1), pool.WithObserver(o),
 		pool.OnConnOpen(func(c pool.Conn) { o.ConnOpened(c); s.opened <- c }),
@@ -98,7 +78,7 @@ func TestConventionAttributes(t *testing.T) {
 		defer close(done)
 		do(t, ctx, p, srv.URL()+"/ok", -1)
 	}()
-	<-dialed
+	testserver.Await(t, dialed, "the second dial")
 	_, err = io.Copy(io.Discard, held.Body)
 	require.NoError(t, err)
 	require.NoError(t, held.Body.Close())

@@ -125,15 +125,9 @@ func TestOrphanedDial(t *testing.T) {
 
 			// Request A: cancelled while its dial hangs.
 			ctxA, cancelA := context.WithCancel(bounded(t))
-			errA := make(chan error, 1)
-			go func() {
-				req, _ := http.NewRequestWithContext(ctxA, http.MethodGet, srv.URL+"/a", nil)
-				resp, err := p.Client().Do(req)
-				if err == nil {
-					resp.Body.Close()
-				}
-				errA <- err
-			}()
+			reqA, err := http.NewRequestWithContext(ctxA, http.MethodGet, srv.URL+"/a", nil)
+			require.NoError(t, err)
+			errA := goDo(p, reqA)
 			<-started
 			cancelA()
 			require.ErrorIs(t, <-errA, context.Canceled)
@@ -144,20 +138,9 @@ func TestOrphanedDial(t *testing.T) {
 			require.Equal(t, 0, s.InFlight)
 			require.NoError(t, s.Check())
 
-			var bodyB chan string
+			var bodyB <-chan string
 			if tc.bWaits {
-				bodyB = make(chan string, 1)
-				go func() {
-					req, _ := http.NewRequestWithContext(bounded(t), http.MethodGet, srv.URL+"/b", nil)
-					resp, err := p.Client().Do(req)
-					if err != nil {
-						bodyB <- err.Error()
-						return
-					}
-					b, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					bodyB <- string(b)
-				}()
+				bodyB = goGet(p, bounded(t), srv.URL+"/b")
 				waitStats(t, p, "B waiting", func(s pool.Stats) bool { return s.Waiting == 1 })
 			}
 

@@ -31,6 +31,23 @@
 // [Pool.Handler] serves the pool's [Snapshot] on a debug route;
 // [Pool.Publish] publishes it through expvar.
 //
+// # The churn trap
+//
+// An idle pool smaller than the requests a host gets at once closes
+// connections as their requests end (close reason "idle-pool-full") and
+// dials again for the next ones: New keeps http.DefaultTransport's 2 idle
+// connections per host, which four workers already outgrow. When ten
+// connections to a host are closed for a full idle pool within fewer than
+// 500 requests to it (two requests in a hundred paying a dial a larger
+// idle pool would have saved), the pool says so once, to the observers
+// given with [WithObserver], as an "idle-pool-churn" event
+// ([httptrace.KindIdlePoolChurn]) on the timeline of the next request it
+// sees; [httptrace.NewSlogObserver] logs it as a warning naming the cap
+// (MaxIdleConnsPerHost, or MaxIdleConns), its value, the closes, their
+// rate and the fix: [MaxIdleConnsPerHost] at the most requests in flight
+// to the host at once. Counting costs two integer operations per request
+// (the pool's request count is the clock) and a few per such close.
+//
 // # Nil and closed pools
 //
 // Nothing here panics on nil. A method called on a nil *Pool returns an

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -175,26 +176,8 @@ func TestNeverUsedConnectionsHaveAProtocol(t *testing.T) {
 		t.Run([]string{"http", "https", "h2"}[mode], func(t *testing.T) {
 			srv := newServer(t, mode, okHandler)
 			// The second dial waits until the test lets it go on.
-			dialed := make(chan struct{}, 2)
-			proceed := make(chan struct{})
-			var d net.Dialer
-			var n int
-			var mu sync.Mutex
-			base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				mu.Lock()
-				n++
-				second := n == 2
-				mu.Unlock()
-				if second {
-					dialed <- struct{}{}
-					select {
-					case <-proceed:
-					case <-ctx.Done():
-						return nil, ctx.Err()
-					}
-				}
-				return d.DialContext(ctx, network, addr)
-			}, ForceAttemptHTTP2: mode == tlsHTTP2}
+			held := testserver.HoldDial(2)
+			base := &http.Transport{DialContext: held.DialContext, ForceAttemptHTTP2: mode == tlsHTTP2}
 			if mode != plainHTTP {
 				base.TLSClientConfig = srv.trust()
 			}
@@ -212,21 +195,7 @@ func TestNeverUsedConnectionsHaveAProtocol(t *testing.T) {
 			p, err := pool.Track(base, pool.MaxIdleConnsPerHost(1))
 			require.NoError(t, err)
 			t.Cleanup(p.Close)
-			ctx := bounded(t)
-			first := open(t, p, ctx, srv.URL)
-			done := make(chan string, 1)
-			go func() { done <- get(t, p, srv.URL) }()
-			<-dialed
-			// The first connection goes idle: the waiting request takes
-			// it; the second dial's connection then opens for nothing.
-			io.Copy(io.Discard, first.Body)
-			require.NoError(t, first.Body.Close())
-			require.Equal(t, "ok", <-done)
-			waitStats(t, p, "the first connection idle again", func(s pool.Stats) bool { return s.Idle == 1 && s.InFlight == 0 })
-			close(proceed)
-			waitStats(t, p, "the second connection opened and closed", func(s pool.Stats) bool {
-				return s.Dials == 2 && s.Dialing == 0 && s.Closed == 1
-			})
+			neverUsedDial(t, p, held, srv.URL)
 			quiesce(t, p)
 			var unused int
 			for _, c := range p.Conns() {
@@ -303,34 +272,22 @@ func hiddenRetryRead(t *testing.T, keepClosed int) {
 // any request takes it.
 func TestSchemeOfAConnectionDialedForACancelledRequest(t *testing.T) {
 	srv := newServer(t, plainHTTP, okHandler)
-	dialing := make(chan struct{}, 1)
-	proceed := make(chan struct{})
-	var d net.Dialer
-	var once sync.Once
-	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		first := false
-		once.Do(func() { first = true })
-		if first {
-			dialing <- struct{}{}
-			<-proceed // the Transport's own dial context does not end with the request's
-		}
-		return d.DialContext(ctx, network, addr)
-	}}
-	p, err := pool.Track(base)
+	// The Transport's own dial context does not end with the request's:
+	// the held dial waits for proceed.
+	held := testserver.HoldDial(1)
+	dialing, proceed := held.Dialed, held.Proceed
+	base := &http.Transport{DialContext: held.DialContext}
+	// One connection per host: the request after the cancelled one waits
+	// for that connection rather than racing the Transport's putting it
+	// idle with a dial of its own.
+	p, err := pool.Track(base, pool.MaxConnsPerHost(1))
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	ctx, cancel := context.WithCancel(bounded(t))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	require.NoError(t, err)
-	errc := make(chan error, 1)
-	go func() {
-		resp, err := p.Client().Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
-	<-dialing
+	errc := goDo(p, req)
+	testserver.Await(t, dialing, "the held dial")
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
 	waitStats(t, p, "the cancelled request forgotten", func(s pool.Stats) bool { return s.InFlight == 0 })
@@ -361,32 +318,12 @@ func TestNeverUsedConnectionTheServerSpokeOn(t *testing.T) {
 			}
 		}
 	})
-	dialed := make(chan struct{}, 1)
-	proceed := make(chan struct{})
-	var d net.Dialer
-	var n atomic.Int32
-	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if n.Add(1) == 2 {
-			dialed <- struct{}{}
-			<-proceed
-		}
-		return d.DialContext(ctx, network, addr)
-	}}
+	held := testserver.HoldDial(2)
+	base := &http.Transport{DialContext: held.DialContext}
 	p, err := pool.Track(base, pool.MaxIdleConnsPerHost(2))
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
-	first := open(t, p, bounded(t), srv.URL)
-	done := make(chan string, 1)
-	go func() { done <- get(t, p, srv.URL) }()
-	<-dialed
-	io.Copy(io.Discard, first.Body)
-	require.NoError(t, first.Body.Close())
-	require.Equal(t, "ok", <-done)
-	waitStats(t, p, "the first connection idle again", func(s pool.Stats) bool { return s.Idle == 1 && s.InFlight == 0 })
-	close(proceed)
-	waitStats(t, p, "the second connection opened and closed", func(s pool.Stats) bool {
-		return s.Dials == 2 && s.Dialing == 0 && s.Closed == 1
-	})
+	neverUsedDial(t, p, held, srv.URL)
 	for _, c := range p.Conns() {
 		if c.Requests == 0 {
 			require.Equal(t, pool.CloseReason("protocol-error"), c.CloseReason, "%+v", c)

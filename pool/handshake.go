@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"crypto/tls"
 	"slices"
 
 	"github.com/connaudit/connaudit/internal/vocab"
@@ -127,4 +128,23 @@ func (p *Pool) handshakeClosedLocked(c *connState, now stamp) ConnState {
 	}
 	p.handshakeDoneLocked(c, alpn, known, version, now)
 	return vocab.StateIdle
+}
+
+// handshakeDoneLocked opens a connection whose TLS handshake finished,
+// taken out of its request's handshakes (see tlsWait), which negotiated
+// protocol alpn if known.
+func (p *Pool) handshakeDoneLocked(c *connState, alpn string, known bool, version uint16, now stamp) {
+	h := c.hc
+	p.tally(h, func(n *counters) { n.dialing-- })
+	c.dialCtx = nil
+	if alpn == "h2" {
+		c.setH2()
+	} else if known && c.Proto == "" {
+		// net/http speaks HTTP/1.1 over TLS unless h2 was negotiated.
+		c.Proto = "HTTP/1.1"
+	}
+	if version != 0 {
+		c.TLSVersion = tls.VersionName(version)
+	}
+	p.openLocked(c, h, now)
 }

@@ -98,6 +98,64 @@ func get(t *testing.T, p *pool.Pool, url string) string {
 	return string(b)
 }
 
+// goGet sends a GET through p's client on a goroutine of its own, with
+// ctx, and sends the body it read (or the error's text) on the channel it
+// returns.
+func goGet(p *pool.Pool, ctx context.Context, url string) <-chan string {
+	body := make(chan string, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			body <- err.Error()
+			return
+		}
+		resp, err := p.Client().Do(req)
+		if err != nil {
+			body <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body <- string(b)
+	}()
+	return body
+}
+
+// goDo sends req through p's client on a goroutine of its own, closes the
+// body of its response, if any, and sends its error on the channel it
+// returns.
+func goDo(p *pool.Pool, req *http.Request) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := p.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	return errc
+}
+
+// neverUsedDial makes p, over a transport that dials with held (holding
+// its second dial), open a connection no request uses: a first request's
+// body stays open while a second one dials; the first connection then goes
+// idle and the second request takes it; the held dial goes on, and its
+// connection opens for nothing and is closed.
+func neverUsedDial(t *testing.T, p *pool.Pool, held *testserver.HeldDial, url string) {
+	t.Helper()
+	first := open(t, p, bounded(t), url)
+	done := goGet(p, bounded(t), url)
+	testserver.Await(t, held.Dialed, "the second request's dial")
+	io.Copy(io.Discard, first.Body)
+	require.NoError(t, first.Body.Close())
+	require.Equal(t, "ok", <-done)
+	waitStats(t, p, "the first connection idle again", func(s pool.Stats) bool { return s.Idle == 1 && s.InFlight == 0 })
+	close(held.Proceed)
+	waitStats(t, p, "the second connection opened and closed", func(s pool.Stats) bool {
+		return s.Dials == 2 && s.Dialing == 0 && s.Closed == 1
+	})
+}
+
 // open sends a GET through p's client and returns the response with its
 // body unread and open.
 func open(t *testing.T, p *pool.Pool, ctx context.Context, url string) *http.Response {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
-	"github.com/connaudit/connaudit/internal/isnil"
 )
 
 // Option configures a [Pool]. Options are applied in order; an option whose
@@ -29,18 +28,16 @@ type config struct {
 	tlsHandshakeTimeout *time.Duration
 	responseHeader      *time.Duration
 	idleConnTimeout     *time.Duration
-	bodyIdle            time.Duration
 	tlsConfig           *tls.Config
 	protocols           *http.Protocols
 	disableKeepAlives   *bool
 	resolver            *net.Resolver
-	observer            httptrace.Observer
-	captureStacks       bool
-	secretHeaders       []string
-	heldAfter           *time.Duration
-	keepClosed          int
-	onConnClose         func(Conn)
-	onConnOpen          func(Conn)
+	// trace holds the options of the pool's tracer, which package
+	// httptrace declares and validates.
+	trace       []httptrace.Option
+	keepClosed  int
+	onConnClose func(Conn)
+	onConnOpen  func(Conn)
 }
 
 func duration(name string, d time.Duration, dst **time.Duration) error {
@@ -100,19 +97,13 @@ func ResponseHeaderTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error { return duration("ResponseHeaderTimeout", d, &c.responseHeader) })
 }
 
-// BodyIdleTimeout bounds the time the response body may make no progress
-// ([httptrace.BodyIdleTimeout]): a per-request watchdog that cancels the
-// request, not a read deadline on the connection and not a total deadline.
-// Zero (the default) means no bound.
-func BodyIdleTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("pool: BodyIdleTimeout %v is negative", d)
-		}
-		c.bodyIdle = d
-		return nil
-	})
-}
+// BodyIdleTimeout bounds the time the response body may make no progress:
+// a per-request watchdog that cancels the request when no byte arrives for
+// d, not a read deadline on the connection and not a total deadline. It is
+// the pool's tracer's [httptrace.BodyIdleTimeout], passed through. No
+// http.Transport field bounds this stage. Zero (the default) means no
+// bound.
+func BodyIdleTimeout(d time.Duration) Option { return tracer(httptrace.BodyIdleTimeout(d)) }
 
 // IdleConnTimeout is how long an idle connection is kept before the
 // Transport closes it (http.Transport.IdleConnTimeout); such a close has
@@ -168,53 +159,42 @@ func Resolver(r *net.Resolver) Option {
 	})
 }
 
-// WithObserver also hands every finished timeline to o. A nil observer (or
-// a nil pointer in one) is an error.
-func WithObserver(o httptrace.Observer) Option {
+// The options below are the pool's tracer's, declared and validated by
+// package httptrace (see each one's doc there): the pool passes them
+// through, and a bad value is an error from [New] or [Track].
+
+// tracer passes o, an option of the pool's tracer, through to it.
+func tracer(o httptrace.Option) Option {
 	return optionFunc(func(c *config) error {
-		if isnil.Value(o) {
-			return errors.New("pool: nil observer")
-		}
-		c.observer = o
+		c.trace = append(c.trace, o)
 		return nil
 	})
 }
+
+// WithObserver adds o to the observers of the pool's requests
+// ([httptrace.WithObserver]): each WithObserver adds one. An
+// [httptrace.EventObserver] also receives the pool's warnings as events
+// ("body-held", "body-collected", "idle-pool-churn"), which
+// [httptrace.NewSlogObserver] logs.
+func WithObserver(o httptrace.Observer) Option { return tracer(httptrace.WithObserver(o)) }
 
 // SecretHeaders declares the named request headers secret, as
 // Authorization, Proxy-Authorization and Cookie always are: their values
-// are masked in every error text ([httptrace.SecretHeaders]).
-func SecretHeaders(names ...string) Option {
-	return optionFunc(func(c *config) error {
-		for _, n := range names {
-			if n == "" {
-				return errors.New("pool: empty secret header name")
-			}
-		}
-		c.secretHeaders = append(c.secretHeaders, names...)
-		return nil
-	})
-}
+// are masked in every output ([httptrace.SecretHeaders]).
+func SecretHeaders(names ...string) Option { return tracer(httptrace.SecretHeaders(names...)) }
 
 // CaptureStacks records where each request was made, so that a body left
 // open is reported with where it was opened ([OpenBody.Stack], the
-// "body-held" warning). It costs a stack walk per request
+// "body-held" warning), at the cost of a stack walk per request
 // ([httptrace.CaptureStacks]).
-func CaptureStacks() Option {
-	return optionFunc(func(c *config) error {
-		c.captureStacks = true
-		return nil
-	})
-}
+func CaptureStacks() Option { return tracer(httptrace.CaptureStacks()) }
 
 // UnclosedBodyWarning reports a response body still open d after its
-// response arrived, and a body garbage collected without Close, to the
-// observers ([WithObserver]) as "body-held" and "body-collected" events,
-// which [httptrace.NewSlogObserver] logs as warnings
-// ([httptrace.UnclosedBodyWarning]). The default is one minute; zero turns
-// both reports off.
-func UnclosedBodyWarning(d time.Duration) Option {
-	return optionFunc(func(c *config) error { return duration("UnclosedBodyWarning", d, &c.heldAfter) })
-}
+// response arrived, and with [CaptureStacks] one garbage collected without
+// Close, to the observers ([WithObserver]) as "body-held" and
+// "body-collected" events ([httptrace.UnclosedBodyWarning]). The default
+// is one minute; zero turns it off.
+func UnclosedBodyWarning(d time.Duration) Option { return tracer(httptrace.UnclosedBodyWarning(d)) }
 
 // KeepClosed sets how many closed connections the pool remembers for
 // [Pool.Conns] (default 256). Counts in [Stats] are never forgotten.

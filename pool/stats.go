@@ -19,8 +19,10 @@ type counters struct {
 	closedBy                                                                    map[CloseReason]int64
 	waits, setups                                                               histogram
 	inFlightBy                                                                  [len(methods)]int
-	methodsUsed                                                                 uint16 // a bit per index of methods
-	scheme                                                                      string // a host's: of its latest request
+	methodsUsed                                                                 uint16      // a bit per index of methods
+	scheme                                                                      string      // a host's: of its latest request
+	maxInFlight                                                                 int         // the most requests in flight at once
+	churn                                                                       churnWindow // a host's: its closes for a full idle pool
 }
 
 // tally applies f to the counters of a host, h, and to the pool's total, so
@@ -333,7 +335,7 @@ func init() {
 	hook.LastAttempt = func(p any, id uint64) (hook.ConnAttempt, bool) { return p.(*Pool).lastAttempt(id) }
 	hook.Bounds = func(p any) hook.PoolBounds {
 		cfg := p.(*Pool).cfg
-		b := hook.PoolBounds{BodyIdle: cfg.bodyIdle}
+		b := hook.PoolBounds{BodyIdle: hook.Settings(p.(*Pool).traced).BodyIdle}
 		if d := cfg.connectTimeout; d != nil {
 			b.Connect, b.ConnectSet = *d, true
 		}

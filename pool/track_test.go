@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,7 +184,12 @@ func TestNewDefaults(t *testing.T) {
 	} {
 		_, err := pool.New(bad)
 		require.Error(t, err)
+		require.True(t, strings.HasPrefix(err.Error(), "pool: "), "%v", err)
 	}
+	// The tracer's options are its own, passed through: a bad one is the
+	// tracer's error, in the pool's voice.
+	_, err = pool.New(pool.BodyIdleTimeout(-time.Second))
+	require.EqualError(t, err, "pool: httptrace: BodyIdleTimeout -1s is negative")
 }
 
 // TestTrackHTTP2On: HTTP2(true) turns HTTP/2 on for a tracked transport
@@ -215,4 +221,18 @@ func TestTrackHTTP2On(t *testing.T) {
 			require.Equal(t, "HTTP/2.0", tlines[0].Proto)
 		})
 	}
+}
+
+// TestObserversAdd: each WithObserver adds an observer beside the pool's
+// own: both see every request, and the pool still counts it.
+func TestObserversAdd(t *testing.T) {
+	srv := newServer(t, plainHTTP, okHandler)
+	a, b := &httptrace.Collector{}, &httptrace.Collector{}
+	p := newPool(t, pool.WithObserver(a), pool.WithObserver(b))
+	require.Equal(t, "ok", get(t, p, srv.URL))
+	require.Equal(t, "ok", get(t, p, srv.URL))
+	quiesce(t, p)
+	require.Len(t, a.Timelines(), 2)
+	require.Len(t, b.Timelines(), 2)
+	require.EqualValues(t, 2, p.Stats().Requests)
 }

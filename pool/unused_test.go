@@ -63,22 +63,7 @@ func TestUnusedDialRefusedByIdlePool(t *testing.T) {
 			ctx := bounded(t)
 
 			first := open(t, p, ctx, srv.URL) // its connection stays active
-			second := make(chan string, 1)
-			go func() {
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-				if err != nil {
-					second <- err.Error()
-					return
-				}
-				resp, err := p.Client().Do(req)
-				if err != nil {
-					second <- err.Error()
-					return
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				second <- string(b)
-			}()
+			second := goGet(p, ctx, srv.URL)
 			testserver.Await(t, d.entered, "the second request's dial")
 			// The first connection goes idle: the second request, which
 			// waits for a connection, takes it and returns it idle.
@@ -199,22 +184,7 @@ func TestTwoHandshakesOfOneRequest(t *testing.T) {
 
 	ln.release <- 1
 	first := open(t, p, ctx, srv.URL+"/first") // connection 1, its body open
-	again := make(chan string, 1)
-	go func() {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/again", nil)
-		if err != nil {
-			again <- err.Error()
-			return
-		}
-		resp, err := p.Client().Do(req)
-		if err != nil {
-			again <- err.Error()
-			return
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		again <- string(b)
-	}()
+	again := goGet(p, ctx, srv.URL+"/again")
 	inHandshake := func(id uint64) func(pool.Stats) bool {
 		return func(pool.Stats) bool {
 			c, ok := p.Conn(id)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/attempts"
 	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
@@ -134,30 +135,10 @@ func (r *retryEvidence) judge(rep *Result, idle time.Duration, resets int64) {
 // each attempt but the last is judged on what its timeline and the pool
 // saw of it.
 func (a *aggregator) judgeRetry(tl *httptrace.Timeline) retryVerdict {
-	var (
-		v      = retryVerdict{rank: -1}
-		conn   uint64
-		got    bool // an attempt is open: a GotConn not yet followed by a GetConn
-		wrote  bool
-		judged bool
-	)
-	for i := range tl.Events {
-		e := &tl.Events[i]
-		if e.Late {
-			continue
-		}
-		switch e.Kind {
-		case vocab.KindGotConn:
-			got, conn, wrote = true, e.Conn, false
-		case vocab.KindWroteHeaders:
-			wrote = true
-		case vocab.KindGetConn:
-			if got {
-				v = v.worse(a.judgeAttempt(conn, wrote))
-				judged = true
-			}
-			got = false
-		}
+	v, judged := retryVerdict{rank: -1}, false
+	for conn, wrote := range attempts.Abandoned(tl) {
+		v = v.worse(a.judgeAttempt(conn, wrote))
+		judged = true
 	}
 	if !judged {
 		// The timeline lost the events that show the attempts (it was

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/probe"
 	"github.com/stretchr/testify/require"
@@ -269,44 +270,29 @@ func h2Server(t *testing.T, badAt int) *server {
 		if tc.Handshake() != nil {
 			return
 		}
-		preface := make([]byte, len(http2.ClientPreface))
-		if _, err := io.ReadFull(tc, preface); err != nil {
-			return
-		}
-		fr := http2.NewFramer(tc, tc)
-		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-		if fr.WriteSettings() != nil {
-			return
-		}
 		var (
 			hbuf bytes.Buffer
 			enc  = hpack.NewEncoder(&hbuf)
 			n    int
 		)
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
+		testserver.ServeH2(tc, func(fr *http2.Framer, f http2.Frame) bool {
+			h, ok := f.(*http2.MetaHeadersFrame)
+			if !ok {
+				return true
 			}
-			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					fr.WriteSettingsAck()
-				}
-			case *http2.MetaHeadersFrame:
-				n++
-				s.requests.Add(1)
-				if n == badAt {
-					fr.WriteWindowUpdate(0, 1<<31-1)
-					continue
-				}
-				hbuf.Reset()
-				enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-				enc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(2)})
-				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hbuf.Bytes(), EndHeaders: true})
-				fr.WriteData(f.StreamID, true, []byte("ok"))
+			n++
+			s.requests.Add(1)
+			if n == badAt {
+				fr.WriteWindowUpdate(0, 1<<31-1)
+				return true
 			}
-		}
+			hbuf.Reset()
+			enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+			enc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(2)})
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: h.StreamID, BlockFragment: hbuf.Bytes(), EndHeaders: true})
+			fr.WriteData(h.StreamID, true, []byte("ok"))
+			return true
+		})
 	})
 	s.URL = "https" + s.URL[len("http"):]
 	s.tls = &tls.Config{RootCAs: roots, ServerName: "example.com"}

@@ -28,7 +28,8 @@ type Call struct {
 // tells what the last attempt got (a 503, say) when the total budget ran
 // out in the delay after it.
 type Attempt struct {
-	// N is the 1-based attempt number, as given to httptrace.WithAttempt.
+	// N is the 1-based attempt number, as its timeline carries it
+	// ([httptrace.Timeline.Attempt]).
 	N int
 
 	// StatusCode is the response status, or 0 when the attempt ended in an

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/connaudit/connaudit/internal/testserver"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // Where a request carries the secret an echo server sends back.
@@ -292,47 +292,31 @@ func (s *echoServer) serveH2(c net.Conn) {
 		s.serveHTTP1(tc)
 		return
 	}
-	preface := make([]byte, len(http2.ClientPreface))
-	if _, err := io.ReadFull(tc, preface); err != nil {
-		return
-	}
-	fr := http2.NewFramer(tc, tc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if fr.WriteSettings() != nil {
-		return
-	}
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			return
+	testserver.ServeH2(tc, func(fr *http2.Framer, f http2.Frame) bool {
+		h, ok := f.(*http2.MetaHeadersFrame)
+		if !ok {
+			return true
 		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				fr.WriteSettingsAck()
-			}
-		case *http2.MetaHeadersFrame:
-			req := &http.Request{Header: http.Header{}, URL: &url.URL{}}
-			for _, hf := range f.Fields {
-				switch hf.Name {
-				case ":path":
-					if u, err := url.ParseRequestURI(hf.Value); err == nil {
-						req.URL = u
-					}
-				default:
-					if !strings.HasPrefix(hf.Name, ":") {
-						req.Header.Add(hf.Name, hf.Value)
-					}
+		req := &http.Request{Header: http.Header{}, URL: &url.URL{}}
+		for _, hf := range h.Fields {
+			switch hf.Name {
+			case ":path":
+				if u, err := url.ParseRequestURI(hf.Value); err == nil {
+					req.URL = u
+				}
+			default:
+				if !strings.HasPrefix(hf.Name, ":") {
+					req.Header.Add(hf.Name, hf.Value)
 				}
 			}
-			cfg := s.config()
-			// The stream is processed (the GOAWAY names it), so the client
-			// does not send it again; its end, the connection's EOF, fails
-			// it with the GOAWAY's debug data quoted.
-			fr.WriteGoAway(f.StreamID, http2.ErrCodeProtocol, []byte(encode(carried(req, cfg.carry), cfg.form)))
-			return
 		}
-	}
+		cfg := s.config()
+		// The stream is processed (the GOAWAY names it), so the client
+		// does not send it again; its end, the connection's EOF, fails
+		// it with the GOAWAY's debug data quoted.
+		fr.WriteGoAway(h.StreamID, http2.ErrCodeProtocol, []byte(encode(carried(req, cfg.carry), cfg.form)))
+		return false
+	})
 }
 
 // plant returns the arguments that make trace or probe carry secret as

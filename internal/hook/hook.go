@@ -6,6 +6,7 @@ package hook
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -124,3 +125,60 @@ type PoolBounds struct {
 // Bounds, set by package pool, returns the bounds the pool p (a
 // *pool.Pool) adds to its transport's own.
 var Bounds func(p any) PoolBounds
+
+// TraceSettings are the settings of a tracer that a pool over it reads:
+// they are declared and validated by package httptrace alone.
+type TraceSettings struct {
+	// BodyIdle is its BodyIdleTimeout, 0 if none.
+	BodyIdle time.Duration
+	// Stacks is set with CaptureStacks.
+	Stacks bool
+}
+
+// Settings, set by package httptrace, returns the settings of rt (an
+// *httptrace.Transport).
+var Settings func(rt http.RoundTripper) TraceSettings
+
+// Emit, set by package httptrace, hands ev (an httptrace.Event) to the
+// event observers of rt (an *httptrace.Transport) that want its kind, with
+// tl (an *httptrace.Timeline of rt's) as its timeline, without recording
+// it there: it is an event of the pool's, not of that request's. It is
+// called while an observer of rt is called with tl, so that tl is locked
+// against its own events as every ObserveEvent call's is.
+var Emit func(rt http.RoundTripper, tl, ev any)
+
+// Churn is a pool's warning that it closes connections to a host for a
+// full idle pool at a high rate, carried as the Err of an
+// "idle-pool-churn" event: its Error says what was seen and what fixes it,
+// and package httptrace's slog observer logs its fields.
+type Churn struct {
+	// Host is the host's address, host:port.
+	Host string
+	// Closes connections were closed for a full idle pool within the last
+	// Requests requests to Host, over Span.
+	Closes, Requests int
+	Span             time.Duration
+	// Setting is the cap that left no room, MaxIdleConnsPerHost or
+	// MaxIdleConns, and Limit its value; InFlight is the most requests in
+	// flight at once (to Host, or to all hosts for MaxIdleConns), each
+	// needing a connection of its own, above it.
+	Setting         string
+	Limit, InFlight int
+	// Fix says what to raise, and how.
+	Fix string
+}
+
+// PerSecond returns the closes' rate over their span, 0 if none.
+func (c *Churn) PerSecond() float64 {
+	if c.Span <= 0 {
+		return 0
+	}
+	return float64(c.Closes) / c.Span.Seconds()
+}
+
+func (c *Churn) Error() string {
+	return fmt.Sprintf("%d connections to %s closed for a full idle pool within %d requests (%.1f/s): "+
+		"%s (%d) keeps fewer idle connections than the %d requests in flight at once need, so the pool "+
+		"closes connections it then dials again; %s",
+		c.Closes, c.Host, c.Requests, c.PerSecond(), c.Setting, c.Limit, c.InFlight, c.Fix)
+}

@@ -25,6 +25,7 @@ const (
 	KindDone            Kind = "done"              // the request ended; the timeline's outcome is final
 	KindBodyHeld        Kind = "body-held"         // the body is still open past the warning threshold; N is its age in ns
 	KindBodyCollected   Kind = "body-collected"    // the body was garbage collected without Close
+	KindIdlePoolChurn   Kind = "idle-pool-churn"   // a pool closes connections for a full idle pool at a high rate; Addr is the host
 )
 
 // Kinds lists every kind, in the order above.
@@ -32,14 +33,14 @@ var Kinds = []Kind{
 	KindGetConn, KindGotConn, KindDNSStart, KindDNSDone, KindConnectStart, KindConnectDone,
 	KindTLSStart, KindTLSDone, KindWroteHeaders, KindWait100Continue, KindGot1xx, KindWroteRequest,
 	KindFirstByte, KindResponse, KindBodyEOF, KindBodyClose, KindPutIdleConn, KindDone,
-	KindBodyHeld, KindBodyCollected,
+	KindBodyHeld, KindBodyCollected, KindIdlePoolChurn,
 }
 
 // KindSet is a set of event kinds.
 type KindSet uint32
 
 // AllKinds holds every kind.
-const AllKinds = KindSet(1<<21 - 2)
+const AllKinds = KindSet(1<<22 - 2)
 
 // Bit returns the bit of k in a KindSet, 0 for a kind not listed above.
 func Bit(k Kind) KindSet {
@@ -84,6 +85,8 @@ func Bit(k Kind) KindSet {
 		return 1 << 19
 	case KindBodyCollected:
 		return 1 << 20
+	case KindIdlePoolChurn:
+		return 1 << 21
 	}
 	return 0
 }

@@ -1,0 +1,191 @@
+package pool
+
+import (
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/attempts"
+	"github.com/connaudit/connaudit/internal/vocab"
+)
+
+// request is the pool's record of a request not yet finished.
+type request struct {
+	id     uint64
+	method string
+	// methodIndex is the index of method in methods.
+	methodIndex uint8
+	host        string
+	hc          *counters // the counters of host
+	conn        *connState
+	getConnAt   time.Duration // the offset of the last GetConn in its timeline
+	waiting     bool
+	bodyOpen    bool
+	openedAt    stamp
+	stack       []uintptr // where it was made, with CaptureStacks
+	collected   bool
+	waited      bool   // it waited for a connection (counted in waitCount)
+	reused      bool   // its latest attempt got a reused connection (counted in reused)
+	servedBy    uint64 // the connection its latest attempt was counted on
+	early       bool
+	connClose   bool
+	proto       string
+	u           url.URL // unredacted: redact before any output
+	class       httptrace.Class
+}
+
+// newRequestLocked starts the pool's record of the request of tl.
+func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
+	r := requestPool.Get().(*request)
+	*r = request{id: tl.ID, method: tl.Method, methodIndex: methodIndex(tl.Method), u: tl.RawURL()}
+	r.host, r.hc = p.requestHostLocked(r.u.Scheme, requestHost(&r.u, tl))
+	r.hc.scheme = r.u.Scheme
+	p.reqs.add(r)
+	p.tally(r.hc, func(n *counters) {
+		n.requests++
+		n.inFlight++
+		n.maxInFlight = max(n.maxInFlight, n.inFlight)
+		n.inFlightBy[r.methodIndex]++
+		n.methodsUsed |= 1 << r.methodIndex
+	})
+	return r
+}
+
+// requestHost returns the host a request to u is sent to: the URL's, which
+// the Transport dials, not a Host header set apart from it.
+func requestHost(u *url.URL, tl *httptrace.Timeline) string {
+	if u.Host != "" {
+		return u.Host
+	}
+	return tl.Host
+}
+
+// reqLocked returns the pool's record of the request of timeline id, or
+// nil once it ended.
+func (p *Pool) reqLocked(id uint64) *request {
+	return p.reqs.get(id)
+}
+
+// requestPool recycles the pool's request records, one per request.
+var requestPool = sync.Pool{New: func() any { return new(request) }}
+
+// requestDoneLocked records the end of request r, at offset at of its
+// timeline.
+func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Duration) {
+	p.bodyClosedLocked(r)
+	p.reqs.remove(r)
+	h := r.hc
+	p.tally(h, func(n *counters) {
+		n.inFlight--
+		n.inFlightBy[r.methodIndex]--
+	})
+	if tl.Retries > 0 {
+		possibly := int64(p.possiblyProcessedLocked(tl))
+		p.tally(h, func(n *counters) {
+			n.retries += int64(tl.Retries)
+			n.retriesPossibly += possibly
+		})
+	}
+	if r.waiting {
+		r.waiting = false
+		p.tally(h, func(n *counters) { n.waiting-- })
+	}
+	r.class = tl.Outcome.Class
+	r.early = tl.ClosedEarly
+	r.connClose = tl.ConnClose
+	r.proto = tl.Proto
+	c := r.conn
+	if c == nil {
+		return
+	}
+	if c.h2 || strings.HasPrefix(tl.Proto, "HTTP/2") {
+		if r.class == vocab.ClassProtocol && h2ConnError(tl.Outcome.Err) {
+			// The request ended with the HTTP/2 connection error for which
+			// the client closes the connection: the client's close, not
+			// the server's GOAWAY, whether it came before or after.
+			c.protoErr = true
+			if c.State == vocab.StateClosed && c.readErr == nil {
+				switch c.CloseReason {
+				case vocab.ReasonServerGoAway, vocab.ReasonClient, vocab.ReasonRequestError:
+					p.recloseLocked(c, vocab.ClosedByClient, vocab.ReasonProtocolError)
+					c.CloseDetail = ""
+				}
+			}
+		}
+		p.deactivateLocked(c, tl.ID, stamp{tl.Start, at})
+		if eof := bodyEOF(tl); c.State == vocab.StateIdle && eof >= 0 && eof < at {
+			// net/http's idle timer for an HTTP/2 connection starts
+			// when its last stream ends, at the body's EOF, not when
+			// the body is closed.
+			c.idleSince = stamp{tl.Start, eof}
+		}
+		return
+	}
+	if c.State == vocab.StateClosed {
+		if c.closeReq == tl.ID && c.CloseReason == vocab.ReasonRequestError {
+			// Refine the reason now that the request's outcome is known.
+			by, reason := requestCloseReason(r, p.tr.DisableKeepAlives)
+			p.recloseLocked(c, by, reason)
+			if reason == vocab.ReasonRequestError {
+				c.CloseDetail = string(r.class)
+			}
+		}
+		return
+	}
+	if c.active.has(tl.ID) && c.State == vocab.StateActive {
+		// The request ended while its HTTP/1 connection is still
+		// active: the Transport is about to close it, and has
+		// already stopped counting it against MaxConnsPerHost.
+		c.last = r
+		p.doomLocked(c)
+	}
+}
+
+// possiblyProcessedLocked returns how many of the attempts of tl, a
+// request the Transport sent again, the server may have processed (see
+// Stats.HiddenRetriesPossiblyProcessed): each attempt but the last is
+// judged on what the pool saw of its connection, or, if the pool no
+// longer knows it, on whether the timeline saw its headers written; an
+// attempt whose events the timeline lost (it was full) may have been.
+func (p *Pool) possiblyProcessedLocked(tl *httptrace.Timeline) int {
+	possibly, judged := 0, 0
+	for conn, wrote := range attempts.Abandoned(tl) {
+		judged++
+		c := p.knownLocked(conn)
+		if c == nil {
+			// Forgotten (KeepClosed): the timeline alone says whether
+			// the request was written.
+			if wrote {
+				possibly++
+			}
+			continue
+		}
+		// Over HTTP/2 attempt says nothing written: see
+		// Stats.HiddenRetriesPossiblyProcessed.
+		if a := c.attempt(); a.Wrote && !a.ClosedFirst {
+			possibly++
+		}
+	}
+	return possibly + max(tl.Retries-judged, 0)
+}
+
+// bodyEOF returns the offset of tl's body EOF, or -1.
+func bodyEOF(tl *httptrace.Timeline) time.Duration {
+	for i := len(tl.Events) - 1; i >= 0; i-- {
+		if e := &tl.Events[i]; e.Kind == vocab.KindBodyEOF && !e.Late {
+			return e.At
+		}
+	}
+	return -1
+}
+
+func (p *Pool) bodyClosedLocked(r *request) {
+	if !r.bodyOpen {
+		return
+	}
+	r.bodyOpen = false
+	h := r.hc
+	p.tally(h, func(n *counters) { n.openBodies-- })
+}
