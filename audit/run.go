@@ -418,6 +418,9 @@ func (r *Runner) judge(s Scenario, sub subject, res *Result) {
 		}
 		exp.Dials, exp.Fate = nil, nil
 	}
+	if givenUpUnderLoad(exp, *obs) {
+		obs.Notes = append(obs.Notes, givenUpNote)
+	}
 	if tie := sub.tie(s); tie != "" {
 		res.Mismatches = append(res.Mismatches, tie)
 		exp.Class, exp.Stage = "", ""

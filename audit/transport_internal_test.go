@@ -220,3 +220,23 @@ func TestTie(t *testing.T) {
 	other.Expect.Stage = httptrace.StageBody
 	require.Empty(t, rht(3*time.Second).tie(other))
 }
+
+// A connection expected reused that net/http gave up after a request that
+// succeeded (its 50ms wait for the write goroutine, under load) is not the
+// fault's doing: no fate mismatch. Any other fate still is one.
+func TestGivenUpUnderLoad(t *testing.T) {
+	e := Expect{Class: httptrace.ClassOK, ClientAttempts: 1, ServerRequests: 1, Fate: &Fate{Reused: true}}
+	o := Observed{Class: httptrace.ClassOK, ClientAttempts: 1, ServerRequests: 1, Recovered: true,
+		Fate: Fate{ClosedBy: pool.ClosedByClient, Reason: pool.ReasonClient}}
+	require.Empty(t, compare(e, o))
+	for _, other := range []Fate{
+		{ClosedBy: pool.ClosedByServer, Reason: pool.ReasonServerEOF},
+		{ClosedBy: pool.ClosedByClient, Reason: pool.ReasonKeepAlivesOff},
+		{ClosedBy: pool.ClosedByClient, Reason: pool.ReasonEarlyBodyClose},
+	} {
+		o.Fate = other
+		require.Len(t, compare(e, o), 1, "%s", other)
+	}
+	o.Fate, o.Class = Fate{ClosedBy: pool.ClosedByClient, Reason: pool.ReasonClient}, httptrace.ClassReset
+	require.Len(t, compare(e, o), 2, "an outcome that failed is the fault's")
+}
