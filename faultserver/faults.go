@@ -125,7 +125,7 @@ type Sequence struct {
 // duplicate and commits nothing. Either way it answers Status (200 if 0,
 // otherwise 200..599), after reading up to 1 MiB of the request body, with
 // an empty body, or with Report the writes the endpoint has committed so
-// far, as text: "writes committed: 2" (see [WriteReport]). Keys are remembered per endpoint across Handle calls, so
+// far, as text: "writes committed: 2" (see [Write.ReportBody]). Keys are remembered per endpoint across Handle calls, so
 // Sequence{Faults: []Fault{Write{Status: 503}, Write{}}} commits once and
 // answers 503, then answers 200 to the retry with the same key.
 // Supported by [RawHTTP2] (which does not read request bodies).
@@ -134,9 +134,9 @@ type Write struct {
 	Report bool
 }
 
-// WriteReport is the body of a [Write] with Report set, after n writes
-// committed on its endpoint.
-func WriteReport(n int64) string {
+// ReportBody is the body w answers with when Report is set, after n
+// writes committed on its endpoint.
+func (Write) ReportBody(n int64) string {
 	return "writes committed: " + strconv.FormatInt(n, 10)
 }
 

@@ -285,7 +285,7 @@ func TestWriteReport(t *testing.T) {
 			require.Equal(t, 200, code)
 			require.Equal(t, "writes committed: 2", body)
 			_, body = post("k")
-			require.Equal(t, faultserver.WriteReport(3), body)
+			require.Equal(t, faultserver.Write{}.ReportBody(3), body)
 			_, body = post("k")
 			require.Equal(t, "writes committed: 3", body, "a duplicate commits nothing")
 			require.Equal(t, int64(3), s.Counters("/pay").WritesCommitted)

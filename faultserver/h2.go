@@ -231,7 +231,7 @@ func (c *h2conn) runFault(st *h2stream, fault Fault, header http.Header, n int) 
 		n := st.ep.commitWrite(header)
 		if f.Report {
 			h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
-			return c.respond(st, writeStatus(f), h, []byte(WriteReport(n)), true)
+			return c.respond(st, writeStatus(f), h, []byte(Write{}.ReportBody(n)), true)
 		}
 		return c.respond(st, writeStatus(f), nil, nil, true)
 	case Hang:

@@ -144,7 +144,7 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 		n := ep.commitWrite(r.Header)
 		h.finish()
 		if f.Report {
-			body := WriteReport(n)
+			body := Write{}.ReportBody(n)
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 			w.WriteHeader(writeStatus(f))
