@@ -120,7 +120,16 @@ public final class JdkRestClient implements AuditedClient {
 
     @Override
     public String version() {
-        return "spring-web " + SpringVersion.getVersion() + ", JDK " + Runtime.version();
+        return versions();
+    }
+
+    /**
+     * The JDK's feature version first (a table's column), then its full version and Spring's.
+     *
+     * @return one line
+     */
+    static String versions() {
+        return "JDK " + Runtime.version().feature() + " (" + Runtime.version() + ", spring-web " + SpringVersion.getVersion() + ")";
     }
 
     @Override

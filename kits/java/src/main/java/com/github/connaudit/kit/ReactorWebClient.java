@@ -134,9 +134,18 @@ public final class ReactorWebClient implements AuditedClient {
 
     @Override
     public String version() {
-        return "spring-webflux " + WebClient.class.getPackage().getImplementationVersion()
-                + ", reactor-netty-http " + HttpClient.class.getPackage().getImplementationVersion()
-                + ", reactor-core " + Mono.class.getPackage().getImplementationVersion();
+        return versions();
+    }
+
+    /**
+     * The libraries' versions: Reactor Netty's first, the others in parentheses.
+     *
+     * @return one line
+     */
+    static String versions() {
+        return "reactor-netty-http " + HttpClient.class.getPackage().getImplementationVersion()
+                + " (spring-webflux " + WebClient.class.getPackage().getImplementationVersion()
+                + ", reactor-core " + Mono.class.getPackage().getImplementationVersion() + ")";
     }
 
     @Override

@@ -24,7 +24,7 @@ public final class SourceClients {
 
             @Override
             public String version() {
-                return new ReactorWebClient(Policy.source(), Set.of(), false).version();
+                return ReactorWebClient.versions();
             }
 
             @Override
@@ -56,7 +56,7 @@ public final class SourceClients {
 
             @Override
             public String version() {
-                return "spring-web " + org.springframework.core.SpringVersion.getVersion() + ", JDK " + Runtime.version();
+                return JdkRestClient.versions();
             }
 
             @Override
