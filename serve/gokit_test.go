@@ -530,3 +530,38 @@ func TestIdleClose(t *testing.T) {
 		t.Errorf("notes %q", r.Notes)
 	}
 }
+
+// TestSourceNumbers: with SourceNumbers the contracts the catalogue scales
+// down are served at the source's own numbers, the others as ever.
+func TestSourceNumbers(t *testing.T) {
+	policies := func(opts ...Option) map[string]Policy {
+		srv, err := New(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		var o Opened
+		ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Client: Client{Name: "x"}, Run: `^retry/`}, &o)
+		var list Scenarios
+		ctlDo(t, "GET", o.ScenariosURL, nil, &list)
+		out := map[string]Policy{}
+		for _, sc := range list.Scenarios {
+			out[sc.Contract] = sc.Policy
+		}
+		ctlDo(t, "POST", o.DoneURL, Done{}, &SessionReport{})
+		return out
+	}
+	scaled, source := policies(), policies(SourceNumbers())
+	type bounds struct{ attempt, total, delay float64 }
+	of := func(p Policy) bounds { return bounds{p.AttemptTimeoutMS, p.TotalTimeoutMS, p.DelayMS} }
+	for c, want := range map[string][2]bounds{
+		"A6": {{150, 8000, 10}, {1000, 8000, 10}},
+		"A8": {{300, 450, 300}, {1000, 1500, 1000}},
+		"A9": {{300, 1200, 100}, {500, 2000, 200}},
+		"A2": {{3000, 8000, 10}, {3000, 8000, 10}},
+	} {
+		if got := [2]bounds{of(scaled[c]), of(source[c])}; got != want {
+			t.Errorf("%s: scaled, source %+v; want %+v", c, got, want)
+		}
+	}
+}

@@ -74,8 +74,10 @@ const (
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // catalogue builds the served scenarios from the audit's catalogue, in its
-// order, with pool-acquire-timeout after the HTTP/1 ones.
-func catalogue() ([]*spec, error) {
+// order, with the scenarios served only here after the HTTP/1 ones; with
+// sourceNumbers the retry contracts the catalogue scales down are at the
+// source's own numbers ([SourceNumbers]).
+func catalogue(sourceNumbers bool) ([]*spec, error) {
 	var out []*spec
 	for _, s := range audit.Catalogue() {
 		if _, skip := NotServed[s.Name]; skip {
@@ -84,6 +86,9 @@ func catalogue() ([]*spec, error) {
 		sp, err := fromAudit(s)
 		if err != nil {
 			return nil, err
+		}
+		if sourceNumbers {
+			atSourceNumbers(sp)
 		}
 		out = append(out, sp)
 		switch s.Name {
@@ -94,6 +99,24 @@ func catalogue() ([]*spec, error) {
 		}
 	}
 	return out, nil
+}
+
+// atSourceNumbers sets a retry contract the catalogue scales down to the
+// source's own numbers: the article's A6, A8 and A9.
+func atSourceNumbers(sp *spec) {
+	p := &sp.policy
+	switch sp.contract {
+	case "A6":
+		p.AttemptTimeoutMS = 1000
+	case "A8":
+		p.AttemptTimeoutMS, p.TotalTimeoutMS, p.DelayMS = 1000, 1500, 1000
+		sp.wait = 1500 * time.Millisecond
+	case "A9":
+		p.AttemptTimeoutMS, p.TotalTimeoutMS, p.DelayMS = 500, 2000, 200
+		after := 400 * time.Millisecond
+		sp.fault = faultserver.Sequence{Faults: []faultserver.Fault{faultserver.Status{Code: 503, After: after}, faultserver.Status{Code: 200, After: after}}}
+		sp.wait = 2 * after
+	}
 }
 
 // idleClose is a kept-alive connection the server closes (FIN) while it is
