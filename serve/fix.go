@@ -208,7 +208,7 @@ var clientFixes = map[string]fixes{
 		hidden:        "the JDK HttpClient sends a GET or HEAD once more on a new connection when its connection fails before any byte of the response (MultiExchange: a ConnectionExpiredException); no setting turns that off (jdk.httpclient.enableAllMethodRetry extends it to every method): count the server's requests, not the interceptor's attempts",
 		recovery:      "send /ok through the same RestClient and HttpClient",
 		fate:          "the JDK HttpClient returns a connection to its pool once the body was read",
-		stale:         "the JDK HttpClient keeps an idle connection for jdk.httpclient.keepalive.timeout seconds (1200 in JDK 17, 30 from JDK 20): set it below the server's keep-alive timeout",
+		stale:         "the JDK HttpClient keeps an idle connection for jdk.httpclient.keepalive.timeout seconds (1200 in JDK 17, 30 in JDK 25): set it below the server's keep-alive timeout",
 		openAtDone:    "the JDK 17 HttpClient has no close(): its idle connections stay open for jdk.httpclient.keepalive.timeout (1200 s) or until the client is garbage-collected; from JDK 21 HttpClient.close() closes them",
 	},
 }
