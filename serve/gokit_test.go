@@ -565,3 +565,37 @@ func TestSourceNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseURLBadInput: close_url refuses, with the reason, a scenario it
+// does not know, one with no connection to close, and a close before the
+// warm-up it closes the connection of.
+func TestCloseURLBadInput(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var o Opened
+	ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Client: Client{Name: "x"}, Run: `^(ok|idle-close)$`}, &o)
+	var list Scenarios
+	ctlDo(t, "GET", o.ScenariosURL, nil, &list)
+	base := strings.TrimSuffix(o.ScenariosURL, "/scenarios") + "/close?scenario="
+	for _, c := range []struct {
+		query string
+		code  int
+		says  string
+	}{
+		{"9", 404, `no scenario \"9\"`},
+		{"x", 404, `no scenario \"x\"`},
+		{"0", 400, "scenario ok has no connection for the server to close"},
+		{"1", 409, "the warm-up request was not seen"},
+	} {
+		var e apiError
+		if code := ctlDo(t, "POST", base+c.query, struct{}{}, &e); code != c.code || !strings.Contains(e.Error, strings.ReplaceAll(c.says, `\"`, `"`)) || e.Protocol != Protocol {
+			t.Errorf("close %s: %d %q; want %d saying %q", c.query, code, e.Error, c.code, c.says)
+		}
+	}
+	if list.Scenarios[1].CloseURL != base+"1" || list.Scenarios[0].CloseURL != "" {
+		t.Errorf("close_url: %q, %q", list.Scenarios[0].CloseURL, list.Scenarios[1].CloseURL)
+	}
+}
