@@ -67,7 +67,15 @@ type CloseBeforeResponse struct {
 // is hijacked, its linger set to 0 and closed, so the client gets a TCP RST
 // (errors.Is(err, syscall.ECONNRESET)). Over HTTP/2 the stream is reset with
 // RST_STREAM(INTERNAL_ERROR). Supported by [RawHTTP2].
-type Reset struct{}
+//
+// With After > 0 the first After requests for its path on each connection
+// are answered 200 "ok", and the connection is reset right after reading
+// the next one: [CloseBeforeResponse]'s After with an RST for the FIN.
+type Reset struct {
+	// After is how many requests for the path on each connection are
+	// answered before the reset; 0 resets on the first. After >= 0.
+	After int
+}
 
 // CloseMidBody answers 200 with Content-Length: Length, writes Send bytes,
 // flushes and closes the connection, so the client's body read ends with
@@ -181,7 +189,12 @@ func (f CloseBeforeResponse) validate(bool) error {
 	return nil
 }
 
-func (Reset) validate(bool) error { return nil }
+func (f Reset) validate(bool) error {
+	if f.After < 0 {
+		return fmt.Errorf("Reset.After %d is negative", f.After)
+	}
+	return nil
+}
 
 func (f CloseMidBody) validate(bool) error {
 	if f.Send < 0 || f.Send >= f.Length {

@@ -225,6 +225,24 @@ func TestCloseBeforeResponseHiddenRetry(t *testing.T) {
 	require.Equal(t, int64(2), s.Totals().ConnsAccepted)
 }
 
+// Reset{After: 1} on a kept-alive connection: the second GET is read and
+// its connection reset, and the Transport retries it on a new one, as it
+// does after a FIN (TestCloseBeforeResponseHiddenRetry).
+func TestResetHiddenRetry(t *testing.T) {
+	s := start(t)
+	s.Handle("/x", faultserver.Reset{After: 1})
+	c := newClient(t, s)
+
+	for range 2 {
+		resp, body, err := c.get(t, s.URL()+"/x")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "ok", body)
+	}
+	require.Equal(t, faultserver.Counters{ConnsAccepted: 2, RequestsRead: 3, HandlersEntered: 3}, s.Counters("/x"))
+	require.Equal(t, int64(2), c.dials.Load())
+}
+
 func TestSequence(t *testing.T) {
 	s := start(t)
 	s.Handle("/seq", faultserver.Sequence{Faults: []faultserver.Fault{

@@ -243,6 +243,9 @@ func (c *h2conn) runFault(st *h2stream, fault Fault, header http.Header, n int) 
 		}
 		return c.respondText(st, "")
 	case Reset:
+		if n <= f.After {
+			return c.respondText(st, "")
+		}
 		return c.rst(st.id, http2.ErrCodeInternal)
 	case RSTStream:
 		return c.rst(st.id, http2.ErrCode(f.Code))

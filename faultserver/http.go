@@ -101,6 +101,11 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 			writeText(w, "")
 		}
 	case Reset:
+		if n <= f.After {
+			h.finish()
+			writeText(w, "")
+			break
+		}
 		h.finish()
 		if h2 {
 			return outAbort

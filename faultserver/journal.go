@@ -66,21 +66,54 @@ func Certificate(cert tls.Certificate) Option {
 // ([Server.CloseClientConnections]): the handlers running on it end without
 // counting a cancellation. It reports whether the connection was open.
 func (s *Server) CloseConn(id uint64) bool {
-	s.mu.Lock()
-	var tc *trackedConn
-	for c := range s.conns {
-		if c.id == id {
-			tc = c
-			break
-		}
-	}
-	s.mu.Unlock()
+	tc := s.conn(id)
 	if tc == nil {
 		return false
 	}
 	tc.cut.Store(true)
 	tc.Close()
 	return true
+}
+
+// ResetConn closes the connection id with a TCP RST (its linger set to 0),
+// as a server that drops a connection abruptly: a request in flight on it
+// gets no response. It reports whether the connection was open.
+func (s *Server) ResetConn(id uint64) bool {
+	tc := s.conn(id)
+	if tc == nil {
+		return false
+	}
+	tc.cut.Store(true)
+	tc.reset()
+	return true
+}
+
+// CloseWriteConn half-closes the connection id (the server's FIN), as a
+// server that closes an idle kept-alive connection; it goes on reading, so
+// the client's own close is seen and reported (a [ConnClosed] event with
+// ClosedBy "server"), and a request the client still sends on it is read,
+// counted and answered into the closed side (the client reads EOF). It
+// reports whether the connection was open.
+func (s *Server) CloseWriteConn(id uint64) bool {
+	tc := s.conn(id)
+	if tc == nil {
+		return false
+	}
+	tc.cut.Store(true)
+	tc.CloseWrite()
+	return true
+}
+
+// conn returns the open connection id, or nil.
+func (s *Server) conn(id uint64) *trackedConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.id == id {
+			return c
+		}
+	}
+	return nil
 }
 
 // Remove forgets the endpoint path: its fault (it answers 404 from now

@@ -136,6 +136,49 @@ func TestConnEvents(t *testing.T) {
 	tr.CloseIdleConnections()
 }
 
+// TestCloseWriteConnAndResetConn: the server closes an idle kept-alive
+// connection, with a FIN (it then sees the client's own close) or an RST;
+// either way the close is the server's, and the client's next request
+// comes on a new connection.
+func TestCloseWriteConnAndResetConn(t *testing.T) {
+	for _, how := range []string{"fin", "rst"} {
+		t.Run(how, func(t *testing.T) {
+			j := newJournal()
+			s, err := faultserver.New(faultserver.OnConnEvent(j.add))
+			require.NoError(t, err)
+			defer s.Close()
+			s.Handle("/ok", faultserver.OK{})
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr}
+			require.NoError(t, get(t, c, s.URL()+"/ok"))
+			var id uint64
+			j.mu.Lock()
+			for _, e := range j.events {
+				if e.Kind == faultserver.ConnRequest {
+					id = e.Conn
+				}
+			}
+			j.mu.Unlock()
+			if how == "fin" {
+				require.True(t, s.CloseWriteConn(id))
+			} else {
+				require.True(t, s.ResetConn(id))
+			}
+			ev := j.nextClose(t)
+			require.Equal(t, id, ev.Conn)
+			require.Equal(t, "server", ev.ClosedBy)
+			require.Equal(t, how, ev.How)
+			require.False(t, s.CloseWriteConn(id), "a closed connection")
+			require.False(t, s.ResetConn(id), "a closed connection")
+			require.NoError(t, get(t, c, s.URL()+"/ok"))
+			accepted, requests := j.kinds()
+			require.Equal(t, 2, accepted, "the next request on a new connection")
+			require.Equal(t, 2, requests)
+		})
+	}
+}
+
 // TestConnEventsTLS: over TLS a client's close (close_notify, then FIN)
 // is the client's, and the server's Connection: close is the server's.
 func TestConnEventsTLS(t *testing.T) {

@@ -53,6 +53,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/sessions", s.handleOpen)
 	mux.HandleFunc("GET /v1/sessions/{id}/scenarios", s.handleScenarios)
 	mux.HandleFunc("GET /v1/sessions/{id}/entered", s.handleEntered)
+	mux.HandleFunc("POST /v1/sessions/{id}/close", s.handleClose)
 	mux.HandleFunc("POST /v1/sessions/{id}/reports", s.handleReport)
 	mux.HandleFunc("POST /v1/sessions/{id}/done", s.handleDone)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -192,6 +193,87 @@ func (s *Server) handleEntered(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"protocol": Protocol, "entered": fs.Counters(path).HandlersEntered})
+}
+
+// scenarioOf returns the scenario of se that the query parameter
+// "scenario" names, or answers 404 and returns nil.
+func (s *Server) scenarioOf(w http.ResponseWriter, r *http.Request, se *session) *scenarioState {
+	q := r.URL.Query().Get("scenario")
+	idx, err := strconv.Atoi(q)
+	s.mu.Lock()
+	var st *scenarioState
+	if err == nil && idx >= 0 && idx < len(se.states) {
+		st = se.states[idx]
+	}
+	s.mu.Unlock()
+	if st == nil {
+		writeErr(w, &apiErr{code: http.StatusNotFound, msg: fmt.Sprintf("no scenario %q in session %s", printable(q), se.id)})
+	}
+	return st
+}
+
+// clientCloseWait bounds how long close_url waits for the client to close
+// its side of a connection the server closed with a FIN.
+const clientCloseWait = time.Second
+
+// Closed answers POST …/close: how the server closed the scenario's
+// kept-alive connection, and whether the client had closed its side by
+// then (after a FIN the server waits for it, at most a second; after an
+// RST it cannot see it).
+type Closed struct {
+	Protocol     string `json:"protocol"`
+	Closed       string `json:"closed"`
+	ClientClosed bool   `json:"client_closed"`
+}
+
+// handleClose closes, as the scenario says (FIN or RST), the kept-alive
+// connection its warm-up request came on, once; a second call answers as
+// the first did.
+func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
+	se, err := s.lookup(r.PathValue("id"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	io.Copy(io.Discard, io.LimitReader(r.Body, maxBody))
+	st := s.scenarioOf(w, r, se)
+	if st == nil {
+		return
+	}
+	s.mu.Lock()
+	how := st.sp.close
+	switch {
+	case how == "":
+		s.mu.Unlock()
+		writeErr(w, badRequest("scenario %s has no connection for the server to close", st.sp.name))
+		return
+	case st.closed == nil && len(st.fault) == 0:
+		s.mu.Unlock()
+		writeErr(w, &apiErr{code: http.StatusConflict, msg: fmt.Sprintf("scenario %s: the warm-up request was not seen, so no kept-alive connection is there to close", st.sp.name)})
+		return
+	}
+	first := st.closed == nil
+	if first {
+		st.closed = st.fault[0].conn
+	}
+	c := st.closed
+	s.mu.Unlock()
+	if first {
+		fs := s.faults[st.sp.on]
+		if how == "rst" {
+			fs.ResetConn(c.ref.id)
+		} else {
+			fs.CloseWriteConn(c.ref.id)
+			s.waitFor(r.Context(), se, clientCloseWait, func() bool { return c.closed })
+		}
+		s.mu.Lock()
+		st.clientClosed = how == "fin" && c.closed
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	out := Closed{Protocol: Protocol, Closed: how, ClientClosed: st.clientClosed}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {

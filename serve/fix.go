@@ -45,6 +45,9 @@ type fixes struct {
 	// hidden, pool, recovery.
 	retriedStatus, retriedError, notRetried, tooMany, budget, post, key, lastStatus string
 	cancel, hidden, recovery, fate                                                  string
+	// stale: a connection the server closed while idle was used;
+	// openAtDone says what holds connections open after done.
+	stale, openAtDone string
 }
 
 // clientFixes are the clients whose fixes are said in their own terms.
@@ -136,6 +139,7 @@ var clientFixes = map[string]fixes{
 		hidden:        "undici sent the request on a new connection (measured: a request right after another gets a new one): the kept one did not serve it",
 		recovery:      "send /ok through the same dispatcher",
 		fate:          "undici sent the next request on a new connection while the faulted one stayed open idle (measured: fetch does not reuse a connection for a request sent right after the previous response's body ended)",
+		openAtDone:    "fetch's global dispatcher keeps idle connections until its keepAliveTimeout: pass an undici Agent of your own as the dispatcher and close() it when done",
 	},
 	"axios": {
 		bounds: map[bound]string{
@@ -161,40 +165,51 @@ var clientFixes = map[string]fixes{
 	},
 	"webclient": {
 		bounds: map[bound]string{
-			bRead:    "HttpClient.responseTimeout(d) (Reactor Netty): the read interval, also between body reads",
-			bAttempt: "timeout(d) before retryWhen bounds each attempt",
+			bRead:    "HttpClient.responseTimeout(d) (Reactor Netty): the read interval, for the headers and between body reads",
+			bAttempt: "timeout(d) before retryWhen bounds each attempt, body included",
 			bConnect: "option(ChannelOption.CONNECT_TIMEOUT_MILLIS, ms)",
 			bTLS:     "secure(spec -> spec.sslContext(...).handshakeTimeout(d))",
 			bTotal:   "timeout(d) after retryWhen bounds all attempts and delays",
-			bPool:    "ConnectionProvider.builder(name).maxConnections(1).pendingAcquireTimeout(d)",
+			bPool:    "ConnectionProvider.builder(name).maxConnections(1).pendingAcquireTimeout(d): a second caller is refused with a PoolAcquireTimeoutException",
 		},
-		retriedStatus: "Retry.fixedDelay(n, d).filter(e -> 503 only)",
-		retriedError:  "Retry.fixedDelay(n, d).filter(...) must not accept timeouts or connection errors",
+		retriedStatus: "Retry.fixedDelay(n, d).filter(e -> a WebClientResponseException of 503 only)",
+		retriedError:  "Retry.fixedDelay(n, d).filter(...) must not accept a TimeoutException or a WebClientRequestException",
 		notRetried:    "retryWhen(Retry.fixedDelay(n, d).filter(503))",
 		tooMany:       "Retry.fixedDelay(n, d) caps the retries at n",
-		budget:        "timeout(total) after retryWhen, not before",
+		budget:        "timeout(total) after retryWhen, not before: before it, it is resubscribed with each attempt",
 		post:          "filter POST out of the retry unless it carries an Idempotency-Key",
 		key:           "set the Idempotency-Key on the request once, outside retryWhen's resubscription",
 		lastStatus:    "onRetryExhaustedThrow((spec, signal) -> signal.failure()) hands back the last 503",
 		cancel:        "dispose the subscription: Reactor Netty closes the connection",
-		hidden:        "HttpClient.disableRetry(true) turns Reactor Netty's own replay off",
+		hidden:        "HttpClient.disableRetry(true): Reactor Netty's own retry (on by default) sends a request again on a new connection when the connection it held was reset before the request was written",
 		recovery:      "send /ok through the same WebClient and ConnectionProvider",
-		fate:          "Reactor Netty releases a connection whose body was consumed",
+		fate:          "Reactor Netty releases a connection to the pool once the body was consumed",
+		stale:         "Reactor Netty drops a pooled connection found closed when it is acquired; ConnectionProvider.builder(name).maxIdleTime(d) below the server's keep-alive timeout closes idle ones first",
+		openAtDone:    "ConnectionProvider.dispose() (or disposeLater()) closes the pool's connections",
 	},
 	"restclient": {
 		bounds: map[bound]string{
-			bRead:    "JdkClientHttpRequestFactory.setReadTimeout(d) (the request's timeout)",
-			bAttempt: "HttpRequest.timeout(d) bounds each attempt (JdkClientHttpRequestFactory.setReadTimeout)",
+			bRead:    "the JDK HttpClient has no read interval: JdkClientHttpRequestFactory.setReadTimeout(d) sets HttpRequest.timeout(d), one deadline for the whole exchange, body included",
+			bAttempt: "JdkClientHttpRequestFactory.setReadTimeout(d) (HttpRequest.timeout(d)) bounds each attempt, body included",
 			bConnect: "HttpClient.newBuilder().connectTimeout(d)",
-			bTLS:     "HttpClient.newBuilder().connectTimeout(d) bounds the handshake with the connect",
-			bTotal:   "a deadline of your own around the retry loop",
-			bPool:    "the JDK HttpClient has no pool of one",
+			bTLS:     "HttpClient.newBuilder().connectTimeout(d) bounds the TLS handshake with the connect",
+			bTotal:   "the retry interceptor must check the total budget before each attempt and bound each delay by what is left of it",
+			bPool:    "the JDK HttpClient has no bound on connections per host and no acquire timeout: a second caller gets a connection of its own",
 		},
-		retriedStatus: "retry 503 only", retriedError: "do not retry timeouts or connection errors", notRetried: "retry a 503 up to max_retries times",
-		tooMany: "cap the retries", budget: "a total deadline around the loop", post: "never replay a POST without an Idempotency-Key",
-		key: "set the Idempotency-Key once", lastStatus: "hand back the last 503", cancel: "cancel the CompletableFuture of sendAsync",
-		hidden:   "the JDK HttpClient may replay an idempotent request on a connection that failed, by itself: count its attempts against the server's requests",
-		recovery: "send /ok through the same RestClient", fate: "the JDK HttpClient keeps a connection whose body was read",
+		retriedStatus: "the retry interceptor must retry 503 only",
+		retriedError:  "the retry interceptor must not retry an IOException or an HttpTimeoutException",
+		notRetried:    "a ClientHttpRequestInterceptor that retries a 503 max_retries times, delay apart",
+		tooMany:       "cap the interceptor's retries at max_retries",
+		budget:        "the interceptor must end the call when the total budget is spent, in a delay too",
+		post:          "never replay a POST without an Idempotency-Key",
+		key:           "set the Idempotency-Key once, outside the interceptor's loop",
+		lastStatus:    "hand the last 503 back when the retries run out",
+		cancel:        "interrupt the calling thread: Spring's JdkClientHttpRequest then cancels the JDK's future, which closes the connection",
+		hidden:        "the JDK HttpClient sends a GET or HEAD once more on a new connection when its connection fails before any byte of the response (MultiExchange: a ConnectionExpiredException); no setting turns that off (jdk.httpclient.enableAllMethodRetry extends it to every method): count the server's requests, not the interceptor's attempts",
+		recovery:      "send /ok through the same RestClient and HttpClient",
+		fate:          "the JDK HttpClient returns a connection to its pool once the body was read",
+		stale:         "the JDK HttpClient keeps an idle connection for jdk.httpclient.keepalive.timeout seconds (1200 in JDK 17, 30 in JDK 25): set it below the server's keep-alive timeout",
+		openAtDone:    "the JDK 17 HttpClient has no close(): its idle connections stay open for jdk.httpclient.keepalive.timeout (1200 s) or until the client is garbage-collected; from JDK 21 HttpClient.close() closes them",
 	},
 }
 
@@ -216,6 +231,8 @@ var generic = fixes{
 	key: "keep the Idempotency-Key across attempts", lastStatus: "hand back the last response when retries run out",
 	cancel: "close the connection when the call is cancelled or times out", hidden: "say which requests the client replays by itself",
 	recovery: "send /ok through the same client", fate: "see the connection's fate",
+	stale:      "check a pooled connection before reusing it, or close idle connections before the server does (an idle timeout below the server's keep-alive timeout)",
+	openAtDone: "close the client (its pool) when done",
 }
 
 // fixFor says what fixes fails in client's terms.
@@ -229,6 +246,9 @@ func fixFor(client string, sp *spec, fails []failure) string {
 		if s != "" && !containsStr(out, s) {
 			out = append(out, s)
 		}
+	}
+	if f.stale == "" {
+		f.stale = generic.stale
 	}
 	for _, x := range fails {
 		switch x {
@@ -260,6 +280,8 @@ func fixFor(client string, sp *spec, fails []failure) string {
 			addf(f.bounds[bPool])
 		case failFate:
 			addf(f.fate)
+		case failStale:
+			addf(f.stale)
 		case failOutcome:
 			if b := boundOf(sp); sp.caller.Error == KindTimeout || sp.caller.Error == KindPool {
 				addf(f.bounds[b])
@@ -270,6 +292,15 @@ func fixFor(client string, sp *spec, fails []failure) string {
 		return fmt.Sprintf("see the mismatches: the client's %s", sp.name)
 	}
 	return strings.Join(out, "; ")
+}
+
+// openAtDoneFix says, in the client's own terms where it is known, what
+// holds connections open after done, and what closes them.
+func openAtDoneFix(client string) string {
+	if f, ok := clientFixes[strings.ToLower(client)]; ok {
+		return f.openAtDone
+	}
+	return generic.openAtDone
 }
 
 func containsStr(ss []string, s string) bool {

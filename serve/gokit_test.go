@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +108,19 @@ func goKit(t *testing.T, srv *Server, run string, retry500 bool) *SessionReport 
 			rep.Outcome, rep.ElapsedMS = &o, float64(time.Since(start))/1e6
 			ok := call(sc.OKURL)
 			rep.OK = &ok
+		case StepsWarmCloseThenRequest:
+			call(sc.URL)
+			var closed Closed
+			if code := ctlDo(t, "POST", sc.CloseURL, struct{}{}, &closed); code != 200 {
+				t.Fatalf("close %s: %d", sc.Name, code)
+			}
+			start := time.Now()
+			o := call(sc.URL)
+			rep.Outcome, rep.ElapsedMS = &o, float64(time.Since(start))/1e6
+			ok := call(sc.OKURL)
+			rep.OK = &ok
+		case StepsWarmThenHeldBody:
+			rep.NotConfigurable = "net/http's Transport writes a request's headers before it reads a body of unknown length"
 		default:
 			rep.Skipped = "the test kit runs request steps only"
 		}
@@ -379,5 +394,208 @@ func TestSessionLimits(t *testing.T) {
 	t.Logf("a session with %d connections recorded holds about %d KiB", maxConnsPerSession, grown>>10)
 	if grown > 2<<20 {
 		t.Errorf("the session holds %d bytes", grown)
+	}
+}
+
+// heldBodyKit plays, on raw sockets, a client that holds a kept-alive
+// connection for a POST whose body is not ready (warm-then-held-body):
+// a warm-up GET on one connection, then close_url while nothing of the
+// POST is written; after the server's close it either reports the loss
+// (resend false: Reactor Netty with disableRetry(true)) or sends the POST
+// on a new connection by itself (resend true: disableRetry(false)). It
+// returns the session's result for the scenario name.
+func heldBodyKit(t *testing.T, srv *Server, name string, resend bool) Result {
+	t.Helper()
+	var opened Opened
+	if code := ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Kit: "go-test",
+		Client: Client{Name: "raw", Version: "test"}, Run: "^" + name + "$"}, &opened); code != 201 {
+		t.Fatalf("open: %d", code)
+	}
+	var list Scenarios
+	ctlDo(t, "GET", opened.ScenariosURL, nil, &list)
+	sc := list.Scenarios[0]
+	host := strings.TrimPrefix(sc.URL, "http://")
+	host, path, _ := strings.Cut(host, "/")
+	path = "/" + path
+	send := func(c net.Conn, method, body string) (int, error) {
+		fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", method, path, host, len(body), body)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	c, err := net.DialTimeout("tcp", host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if code, err := send(c, "GET", ""); err != nil || code != 200 {
+		t.Fatalf("warm-up: %d %v", code, err)
+	}
+	one := 1
+	rep := KitReport{Scenario: sc.Name, Attempts: &one, Config: "raw sockets"}
+	var closed Closed
+	if code := ctlDo(t, "POST", sc.CloseURL, struct{}{}, &closed); code != 200 {
+		t.Fatalf("close: %d", code)
+	}
+	// The server's close reaches the held connection: EOF or a reset.
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the held connection was not closed")
+	}
+	c.Close()
+	o := Outcome{Error: &ErrorOutcome{Kind: KindConnection, Message: "the connection was lost before the request was written"}}
+	if resend {
+		c2, err := net.DialTimeout("tcp", host, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c2.Close()
+		c2.SetDeadline(time.Now().Add(10 * time.Second))
+		code, err := send(c2, "POST", sc.Request.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o = Outcome{Status: code}
+	}
+	rep.Outcome = &o
+	okc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := okc.Get(sc.OKURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	rep.OK = &Outcome{Status: resp.StatusCode}
+	var res Result
+	if code := ctlDo(t, "POST", opened.ReportURL, rep, &res); code != 200 {
+		t.Fatalf("report: %d", code)
+	}
+	ctlDo(t, "POST", opened.DoneURL, Done{}, &SessionReport{})
+	return res
+}
+
+// TestHeldBodyHiddenResend: the server closes (RST or FIN) the kept-alive
+// connection a client holds for a POST not yet written. A client that
+// reports the loss passes, the server having read nothing; one that sends
+// the POST on a new connection by itself fails with the server's counts:
+// 1 request where the source's configuration makes none.
+func TestHeldBodyHiddenResend(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, name := range []string{"reset-before-send", "close-before-send"} {
+		how := map[string]string{"reset-before-send": "rst", "close-before-send": "fin"}[name]
+		lost := heldBodyKit(t, srv, name, false)
+		// The held connection, and /ok's.
+		if c := lost.Server.Connections[0]; !lost.Pass || lost.Server.Requests != 0 || len(lost.Server.Connections) != 2 ||
+			c.ClosedBy != "server" || c.How != how || c.Requests != 1 {
+			t.Errorf("%s, the loss reported: pass %v, %d requests, conns %+v, %q", name, lost.Pass, lost.Server.Requests,
+				lost.Server.Connections, lost.Mismatches)
+		}
+		resent := heldBodyKit(t, srv, name, true)
+		want := "hidden retry: the server " + map[string]string{"rst": "reset (RST)", "fin": "closed (FIN)"}[how] +
+			" the connection the client held for the POST before any of it was written, and the client sent the POST on a new connection by itself: 1 request for 1 attempt, expected 0 (the loss reaching the caller)"
+		if resent.Pass || !resent.HiddenRetry || resent.Server.Requests != 1 || len(resent.Server.Connections) != 3 ||
+			!slices.Contains(resent.Mismatches, want) || resent.Fix != generic.hidden {
+			t.Errorf("%s, resent: pass %v, hidden %v, %d requests, %d conns, %q", name, resent.Pass, resent.HiddenRetry,
+				resent.Server.Requests, len(resent.Server.Connections), resent.Mismatches)
+		}
+	}
+}
+
+// TestIdleClose: the server closes a kept-alive connection while it is
+// idle; net/http's Transport sees the FIN and closes its side, and sends
+// the next request on a new connection.
+func TestIdleClose(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rep := goKit(t, srv, `^idle-close$`, false)
+	r := resultOf(t, rep, "idle-close")
+	if !r.Pass || r.Server.Requests != 1 || len(r.Server.Connections) != 2 {
+		t.Fatalf("pass %v, %d requests, conns %+v, %q", r.Pass, r.Server.Requests, r.Server.Connections, r.Mismatches)
+	}
+	if c := r.Server.Connections[0]; c.ClosedBy != "server" || c.How != "fin" || c.Requests != 1 {
+		t.Errorf("the closed connection: %+v", c)
+	}
+	if len(r.Notes) == 0 || r.Notes[0] != "the client closed its side of the idle connection the server closed" {
+		t.Errorf("notes %q", r.Notes)
+	}
+}
+
+// TestSourceNumbers: with SourceNumbers the contracts the catalogue scales
+// down are served at the source's own numbers, the others as ever.
+func TestSourceNumbers(t *testing.T) {
+	policies := func(opts ...Option) map[string]Policy {
+		srv, err := New(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		var o Opened
+		ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Client: Client{Name: "x"}, Run: `^retry/`}, &o)
+		var list Scenarios
+		ctlDo(t, "GET", o.ScenariosURL, nil, &list)
+		out := map[string]Policy{}
+		for _, sc := range list.Scenarios {
+			out[sc.Contract] = sc.Policy
+		}
+		ctlDo(t, "POST", o.DoneURL, Done{}, &SessionReport{})
+		return out
+	}
+	scaled, source := policies(), policies(SourceNumbers())
+	type bounds struct{ attempt, total, delay float64 }
+	of := func(p Policy) bounds { return bounds{p.AttemptTimeoutMS, p.TotalTimeoutMS, p.DelayMS} }
+	for c, want := range map[string][2]bounds{
+		"A6": {{150, 8000, 10}, {1000, 8000, 10}},
+		"A8": {{300, 450, 300}, {1000, 1500, 1000}},
+		"A9": {{300, 1200, 100}, {500, 2000, 200}},
+		"A2": {{3000, 8000, 10}, {3000, 8000, 10}},
+	} {
+		if got := [2]bounds{of(scaled[c]), of(source[c])}; got != want {
+			t.Errorf("%s: scaled, source %+v; want %+v", c, got, want)
+		}
+	}
+}
+
+// TestCloseURLBadInput: close_url refuses, with the reason, a scenario it
+// does not know, one with no connection to close, and a close before the
+// warm-up it closes the connection of.
+func TestCloseURLBadInput(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var o Opened
+	ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Client: Client{Name: "x"}, Run: `^(ok|idle-close)$`}, &o)
+	var list Scenarios
+	ctlDo(t, "GET", o.ScenariosURL, nil, &list)
+	base := strings.TrimSuffix(o.ScenariosURL, "/scenarios") + "/close?scenario="
+	for _, c := range []struct {
+		query string
+		code  int
+		says  string
+	}{
+		{"9", 404, `no scenario \"9\"`},
+		{"x", 404, `no scenario \"x\"`},
+		{"0", 400, "scenario ok has no connection for the server to close"},
+		{"1", 409, "the warm-up request was not seen"},
+	} {
+		var e apiError
+		if code := ctlDo(t, "POST", base+c.query, struct{}{}, &e); code != c.code || !strings.Contains(e.Error, strings.ReplaceAll(c.says, `\"`, `"`)) || e.Protocol != Protocol {
+			t.Errorf("close %s: %d %q; want %d saying %q", c.query, code, e.Error, c.code, c.says)
+		}
+	}
+	if list.Scenarios[1].CloseURL != base+"1" || list.Scenarios[0].CloseURL != "" {
+		t.Errorf("close_url: %q, %q", list.Scenarios[0].CloseURL, list.Scenarios[1].CloseURL)
 	}
 }

@@ -115,6 +115,11 @@ func settled(st *scenarioState, fs *faultserver.Server) bool {
 	return true
 }
 
+// classPool is the class of a call the client's pool refused (its acquire
+// timeout, Reactor Netty's pendingAcquireTimeout), said as the kit's kind:
+// not a deadline of the caller's, a refusal of the pool's.
+const classPool vocab.Class = "pool"
+
 // classOf states the caller's outcome in the audit's vocabulary, made
 // precise by what the server did.
 func classOf(o *Outcome, sp *spec) (vocab.Class, vocab.Stage) {
@@ -130,7 +135,7 @@ func classOf(o *Outcome, sp *spec) (vocab.Class, vocab.Stage) {
 	case o.Error.Kind == KindCanceled:
 		return vocab.ClassCanceled, sp.stage
 	case o.Error.Kind == KindPool:
-		return vocab.ClassDeadline, vocab.StagePoolWait
+		return classPool, vocab.StagePoolWait
 	}
 	return vocab.ClassError, sp.stage
 }
@@ -188,6 +193,7 @@ const (
 	failOutcome       failure = "outcome"        // another outcome than expected
 	failFate          failure = "fate"           // the connection's fate
 	failPool          failure = "pool"           // the pool of one did not hold
+	failStale         failure = "stale"          // a connection the server had closed was used
 )
 
 // judge combines the kit's report with the server's evidence; s.mu is held.
@@ -264,7 +270,18 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 	if res.Attempts != nil && ev.Requests > int64(*res.Attempts) {
 		res.HiddenRetry = true
 	}
+	// extra is what one too many requests is about: the client's own
+	// replay when the retry layer made no more attempts than it should
+	// (its fix is the client's, not the retry layer's), else the retry's.
+	extra := func() failure {
+		if res.HiddenRetry && *res.Attempts <= max(1, e.ClientAttempts) {
+			return failHidden
+		}
+		return retriedWhat(sp, o)
+	}
 	switch {
+	case sp.close != "":
+		closedChecks(st, ev, res, add)
 	case sp.either:
 		switch {
 		case res.HiddenRetry:
@@ -282,7 +299,7 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 		case sp.contract == "A8" && ev.Requests > e.ServerRequests:
 			add(failBudget, "%s was retried past the budget: %s, contract %d", sp.subject, plural(ev.Requests, "request"), e.ServerRequests)
 		case sp.contract != "" && ev.Requests > e.ServerRequests:
-			add(retriedWhat(sp, o), "%s was retried: %s, contract %d", sp.subject, plural(ev.Requests, "request"), e.ServerRequests)
+			add(extra(), "%s was retried: %s, contract %d", sp.subject, plural(ev.Requests, "request"), e.ServerRequests)
 		case sp.contract != "":
 			f := failNotRetried
 			if sp.contract == "A8" {
@@ -292,10 +309,10 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 		case sp.name == "pool-acquire-timeout":
 			add(failPool, "server-seen requests: expected 0 (the second caller waits for the one connection), observed %d", ev.Requests)
 		default:
-			add(retriedWhat(sp, o), "server-seen requests: expected %d, observed %d", e.ServerRequests, ev.Requests)
+			add(extra(), "server-seen requests: expected %d, observed %d", e.ServerRequests, ev.Requests)
 		}
 	}
-	if res.HiddenRetry && !sp.either && ev.Requests != e.ServerRequests {
+	if res.HiddenRetry && !sp.either && sp.close == "" && ev.Requests != e.ServerRequests {
 		add(failHidden, "hidden retry: the server saw %d requests for %d client attempts", ev.Requests, *res.Attempts)
 	}
 	if sp.contract == "A8" && o.Error == nil && !res.Unbounded {
@@ -340,7 +357,11 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 		}
 		if e.Dials != nil && sp.on <= onRawH2 {
 			if d := int64(faultConns(st)); d != *e.Dials {
-				add(failFate, "connections for the faulted request: expected %d, observed %d", *e.Dials, d)
+				f := failFate
+				if res.HiddenRetry {
+					f = failHidden // the replay's new connection
+				}
+				add(f, "connections for the faulted request: expected %d, observed %d", *e.Dials, d)
 			}
 		}
 	}
@@ -357,6 +378,52 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 		res.Fix = fixFor(se.client.Name, sp, fails)
 	}
 	return res
+}
+
+// closedChecks judges the requests of a scenario whose kept-alive
+// connection the server closed at the kit's asking (idle-close,
+// reset-before-send, close-before-send): which connection the request came
+// on says whether the client noticed the close, or sent by itself what it
+// had not written.
+func closedChecks(st *scenarioState, ev Evidence, res *Result, add func(failure, string, ...any)) {
+	sp, e := st.sp, st.sp.audit
+	if st.closed == nil {
+		add(failOutcome, "the kit did not ask the server to close the connection (close_url)")
+		return
+	}
+	onClosed, onNew := 0, 0
+	for _, r := range st.fault[1:] {
+		if r.conn == st.closed {
+			onClosed++
+		} else {
+			onNew++
+		}
+	}
+	how := map[string]string{"fin": "closed (FIN)", "rst": "reset (RST)"}[sp.close]
+	switch {
+	case !sp.held:
+		switch {
+		case st.clientClosed:
+			res.Notes = append(res.Notes, "the client closed its side of the idle connection the server closed")
+		default:
+			res.Notes = append(res.Notes, fmt.Sprintf("the client had not closed its side of the idle connection a %v after the server's FIN", clientCloseWait))
+		}
+		if onClosed > 0 {
+			add(failStale, "the client sent the request on the idle connection the server had %s: %s on it, %d on a new one",
+				how, plural(int64(onClosed), "request"), onNew)
+		} else if ev.Requests != e.ServerRequests {
+			add(failTooMany, "server-seen requests: expected %d, observed %d", e.ServerRequests, ev.Requests)
+		}
+	case onClosed > 0:
+		add(failOutcome, "the server read the POST on the connection before it %s it: the client wrote it before asking for its body, so this scenario does not apply (a kit reports such a client not configurable)",
+			map[string]string{"fin": "closed", "rst": "reset"}[sp.close])
+	case onNew > 0 && (res.Attempts == nil || *res.Attempts <= 1):
+		res.HiddenRetry = true
+		add(failHidden, "hidden retry: the server %s the connection the client held for the POST before any of it was written, and the client sent the POST on a new connection by itself: %s for 1 attempt, expected 0 (the loss reaching the caller)",
+			how, plural(int64(onNew), "request"))
+	case onNew > 0:
+		add(failRetriedError, "the loss of the connection was retried: %s, expected 0", plural(int64(onNew), "request"))
+	}
 }
 
 // retriedWhat says what kind of retry one too many requests is.
@@ -407,7 +474,7 @@ func evidence(se *session, st *scenarioState, fs *faultserver.Server) Evidence {
 	if sp.on <= onRawH2 {
 		c := fs.Counters(st.faultPath)
 		ev.Requests, ev.HandlersEntered, ev.CancelsObserved, ev.Writes = c.RequestsRead, c.HandlersEntered, c.CancelsObserved, c.WritesCommitted
-		if sp.steps == StepsWarmThenRequest && ev.Requests > 0 {
+		if st.warmed() && ev.Requests > 0 {
 			ev.Requests--
 			ev.HandlersEntered = max(0, ev.HandlersEntered-1)
 		}
@@ -431,7 +498,7 @@ func evidence(se *session, st *scenarioState, fs *faultserver.Server) Evidence {
 		ev.Connections = append(ev.Connections, ce)
 	}
 	for i := 1; i < len(st.fault); i++ {
-		if sp.steps == StepsWarmThenRequest && i == 1 {
+		if st.warmed() && i == 1 {
 			continue
 		}
 		ev.AttemptGapsMS = append(ev.AttemptGapsMS, ms(st.fault[i].at.Sub(st.fault[i-1].at)))
@@ -536,8 +603,12 @@ func sessionReport(se *session, why string, faults [3]*faultserver.Server) *Sess
 				names = append(names, se.states[c.scenario].sp.name)
 			}
 		}
-		r.Findings = append(r.Findings, fmt.Sprintf("the client still holds %s open a second after the kit said done (opened in %s)",
-			plural(int64(r.OpenAtDone), "connection"), strings.Join(names, ", ")))
+		f := fmt.Sprintf("the client still holds %s open a second after the kit said done (opened in %s)",
+			plural(int64(r.OpenAtDone), "connection"), strings.Join(names, ", "))
+		if fix := openAtDoneFix(se.client.Name); fix != "" {
+			f += "; fix: " + fix
+		}
+		r.Findings = append(r.Findings, f)
 	}
 	if se.extraConn > 0 || se.extraReqs > 0 {
 		r.Limits = fmt.Sprintf("%d connections and %d requests past the session's limits were counted, not recorded", se.extraConn, se.extraReqs)

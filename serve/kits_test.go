@@ -9,16 +9,34 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// example is a kit's example client and the command that runs it.
+// example is a kit's example client and the command that runs it; a
+// command may audit several clients, one session each (sessions, in the
+// table's order; nil: the one client name).
 type example struct {
-	name string
-	cmd  func(t *testing.T, root string) []string
+	name     string
+	cmd      func(t *testing.T, root string) []string
+	sessions []string
+	// after: run after the others, not beside them (Maven and a JVM
+	// starting take both cores of a small machine for seconds, long
+	// enough to push curl's --speed-time, an average over about 5 s,
+	// past the server's guard).
+	after bool
+}
+
+// names is the clients an example's command audits.
+func (ex example) names() []string {
+	if ex.sessions != nil {
+		return ex.sessions
+	}
+	return []string{ex.name}
 }
 
 var examples = []example{
@@ -29,21 +47,40 @@ var examples = []example{
 			}
 		}
 		return []string{filepath.Join(root, "kits", "curl", "example.sh")}
-	}},
+	}, nil, false},
 	{"requests", func(t *testing.T, root string) []string {
 		return []string{pythonPath(t, root), filepath.Join(root, "kits", "python", "example_requests.py")}
-	}},
+	}, nil, false},
 	{"httpx", func(t *testing.T, root string) []string {
 		return []string{pythonPath(t, root), filepath.Join(root, "kits", "python", "example_httpx.py")}
-	}},
+	}, nil, false},
 	{"fetch", func(t *testing.T, root string) []string {
 		nodeKit(t, root)
 		return []string{"node", filepath.Join(root, "kits", "node", "example_fetch.mjs")}
-	}},
+	}, nil, false},
 	{"axios", func(t *testing.T, root string) []string {
 		nodeKit(t, root)
 		return []string{"node", filepath.Join(root, "kits", "node", "example_axios.mjs")}
-	}},
+	}, nil, false},
+	// The Java kit: WebClient on Reactor Netty, then RestClient on the JDK
+	// HttpClient, in one JVM (kits/java ServeTest).
+	{"java", func(t *testing.T, root string) []string { return javaKit(t, root) }, []string{"webclient", "restclient"}, true},
+}
+
+// javaKit is the command that runs kits/java's ServeTest with Maven, with
+// extra -D properties; it skips the test, saying so, when mvn or a JDK 17
+// javac is not on PATH (kits/java/ci.sh installs them; CI has them).
+func javaKit(t *testing.T, root string, props ...string) []string {
+	t.Helper()
+	if _, err := exec.LookPath("mvn"); err != nil {
+		t.Skip("mvn is not installed: the Java kit's columns need Maven and a JDK 17 (kits/java/ci.sh installs them)")
+	}
+	out, err := exec.Command("javac", "-version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "javac 17") {
+		t.Skipf("no JDK 17 javac on PATH (%q): the Java kit's columns need it (kits/java/ci.sh installs it)", strings.TrimSpace(string(out)))
+	}
+	return append([]string{"mvn", "-q", "-B", "-f", filepath.Join(root, "kits", "java", "pom.xml"), "test",
+		"-Dtest=ServeTest", "-Dsurefire.failIfNoSpecifiedTests=false"}, props...)
 }
 
 // runExample runs an example against srv with extra environment, and
@@ -100,9 +137,14 @@ const (
 	tableEnd   = "<!-- serve table: end -->\n"
 )
 
-// TestTable runs every kit's example client against one server at once,
+// TestTable runs every kit's example client against one server at once
+// (the Java kit's after the others, on the same server),
 // and checks that the table of verdicts committed in docs/serve.md is the
 // one this run gives (go test ./serve -run TestTable -update rewrites it).
+// The Java columns come from kits/java run with Maven under the same
+// server (WebClient, then RestClient); without mvn and a JDK 17 the test
+// skips, saying so, as it does without curl, the Python venv or kits/node's
+// packages: a table with a column missing cannot be compared.
 func TestTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every kit's example client")
@@ -113,24 +155,33 @@ func TestTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	var argvs [][]string
+	var argvs, after [][]string
 	for _, ex := range examples {
-		argvs = append(argvs, ex.cmd(t, r))
+		if ex.after {
+			after = append(after, ex.cmd(t, r))
+		} else {
+			argvs = append(argvs, ex.cmd(t, r))
+		}
 	}
 	var wg sync.WaitGroup
 	for _, argv := range argvs {
 		wg.Go(func() { runExample(t.Context(), t, srv, argv) })
 	}
 	wg.Wait()
+	for _, argv := range after {
+		runExample(t.Context(), t, srv, argv)
+	}
 	srv.Close()
 	reports, _ := srv.Ended()
 	var sessions []*SessionReport
 	for _, ex := range examples {
-		s := sessionOf(t, reports, ex.name)
-		if s.NotReported > 0 || s.Error != "" {
-			t.Errorf("%s: %d not reported, error %q", ex.name, s.NotReported, s.Error)
+		for _, name := range ex.names() {
+			s := sessionOf(t, reports, name)
+			if s.NotReported > 0 || s.Error != "" {
+				t.Errorf("%s: %d not reported, error %q", name, s.NotReported, s.Error)
+			}
+			sessions = append(sessions, s)
 		}
-		sessions = append(sessions, s)
 	}
 	table := Table(sessions)
 	if os.Getenv("CONNAUDIT_SHOW") != "" {
@@ -278,4 +329,110 @@ func TestFourAtOnce(t *testing.T) {
 	}
 	t.Logf("one client: %v; four at once: %v (%.2f×)", t1.Round(time.Millisecond), t4.Round(time.Millisecond), t4.Seconds()/t1.Seconds())
 	_ = json.Marshal
+}
+
+// javaSession returns the session of client whose configuration names
+// mutation ("" for the source's own: none named).
+func javaSession(t *testing.T, reports []*SessionReport, client, mutation string) *SessionReport {
+	t.Helper()
+	for _, r := range reports {
+		named := strings.HasPrefix(r.Client.Config, "MUTATED: ")
+		if r.Client.Name == client && (mutation == "" && !named || mutation != "" && strings.HasPrefix(r.Client.Config, "MUTATED: "+mutation+";")) {
+			return r
+		}
+	}
+	t.Fatalf("no session of %s with mutation %q among %d", client, mutation, len(reports))
+	return nil
+}
+
+// TestJavaMutations: the source's own WebClient and RestClient, then each
+// mutation of their configuration, through serve in one JVM. Each mutation
+// fails the contract it breaks, with the server's counts, where the
+// source's configuration passes: retrying 500 (both clients) breaks A5,
+// 3 requests for 1; the total timeout before retryWhen breaks A8, a third
+// attempt; dropping disableRetry(true) breaks reset-before-send: the POST
+// the source's WebClient never sends (0 requests, the reset to the caller)
+// is sent on a new connection by Reactor Netty's own retry (1 request, 200
+// to the caller), while every scenario in which the server read the
+// request (H1 with a FIN or an RST, close-before-send) is the same with it
+// on or off: Reactor Netty never sends again a request it wrote.
+func TestJavaMutations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Java kit")
+	}
+	argv := javaKit(t, root(t), "-Dconnaudit.mutations=;RETRY_500;TOTAL_BEFORE_RETRY;KEEP_HIDDEN_RETRY")
+	srv, err := New(Select(regexp.MustCompile(`^(retry/500|retry/total-budget|reset-before-send|close-before-send|retry/hidden-retry|retry/hidden-retry-reset)$`), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	out := runExample(t.Context(), t, srv, argv)
+	srv.Close()
+	reports, _ := srv.Ended()
+	if len(reports) != 6 {
+		t.Fatalf("%d sessions, want 6 (the source's and RETRY_500's for both clients, two more for WebClient):\n%s", len(reports), out)
+	}
+	result := func(r *SessionReport, name string) Result {
+		t.Helper()
+		res := resultOf(t, r, name)
+		m := "as the source configures it"
+		if rest, ok := strings.CutPrefix(r.Client.Config, "MUTATED: "); ok {
+			m, _, _ = strings.Cut(rest, ";")
+		}
+		t.Logf("%s %s, %s: pass %v, caller %s, %d requests, %d connections, %q", r.Client.Name, m, name, res.Pass,
+			callerText(orNone(res.Caller)), res.Server.Requests, len(res.Server.Connections), res.Mismatches)
+		return res
+	}
+	for _, client := range []string{"webclient", "restclient"} {
+		src := javaSession(t, reports, client, "")
+		for _, name := range []string{"retry/500", "retry/total-budget"} {
+			if r := result(src, name); !r.Pass {
+				t.Errorf("%s as the source configures it fails %s: %q", client, name, r.Mismatches)
+			}
+		}
+		r := result(javaSession(t, reports, client, "RETRY_500"), "retry/500")
+		if want := "A5: 500 was retried: 3 requests, contract 1"; r.Pass || r.Server.Requests != 3 || len(r.Mismatches) == 0 || r.Mismatches[0] != want {
+			t.Errorf("%s retrying 500: pass %v, %d requests, %q; want %q", client, r.Pass, r.Server.Requests, r.Mismatches, want)
+		}
+		if r.Fix != clientFixes[client].retriedStatus {
+			t.Errorf("%s retrying 500: fix %q", client, r.Fix)
+		}
+	}
+	src := javaSession(t, reports, "webclient", "")
+	r := result(javaSession(t, reports, "webclient", "TOTAL_BEFORE_RETRY"), "retry/total-budget")
+	if want := "A8: 503 was retried past the budget: 3 requests, contract 2"; r.Pass || r.Server.Requests != 3 ||
+		!slices.Contains(r.Mismatches, want) || r.Caller == nil || r.Caller.Status != 503 {
+		t.Errorf("the total timeout before retryWhen: pass %v, %d requests, caller %+v, %q; want %q", r.Pass, r.Server.Requests, r.Caller, r.Mismatches, want)
+	}
+	if !strings.Contains(r.Fix, clientFixes["webclient"].budget) {
+		t.Errorf("the total timeout before retryWhen: fix %q", r.Fix)
+	}
+
+	kept := javaSession(t, reports, "webclient", "KEEP_HIDDEN_RETRY")
+	on, off := result(kept, "reset-before-send"), result(src, "reset-before-send")
+	if !off.Pass || off.Server.Requests != 0 || off.Caller == nil || off.Caller.Error == nil || off.Caller.Error.Kind != KindConnection {
+		t.Errorf("reset-before-send with disableRetry(true): pass %v, %d requests, caller %+v, %q", off.Pass, off.Server.Requests, off.Caller, off.Mismatches)
+	}
+	want := "hidden retry: the server reset (RST) the connection the client held for the POST before any of it was written, and the client sent the POST on a new connection by itself: 1 request for 1 attempt, expected 0 (the loss reaching the caller)"
+	if on.Pass || !on.HiddenRetry || on.Server.Requests != 1 || on.Caller == nil || on.Caller.Status != 200 || !slices.Contains(on.Mismatches, want) {
+		t.Errorf("reset-before-send with disableRetry(false): pass %v, hidden %v, %d requests, caller %+v, %q", on.Pass, on.HiddenRetry,
+			on.Server.Requests, on.Caller, on.Mismatches)
+	}
+	if on.Fix != clientFixes["webclient"].hidden {
+		t.Errorf("reset-before-send with disableRetry(false): fix %q", on.Fix)
+	}
+	// What the server read, it reads once, the retry on or off.
+	for _, name := range []string{"close-before-send", "retry/hidden-retry", "retry/hidden-retry-reset"} {
+		a, b := result(src, name), result(kept, name)
+		if !a.Pass || !b.Pass || a.Server.Requests != b.Server.Requests || a.HiddenRetry || b.HiddenRetry {
+			t.Errorf("%s: disableRetry(true) pass %v, %d requests; (false) pass %v, %d requests", name, a.Pass, a.Server.Requests, b.Pass, b.Server.Requests)
+		}
+	}
+}
+
+func orNone(o *Outcome) *Outcome {
+	if o == nil {
+		return &Outcome{Error: &ErrorOutcome{Kind: "none"}}
+	}
+	return o
 }

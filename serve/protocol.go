@@ -94,6 +94,13 @@ const (
 	StepsCancelWhenEntered = "cancel-when-entered"
 	StepsSecondCaller      = "second-caller"
 	StepsReadThenClose     = "read-then-close"
+	// StepsWarmCloseThenRequest: a warm-up GET, then close_url (the
+	// server closes the idle connection), then the request.
+	StepsWarmCloseThenRequest = "warm-close-then-request"
+	// StepsWarmThenHeldBody: a warm-up GET, then the request with a body
+	// the client gets only when it asks for it; at its first asking the
+	// kit posts close_url and holds the body.
+	StepsWarmThenHeldBody = "warm-then-held-body"
 )
 
 // ScenarioSpec is a scenario as a kit gets it.
@@ -107,6 +114,7 @@ type ScenarioSpec struct {
 	OKURL      string      `json:"ok_url"`
 	EnteredURL string      `json:"entered_url,omitempty"`
 	HoldURL    string      `json:"hold_url,omitempty"`
+	CloseURL   string      `json:"close_url,omitempty"`
 	ReadBytes  int         `json:"read_bytes,omitempty"`
 	Request    Request     `json:"request"`
 	Policy     Policy      `json:"policy"`

@@ -31,10 +31,15 @@ type spec struct {
 	fault          faultserver.Fault // nil below HTTP
 	on             listener
 	steps          string
-	request        Request
-	policy         Policy
-	readBytes      int
-	wait           time.Duration
+	// close is how the server closes the kept-alive connection when the
+	// kit asks (close_url): "fin" or "rst"; held is set when the kit
+	// asks with the request's body held (warm-then-held-body).
+	close     string
+	held      bool
+	request   Request
+	policy    Policy
+	readBytes int
+	wait      time.Duration
 	// caller is what the caller must be given; either lets a hidden
 	// replay (200) or its absence (a connection error) stand.
 	caller Expectation
@@ -69,8 +74,10 @@ const (
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // catalogue builds the served scenarios from the audit's catalogue, in its
-// order, with pool-acquire-timeout after the HTTP/1 ones.
-func catalogue() ([]*spec, error) {
+// order, with the scenarios served only here after the HTTP/1 ones; with
+// sourceNumbers the retry contracts the catalogue scales down are at the
+// source's own numbers ([SourceNumbers]).
+func catalogue(sourceNumbers bool) ([]*spec, error) {
 	var out []*spec
 	for _, s := range audit.Catalogue() {
 		if _, skip := NotServed[s.Name]; skip {
@@ -80,12 +87,72 @@ func catalogue() ([]*spec, error) {
 		if err != nil {
 			return nil, err
 		}
+		if sourceNumbers {
+			atSourceNumbers(sp)
+		}
 		out = append(out, sp)
-		if s.Name == "connect-refused" {
-			out = append(out, poolAcquire())
+		switch s.Name {
+		case "connect-refused":
+			out = append(out, poolAcquire(), idleClose(), heldBody("reset-before-send", "rst"), heldBody("close-before-send", "fin"))
+		case "retry/hidden-retry":
+			out = append(out, hiddenRetryReset(sp))
 		}
 	}
 	return out, nil
+}
+
+// atSourceNumbers sets a retry contract the catalogue scales down to the
+// source's own numbers: the article's A6, A8 and A9.
+func atSourceNumbers(sp *spec) {
+	p := &sp.policy
+	switch sp.contract {
+	case "A6":
+		p.AttemptTimeoutMS = 1000
+	case "A8":
+		p.AttemptTimeoutMS, p.TotalTimeoutMS, p.DelayMS = 1000, 1500, 1000
+		sp.wait = 1500 * time.Millisecond
+	case "A9":
+		p.AttemptTimeoutMS, p.TotalTimeoutMS, p.DelayMS = 500, 2000, 200
+		after := 400 * time.Millisecond
+		sp.fault = faultserver.Sequence{Faults: []faultserver.Fault{faultserver.Status{Code: 503, After: after}, faultserver.Status{Code: 200, After: after}}}
+		sp.wait = 2 * after
+	}
+}
+
+// idleClose is a kept-alive connection the server closes (FIN) while it is
+// idle, before the client's next request: the kit waits until the server
+// has closed it (and seen the client close its side, or waited a second
+// for it), then sends the request, which must come on a new connection.
+func idleClose() *spec {
+	return &spec{name: "idle-close", proto: audit.HTTP1, faultText: "closes (FIN) the kept-alive connection while it is idle, before the next request",
+		fault: faultserver.OK{}, on: onPlain, steps: StepsWarmCloseThenRequest, close: "fin", request: get(), policy: noRetry(),
+		caller: Expectation{Status: 200}, audit: audit.Expect{Class: vocab.ClassOK, ClientAttempts: 1, ServerRequests: 1}}
+}
+
+// heldBody is a kept-alive connection the server closes (how: "rst" or
+// "fin") while the client holds it for a POST it has not written yet: the
+// kit gives the client the request's body only when the client asks for
+// it, and asks the server to close the connection when the client first
+// does. Nothing of the request reached the server; the loss must reach the
+// caller, not be hidden by a send on a new connection (Reactor Netty's own
+// retry, which disableRetry(true) turns off, does exactly that after an
+// RST).
+func heldBody(name, how string) *spec {
+	text := map[string]string{"rst": "resets (RST)", "fin": "closes (FIN)"}[how]
+	return &spec{name: name, proto: audit.HTTP1, faultText: text + " the kept-alive connection the client holds for a POST not yet written",
+		fault: faultserver.OK{}, on: onPlain, steps: StepsWarmThenHeldBody, close: how, held: true,
+		request: Request{Method: http.MethodPost, Headers: map[string]string{}, Body: `{"order":7}`}, policy: noRetry(),
+		caller: Expectation{Error: KindConnection}, connClass: map[string]vocab.Class{"rst": vocab.ClassReset, "fin": vocab.ClassServerClosed}[how],
+		audit: audit.Expect{Class: map[string]vocab.Class{"rst": vocab.ClassReset, "fin": vocab.ClassServerClosed}[how], ClientAttempts: 1, ServerRequests: 0}}
+}
+
+// hiddenRetryReset is H1 with an RST for the FIN: the kept-alive
+// connection reset right after the server read the request.
+func hiddenRetryReset(h1 *spec) *spec {
+	sp := *h1
+	sp.name, sp.faultText = "retry/hidden-retry-reset", "resets (RST) a kept-alive connection after reading its 2nd request"
+	sp.fault, sp.connClass = faultserver.Reset{After: 1}, vocab.ClassReset
+	return &sp
 }
 
 // poolAcquire is the pool of one: a second caller waits for the one
@@ -97,7 +164,7 @@ func poolAcquire() *spec {
 		on: onPlain, steps: StepsSecondCaller, request: get(),
 		policy: Policy{PoolMaxPerHost: 1, PoolAcquireTimeoutMS: ms(acquireBound), RetryStatuses: []int{}, RetryMethods: []string{}},
 		wait:   acquireBound, caller: Expectation{Error: KindPool},
-		audit:        audit.Expect{Class: vocab.ClassDeadline, Stage: vocab.StagePoolWait, ClientAttempts: 1, ServerRequests: 0},
+		audit:        audit.Expect{Class: classPool, Stage: vocab.StagePoolWait, ClientAttempts: 1, ServerRequests: 0},
 		timeoutClass: vocab.ClassDeadline, stage: vocab.StagePoolWait}
 }
 

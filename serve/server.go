@@ -76,7 +76,7 @@ func New(opts ...Option) (*Server, error) {
 		}
 		o.apply(&cfg)
 	}
-	specs, err := catalogue()
+	specs, err := catalogue(cfg.sourceNumbers)
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,21 @@ type scenarioState struct {
 	cutAt     time.Time
 	report    *KitReport
 	result    *Result
+	// closed is the kept-alive connection the server closed at the kit's
+	// asking (close_url); clientClosed whether the client had closed its
+	// side when the server answered.
+	closed       *connRec
+	clientClosed bool
+}
+
+// warmed reports whether the scenario's first faulted request is a warm-up
+// the kit sends before the call it reports.
+func (st *scenarioState) warmed() bool {
+	switch st.sp.steps {
+	case StepsWarmThenRequest, StepsWarmCloseThenRequest, StepsWarmThenHeldBody:
+		return true
+	}
+	return false
 }
 
 // reqRec is a request the server read.
@@ -263,6 +278,9 @@ func (s *Server) listen(se *session, chosen []*spec) error {
 		case StepsSecondCaller:
 			st.spec.HoldURL = okBase + st.holdPath
 			st.spec.EnteredURL = ctl + "/entered?scenario=" + strconv.Itoa(i) + "&what=hold"
+		}
+		if sp.close != "" {
+			st.spec.CloseURL = ctl + "/close?scenario=" + strconv.Itoa(i)
 		}
 		states = append(states, st)
 	}

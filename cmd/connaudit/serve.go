@@ -16,12 +16,13 @@ import (
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", stdout, stderr, "[-addr HOST:PORT] [-ca FILE] [-run P] [-skip P] [-json] [-junit FILE]\n"+
-		"                       [-deadline D] [-- CMD ARGS…]")
+	fs := newFlagSet("serve", stdout, stderr, "[-addr HOST:PORT] [-ca FILE] [-run P] [-skip P] [-source-numbers] [-json]\n"+
+		"                       [-junit FILE] [-deadline D] [-- CMD ARGS…]")
 	addr := fs.String("addr", "127.0.0.1:0", "the control API's address (CONNAUDIT_URL); faults stay on 127.0.0.1")
 	caPath := fs.String("ca", "", "write the HTTPS listeners' CA certificate here (default: a temporary file)")
 	run := fs.String("run", "", "offer only the scenarios whose name matches this regular expression")
 	skip := fs.String("skip", "", "leave out the scenarios whose name matches this regular expression")
+	sourceNumbers := fs.Bool("source-numbers", false, "serve A6, A8 and A9 at the source's own numbers, not scaled down")
 	asJSON := fs.Bool("json", false, "write the verdicts as JSON")
 	junit := fs.String("junit", "", "also write the verdicts as JUnit XML to this file")
 	deadline := fs.Duration("deadline", 20*time.Minute, "bound on CMD: it is interrupted then")
@@ -51,6 +52,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	opts = append(opts, serve.Select(compileOrNil(*run), compileOrNil(*skip)))
+	if *sourceNumbers {
+		opts = append(opts, serve.SourceNumbers())
+	}
 	if host, _, err := net.SplitHostPort(*addr); err != nil {
 		return fs.usageError("-addr %q: %v", *addr, err)
 	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {

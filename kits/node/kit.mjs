@@ -108,6 +108,11 @@ export class Kit {
           await get(sc.url);
           r = await this.outcome(adapter, () => req(sc.url));
           break;
+        case 'warm-close-then-request':
+          await get(sc.url);
+          await ctl('POST', sc.close_url, {});
+          r = await this.outcome(adapter, () => req(sc.url));
+          break;
         case 'read-then-close':
           r = await this.outcome(adapter, () => req(sc.url, { readBytes: sc.read_bytes }));
           break;

@@ -98,6 +98,10 @@ class Kit:
             elif steps == "warm-then-request":
                 get(sc["url"])
                 out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"]))
+            elif steps == "warm-close-then-request":
+                get(sc["url"])
+                self._ctl("POST", sc["close_url"], {})
+                out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"]))
             elif steps == "read-then-close":
                 out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"], sc["read_bytes"]))
             elif steps == "second-caller":

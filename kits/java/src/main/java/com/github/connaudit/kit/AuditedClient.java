@@ -40,6 +40,20 @@ public interface AuditedClient extends AutoCloseable {
     Call start(Request request);
 
     /**
+     * Starts a call whose body the client gets only when it asks for it, once it holds a
+     * connection: the first asking runs {@code onFirstAsk} (off the client's own threads) and is
+     * never answered; a later asking (the client sending the request again) gets the body at once.
+     *
+     * @param request what to send, a request with a body
+     * @param onFirstAsk what to do when the client first asks for the body
+     * @return the call in flight
+     * @throws NotConfigurableException when the client cannot take such a body
+     */
+    default Call startHeld(Request request, Runnable onFirstAsk) throws NotConfigurableException {
+        throw new NotConfigurableException(name() + " takes no body it asks for once it holds a connection");
+    }
+
+    /**
      * Sends a request and waits for what the caller gets, at most {@code guard}.
      *
      * @param request what to send

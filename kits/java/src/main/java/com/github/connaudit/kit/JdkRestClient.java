@@ -7,8 +7,10 @@ import java.net.http.HttpClient;
 import java.net.http.HttpTimeoutException;
 import java.time.Duration;
 import java.util.EnumSet;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -118,7 +120,16 @@ public final class JdkRestClient implements AuditedClient {
 
     @Override
     public String version() {
-        return "spring-web " + SpringVersion.getVersion() + ", JDK " + Runtime.version();
+        return versions();
+    }
+
+    /**
+     * The JDK's feature version first (a table's column), then its full version and Spring's.
+     *
+     * @return one line
+     */
+    static String versions() {
+        return "JDK " + Runtime.version().feature() + " (" + Runtime.version() + ", spring-web " + SpringVersion.getVersion() + ")";
     }
 
     @Override
@@ -154,6 +165,18 @@ public final class JdkRestClient implements AuditedClient {
             cancelled.set(true);
             running.cancel(true);
         }, started);
+    }
+
+    /**
+     * Not configurable: the JDK HttpClient writes a POST's headers (chunked) before it asks for a
+     * streamed body (measured with a raw socket: the server reads the request line and headers
+     * while Spring's {@code StreamingHttpOutputMessage.Body} is still held), so holding the body
+     * does not hold the request back.
+     */
+    @Override
+    public Call startHeld(Request request, Runnable onFirstAsk) throws NotConfigurableException {
+        throw new NotConfigurableException("the JDK HttpClient writes a POST's headers (Transfer-Encoding: chunked)"
+                + " before it asks for a streamed body: the server reads the request before it closes the connection");
     }
 
     @Override
@@ -222,9 +245,18 @@ public final class JdkRestClient implements AuditedClient {
     }
 
     /**
-     * Stops the callers' threads. The JDK 17 HttpClient cannot be closed (close() came in JDK 21):
-     * its idle connections stay open until its keep-alive timeout or until it is collected; on a
-     * JDK that has it, close() is called.
+     * The JDK HttpClients that could not be closed, kept referenced until the JVM exits: the JDK 17
+     * HttpClient has no close() (it came in JDK 21), and one no longer referenced is shut down,
+     * its connections with it, whenever the garbage collector finds it. Kept, what it leaves open
+     * is the JDK's own doing, the same in every run (its keep-alive timeout is 1200 s), not the
+     * collector's.
+     */
+    private static final List<HttpClient> UNCLOSABLE = new CopyOnWriteArrayList<>();
+
+    /**
+     * Stops the callers' threads and closes the HttpClient where the JDK can (21 and later);
+     * otherwise keeps it (see {@link #UNCLOSABLE}), its idle connections open, as the JDK leaves
+     * them.
      */
     @Override
     public void close() {
@@ -235,6 +267,8 @@ public final class JdkRestClient implements AuditedClient {
             } catch (Exception e) {
                 // closing is best effort: the connections are the server's to count
             }
+        } else {
+            UNCLOSABLE.add(jdk);
         }
     }
 

@@ -6,15 +6,33 @@ package com.github.connaudit.kit;
  */
 public enum Mutation {
     /** Retry 500 as well as 503: breaks A5 (500 must reach the caller after one request). */
-    RETRY_500,
+    RETRY_500(false),
     /**
-     * Leave Reactor Netty's own retry on ({@code disableRetry(false)}, its default): a reset
-     * connection is replayed behind the retry layer's back. WebClient only.
+     * Leave Reactor Netty's own retry on ({@code disableRetry(false)}, its default): when the
+     * connection it holds for a request not yet written is reset, Reactor Netty sends the request
+     * again on a new connection behind the retry layer's back (serve's reset-before-send: 1
+     * request where the source's configuration makes none). A request it has written is never
+     * sent again, so the H1 scenarios do not change. WebClient only.
      */
-    KEEP_HIDDEN_RETRY,
+    KEEP_HIDDEN_RETRY(true),
     /**
      * Put the total timeout before {@code retryWhen}, where it is resubscribed with every attempt
      * and no longer bounds the delays: breaks A8. WebClient only.
      */
-    TOTAL_BEFORE_RETRY
+    TOTAL_BEFORE_RETRY(true);
+
+    private final boolean webClientOnly;
+
+    Mutation(boolean webClientOnly) {
+        this.webClientOnly = webClientOnly;
+    }
+
+    /**
+     * Whether only WebClient's configuration has what this changes.
+     *
+     * @return true for a change RestClient ignores
+     */
+    public boolean webClientOnly() {
+        return webClientOnly;
+    }
 }

@@ -25,6 +25,7 @@ import org.springframework.http.HttpMethod;
 import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
 import org.springframework.http.client.reactive.ReactorClientHttpConnector;
+import org.springframework.web.reactive.function.BodyInserters;
 import org.springframework.web.reactive.function.client.WebClient;
 import org.springframework.web.reactive.function.client.WebClientRequestException;
 import org.springframework.web.reactive.function.client.WebClientResponseException;
@@ -32,6 +33,8 @@ import org.springframework.web.reactive.function.client.support.WebClientAdapter
 import org.springframework.web.service.invoker.HttpServiceProxyFactory;
 import reactor.core.Disposable;
 import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Schedulers;
+import reactor.netty.channel.AbortedException;
 import reactor.netty.http.client.HttpClient;
 import reactor.netty.resources.ConnectionProvider;
 import reactor.util.retry.Retry;
@@ -131,9 +134,18 @@ public final class ReactorWebClient implements AuditedClient {
 
     @Override
     public String version() {
-        return "spring-webflux " + WebClient.class.getPackage().getImplementationVersion()
-                + ", reactor-netty-http " + HttpClient.class.getPackage().getImplementationVersion()
-                + ", reactor-core " + Mono.class.getPackage().getImplementationVersion();
+        return versions();
+    }
+
+    /**
+     * The libraries' versions: Reactor Netty's first, the others in parentheses.
+     *
+     * @return one line
+     */
+    static String versions() {
+        return "reactor-netty-http " + HttpClient.class.getPackage().getImplementationVersion()
+                + " (spring-webflux " + WebClient.class.getPackage().getImplementationVersion()
+                + ", reactor-core " + Mono.class.getPackage().getImplementationVersion() + ")";
     }
 
     @Override
@@ -175,12 +187,36 @@ public final class ReactorWebClient implements AuditedClient {
 
     @Override
     public Call start(Request request) {
+        return start(request, null);
+    }
+
+    /**
+     * The body is a publisher Reactor Netty subscribes to once it holds a connection (Spring's
+     * {@code BodyInserters.fromPublisher}); its headers wait for the body's first item, so a held
+     * body holds the whole request back. A first subscription runs {@code onFirstAsk} on a worker
+     * thread (never the event loop) and never emits; a later one (Reactor Netty's own retry
+     * subscribing again) emits the body at once.
+     */
+    @Override
+    public Call startHeld(Request request, Runnable onFirstAsk) {
+        AtomicInteger asked = new AtomicInteger();
+        Mono<String> body = Mono.defer(() -> {
+            if (asked.incrementAndGet() == 1) {
+                Schedulers.boundedElastic().schedule(onFirstAsk);
+                return Mono.never();
+            }
+            return Mono.just(request.body());
+        });
+        return start(request, body);
+    }
+
+    private Call start(Request request, Mono<String> heldBody) {
         long started = System.nanoTime();
         AtomicInteger mine = new AtomicInteger();
         Mono<Outcome> attempt = Mono.defer(() -> {
             int n = mine.incrementAndGet();
             attempts.incrementAndGet();
-            return exchange(request, n);
+            return exchange(request, n, heldBody);
         });
         CompletableFuture<Outcome> outcome = new CompletableFuture<>();
         Disposable subscription = bounded(attempt, request).subscribe(
@@ -236,13 +272,13 @@ public final class ReactorWebClient implements AuditedClient {
     }
 
     /** One attempt: a 4xx or 5xx is a WebClientResponseException, as retrieve() makes it. */
-    private Mono<Outcome> exchange(Request request, int n) {
+    private Mono<Outcome> exchange(Request request, int n, Mono<String> heldBody) {
         Map<String, String> headers = new HashMap<>(request.headers());
         if (request.keyPerAttempt() != null) {
             headers.put("Idempotency-Key", request.keyPerAttempt() + "-attempt-" + n);
         }
         boolean hasBody = !request.body().isEmpty();
-        if (target != null && request.readBytes() < 0 && (request.method().equals("GET")
+        if (target != null && heldBody == null && request.readBytes() < 0 && (request.method().equals("GET")
                 || (request.method().equals("POST") && hasBody))) {
             Mono<ResponseEntity<String>> m = request.method().equals("GET")
                     ? target.get(request.url(), headers)
@@ -251,9 +287,9 @@ public final class ReactorWebClient implements AuditedClient {
         }
         WebClient.RequestBodySpec spec = web.method(HttpMethod.valueOf(request.method())).uri(request.url());
         headers.forEach(spec::header);
-        WebClient.RequestHeadersSpec<?> ready = hasBody
-                ? spec.contentType(MediaType.APPLICATION_JSON).bodyValue(request.body())
-                : spec;
+        WebClient.RequestHeadersSpec<?> ready = heldBody != null
+                ? spec.contentType(MediaType.APPLICATION_JSON).body(BodyInserters.fromPublisher(heldBody, String.class))
+                : hasBody ? spec.contentType(MediaType.APPLICATION_JSON).bodyValue(request.body()) : spec;
         if (request.readBytes() < 0) {
             return ready.retrieve().toEntity(String.class)
                     .map(e -> Outcome.response(e.getStatusCode().value(), e.getBody() == null ? "" : e.getBody()));
@@ -291,7 +327,8 @@ public final class ReactorWebClient implements AuditedClient {
             }
         }
         for (Throwable c = e; c != null; c = c.getCause()) {
-            if (c instanceof IOException) {
+            // AbortedException: the connection closed before the request was sent
+            if (c instanceof IOException || c instanceof AbortedException) {
                 return Outcome.error(Outcome.Kind.CONNECTION, e);
             }
         }

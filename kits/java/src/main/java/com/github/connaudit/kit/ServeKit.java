@@ -144,6 +144,22 @@ public final class ServeKit {
                     client.send(Request.get(url), guard);
                     outcome = client.send(request, guard);
                 }
+                case "warm-close-then-request" -> {
+                    client.send(Request.get(url), guard);
+                    call("POST", URI.create(sc.path("close_url").asText()), JSON.createObjectNode());
+                    outcome = client.send(request, guard);
+                }
+                case "warm-then-held-body" -> {
+                    client.send(Request.get(url), guard);
+                    URI close = URI.create(sc.path("close_url").asText());
+                    AuditedClient.Call call;
+                    try {
+                        call = client.startHeld(request, () -> closeQuietly(close));
+                    } catch (NotConfigurableException e) {
+                        return report.put("not_configurable", e.getMessage());
+                    }
+                    outcome = call.await(guard);
+                }
                 case "cancel-when-entered" -> {
                     AuditedClient.Call call = client.start(request);
                     entered(sc);
@@ -170,6 +186,20 @@ public final class ServeKit {
             report.put("config", cut(client.config(), 1000));
         }
         return report;
+    }
+
+    /**
+     * Asks the server to close the held connection (close_url), from the client's first asking for
+     * the body; a failure is printed, and the call then ends with the server's guard.
+     */
+    private void closeQuietly(URI close) {
+        try {
+            call("POST", close, JSON.createObjectNode());
+        } catch (IOException e) {
+            System.err.println("kits/java: close_url: " + e.getMessage());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     /** Long-polls the scenario's entered_url until the handler is entered. */

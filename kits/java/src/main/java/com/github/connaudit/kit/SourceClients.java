@@ -24,14 +24,14 @@ public final class SourceClients {
 
             @Override
             public String version() {
-                return new ReactorWebClient(Policy.source(), Set.of(), false).version();
+                return ReactorWebClient.versions();
             }
 
             @Override
             public String config() {
-                return "the article's, the chapter's pool of one where the policy sets none: Mono.timeout(attempt).retryWhen(Retry.fixedDelay(n, delay).filter(503)"
-                        + ".onRetryExhaustedThrow(last)).timeout(total), disableRetry(true), responseTimeout"
-                        + mutationNote(mutations);
+                return mutationNote(mutations) + "the article's, the chapter's pool of one where the policy sets none:"
+                        + " Mono.timeout(attempt).retryWhen(Retry.fixedDelay(n, delay).filter(503)"
+                        + ".onRetryExhaustedThrow(last)).timeout(total), disableRetry(true), responseTimeout";
             }
 
             @Override
@@ -56,13 +56,13 @@ public final class SourceClients {
 
             @Override
             public String version() {
-                return "spring-web " + org.springframework.core.SpringVersion.getVersion() + ", JDK " + Runtime.version();
+                return JdkRestClient.versions();
             }
 
             @Override
             public String config() {
-                return "the chapter's: JdkClientHttpRequestFactory.setReadTimeout(attempt), a bounded 503 retry"
-                        + " interceptor" + mutationNote(mutations);
+                return mutationNote(mutations) + "the chapter's: JdkClientHttpRequestFactory.setReadTimeout(attempt),"
+                        + " a bounded 503 retry interceptor";
             }
 
             @Override
@@ -114,6 +114,6 @@ public final class SourceClients {
     }
 
     private static String mutationNote(Set<Mutation> mutations) {
-        return mutations.isEmpty() ? "" : "; MUTATED: " + mutations.stream().map(Enum::name).collect(Collectors.joining(","));
+        return mutations.isEmpty() ? "" : "MUTATED: " + mutations.stream().map(Enum::name).collect(Collectors.joining(",")) + "; ";
     }
 }

@@ -23,11 +23,13 @@ import org.junit.jupiter.params.provider.MethodSource;
  * kept-alive one (the request is then the 2nd on it), for a GET and a POST. The faulted request
  * is the first the server counts; every later one is answered 200.
  *
- * <p>Reactor Netty 1.2's "retry once" ({@code disableRetry(false)}, its default) replays only a
- * request whose headers were never written (reactor-netty #1626: "support retry only in case no
- * headers are sent"; #1183: a close seen between the pool's acquire and the send, a race its
- * authors call not reliably reproducible). A server therefore never sees it: with it on or off,
- * every count here is the same — one request for one attempt, the error to the caller. The JDK
+ * <p>Reactor Netty 1.2's "retry once" ({@code disableRetry(false)}, its default) sends again only a
+ * request none of which was written (reactor-netty #1626: "Do not retry the request when the
+ * headers/body were sent"), and only after a reset (AbortedException.isConnectionReset): so with it
+ * on or off, every count of a request the server read is the same — one request for one attempt,
+ * the error to the caller. It fires when the connection it holds for a request not yet written is
+ * reset: a body not ready yet holds the headers back, and the server then reads the request once,
+ * on a new connection, where with the retry off it reads nothing (the held-body test). The JDK
  * HttpClient does replay: a GET (or HEAD) that fails before any response byte is sent once more
  * on a new connection (its ConnectionExpiredException), fresh connection or not; a POST is not.
  */
@@ -94,6 +96,63 @@ class HiddenRetryTest {
             r.attempts(1).counts(1, 2).error(Outcome.Kind.CONNECTION, f.reactorText);
             assertEquals(keptAlive ? 2 : 1, s.seen().get(0).onConn(), r.toString());
         }
+    }
+
+    static List<Arguments> heldCases() {
+        List<Arguments> cases = new ArrayList<>();
+        for (boolean disableRetry : new boolean[] {true, false}) {
+            for (Fault f : Fault.values()) {
+                cases.add(Arguments.of(disableRetry, f));
+            }
+        }
+        return cases;
+    }
+
+    /**
+     * Where Reactor Netty's retry does fire: the kept-alive connection it holds for a POST whose
+     * body is not ready yet (a publisher that has not emitted: the headers wait for it) is reset
+     * by the server before anything of the POST was written. With {@code disableRetry(false)}
+     * Reactor Netty acquires a new connection and sends the POST there, once: the caller gets the
+     * 200 and the server reads the POST on connection 2, which with {@code disableRetry(true)} it
+     * never sees (the caller gets the reset). After a FIN in the same place nothing is sent again
+     * either way: HttpClientOperations.onInboundClose marks the request sent before the retry's
+     * check (HttpClientConnect.HttpObserver: "the request cannot be retried as the headers/body
+     * were sent"), and the caller gets "Connection has been closed BEFORE send operation".
+     */
+    @ParameterizedTest(name = "disableRetry({0}) {1} while the POST's body is held")
+    @MethodSource("heldCases")
+    void reactorNettyResendsAPostNotYetWrittenOnlyAfterAResetAndOnlyWithItsRetryOn(boolean disableRetry, Fault f)
+            throws Exception {
+        Set<Mutation> m = disableRetry ? Set.of() : Set.of(Mutation.KEEP_HIDDEN_RETRY);
+        try (RawServer s = RawServer.always(new Respond(200, "ok", 0));
+                ReactorWebClient c = new ReactorWebClient(Policy.source(), m, false)) {
+            Outcome warm = c.send(Request.get(s.url("/warm")), Harness.GUARD);
+            assertEquals(200, warm.status(), s.evidence());
+            int before = c.attempts();
+            Outcome o = c.startHeld(Request.post(s.url("/fault"), Map.of(), "{\"order\":7}"), () -> {
+                try {
+                    s.closeConnection(1, f == Fault.RST);
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            }).await(Harness.GUARD);
+            Outcome ok = c.recover(s.url("/ok"), Harness.GUARD);
+            Run r = new Run(o, ok, s, c.attempts() - before);
+            r.attempts(1).recovered();
+            assertEquals("server", s.closedBy().get(1), r.toString());
+            if (!disableRetry && f == Fault.RST) {
+                r.status(200);
+                assertEquals(List.of("GET /warm@1", "POST /fault@2"), seen(s), r.toString());
+            } else {
+                r.error(Outcome.Kind.CONNECTION, f == Fault.RST ? "Connection reset by peer"
+                        : "Connection has been closed BEFORE send operation");
+                assertEquals(List.of("GET /warm@1"), seen(s), r.toString());
+            }
+        }
+    }
+
+    private static List<String> seen(RawServer s) {
+        return s.seen().stream().map(x -> x.method() + " " + x.path() + "@" + x.conn()).toList();
     }
 
     @ParameterizedTest(name = "{0} kept-alive={1} {2}")

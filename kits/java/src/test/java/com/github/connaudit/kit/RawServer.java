@@ -114,6 +114,8 @@ final class RawServer implements AutoCloseable {
     private final Script script;
     private final Thread acceptor;
     private final Set<Socket> sockets = ConcurrentHashMap.newKeySet();
+    private final Map<Integer, Socket> byId = new ConcurrentHashMap<>();
+    private final Set<Integer> closedByServer = ConcurrentHashMap.newKeySet();
     private final List<Thread> handlers = new CopyOnWriteArrayList<>();
     private final List<Seen> seen = new CopyOnWriteArrayList<>();
     private final List<Integer> okConns = new CopyOnWriteArrayList<>();
@@ -248,6 +250,26 @@ final class RawServer implements AutoCloseable {
         return true;
     }
 
+    /**
+     * Closes connection {@code conn} (from 1) as a server that drops a kept-alive one: with a
+     * reset (RST: SO_LINGER 0) or an orderly close (FIN), whatever its handler is doing.
+     *
+     * @param conn the connection
+     * @param reset RST rather than FIN
+     * @throws IOException when closing fails
+     */
+    void closeConnection(int conn, boolean reset) throws IOException {
+        Socket s = byId.get(conn);
+        if (s == null) {
+            throw new IllegalArgumentException("no connection " + conn);
+        }
+        closedByServer.add(conn);
+        if (reset) {
+            s.setSoLinger(true, 0);
+        }
+        s.close();
+    }
+
     /** One line of the evidence, for failure messages. */
     String evidence() {
         return "connections=" + connections() + " requests=" + requests() + " entered=" + handlersEntered()
@@ -268,6 +290,7 @@ final class RawServer implements AutoCloseable {
             }
             int id = accepted.incrementAndGet();
             sockets.add(s);
+            byId.put(id, s);
             maxOpen.accumulateAndGet(open.incrementAndGet(), Math::max);
             Thread t = new Thread(() -> serve(s, id), "raw-server-conn-" + id);
             t.setDaemon(true);
@@ -343,7 +366,8 @@ final class RawServer implements AutoCloseable {
                 }
             }
         } catch (IOException e) {
-            by = closing ? "server" : "client"; // a write or read that failed: the client went away
+            // a write or read that failed: the client went away, unless the server closed it
+            by = closing || closedByServer.contains(conn) ? "server" : "client";
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
