@@ -332,7 +332,10 @@ func (p *progress) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 		p.live[tl.ID] = f
 		p.last = tl.ID
 	}
-	if f.stage != st {
+	// HTTP/2 may report a request written after its response came (see
+	// httptrace's wroteBodiless): a request with its response stays in
+	// the body stage.
+	if f.stage != st && f.stage != httptrace.StageBody {
 		f.stage, f.since = st, at
 	}
 }

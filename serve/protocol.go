@@ -87,20 +87,24 @@ const (
 	KindOther      = "other"
 )
 
+// Steps names what a kit does for a scenario, in the order docs/serve.md
+// describes for each.
+type Steps string
+
 // The steps a kit takes for a scenario.
 const (
-	StepsRequest           = "request"
-	StepsWarmThenRequest   = "warm-then-request"
-	StepsCancelWhenEntered = "cancel-when-entered"
-	StepsSecondCaller      = "second-caller"
-	StepsReadThenClose     = "read-then-close"
+	StepsRequest           Steps = "request"
+	StepsWarmThenRequest   Steps = "warm-then-request"
+	StepsCancelWhenEntered Steps = "cancel-when-entered"
+	StepsSecondCaller      Steps = "second-caller"
+	StepsReadThenClose     Steps = "read-then-close"
 	// StepsWarmCloseThenRequest: a warm-up GET, then close_url (the
 	// server closes the idle connection), then the request.
-	StepsWarmCloseThenRequest = "warm-close-then-request"
+	StepsWarmCloseThenRequest Steps = "warm-close-then-request"
 	// StepsWarmThenHeldBody: a warm-up GET, then the request with a body
 	// the client gets only when it asks for it; at its first asking the
 	// kit posts close_url and holds the body.
-	StepsWarmThenHeldBody = "warm-then-held-body"
+	StepsWarmThenHeldBody Steps = "warm-then-held-body"
 )
 
 // ScenarioSpec is a scenario as a kit gets it.
@@ -109,7 +113,7 @@ type ScenarioSpec struct {
 	Contract   string      `json:"contract,omitempty"`
 	Proto      string      `json:"proto"`
 	Fault      string      `json:"fault"`
-	Steps      string      `json:"steps"`
+	Steps      Steps       `json:"steps"`
 	URL        string      `json:"url"`
 	OKURL      string      `json:"ok_url"`
 	EnteredURL string      `json:"entered_url,omitempty"`

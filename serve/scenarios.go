@@ -30,7 +30,7 @@ type spec struct {
 	faultText      string
 	fault          faultserver.Fault // nil below HTTP
 	on             listener
-	steps          string
+	steps          Steps
 	// close is how the server closes the kept-alive connection when the
 	// kit asks (close_url): "fin" or "rst"; held is set when the kit
 	// asks with the request's body held (warm-then-held-body).
