@@ -199,6 +199,36 @@ func anyHasPrefix(ss []string, prefix string) bool {
 	return false
 }
 
+// fitAttemptLimit raises the attempt limit of a contract whose attempt the
+// transport's own read bound must end (A7: its ResponseHeaderTimeout; A10:
+// its body idle timeout) above that bound, when the transport's is not
+// well below the catalogue's limit: the contract orders the two bounds,
+// and the catalogue's limit (3s) is the catalogue's number, not the
+// client's. A transport without the bound keeps the limit, and fails the
+// contract. It returns the note that says so, "" when nothing changed.
+func (sub subject) fitAttemptLimit(s *Scenario) string {
+	limit := s.policy.AttemptTimeout
+	if sub.reference || s.Contract == "" || limit <= 0 {
+		return ""
+	}
+	var name string
+	var own time.Duration
+	switch {
+	case s.Expect.Class == httptrace.ClassResponseHeaderTimeout && s.Expect.Stage == httptrace.StageAwaitHeaders:
+		name, own = "ResponseHeaderTimeout", sub.rht
+	case s.Expect.Class == httptrace.ClassBodyIdleTimeout && s.Expect.Stage == httptrace.StageBody:
+		name, own = nameBodyIdleTimeout, sub.bodyIdle
+	}
+	if own <= 0 || own < limit-limit/10 {
+		return ""
+	}
+	raised := own + max(own/2, time.Second)
+	s.policy.TotalTimeout += raised - limit
+	s.policy.AttemptTimeout = raised
+	return fmt.Sprintf("attempt limit %v, not the catalogue's %v: above the transport's %s (%v), "+
+		"which the contract orders below it", raised, limit, name, own)
+}
+
 // tie says so, for a contract whose attempt either the transport's
 // ResponseHeaderTimeout or the retry layer's attempt limit ends, when the
 // two are too close (within a tenth of the limit) for one to be sure to

@@ -205,7 +205,7 @@ func unclosedBody(ctx context.Context, e *Env) error {
 	// The goroutines net/http runs now are shown, not counted as found:
 	// a healthy HTTP/2 connection runs them too.
 	for _, g := range leaks.Labeled(scenarioLabel, e.label) {
-		e.obs.Notes = append(e.obs.Notes, "goroutine while leaking: "+g)
+		e.obs.Notes = append(e.obs.Notes, "goroutine of the body held open on purpose (not a leak): "+g)
 	}
 
 	// Does /ok wait for the pinned connection? Over HTTP/2 the connection

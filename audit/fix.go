@@ -83,7 +83,12 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline 
 	sub.boundFixes(&fs, s, o, layer, deadline, beyond)
 	sub.fateFixes(&fs, s, o)
 	sub.mismatchFixes(&fs, mismatches)
-	if len(fs) == 0 && layer != "" {
+	if len(fs) == 0 && layer == fixReplayPOST && sub.retryDefaults {
+		// Not replaying a POST is the safe default: the contract judges
+		// a layer told to, which one at its defaults was not.
+		fs.add("the layer at its defaults does not replay a POST, the safe default; " + s.Contract +
+			" judges one configured to replay it once, as the policy asks: configure that to judge it")
+	} else if len(fs) == 0 && layer != "" {
 		fs.add(sub.inLayer() + layer)
 	}
 	if len(fs) == 0 {
@@ -113,7 +118,11 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 			fs.add(sub.inLayer() + layer)
 			return
 		}
-		fs.add(sub.stageFix(o.UnboundedStage))
+		if !sub.reference || s.Contract == "" {
+			// The reference pool under a retry layer is the catalogue's,
+			// not the user's: what the layer must do is the fix.
+			fs.add(sub.stageFix(o.UnboundedStage))
+		}
 		if multi || (s.Contract != "" && s.policy.AttemptTimeout > 0 && e.Class == httptrace.ClassDeadline) {
 			fs.add(sub.inLayer() + layer)
 		}
@@ -129,8 +138,12 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 		fs.add(fmt.Sprintf("set %s well apart from the retry layer's attempt limit: %s", setting, side))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
 		_, own := sub.stageBound(e.Stage)
+		limits := yours(own)
+		if s.Contract != "" && s.policy.AttemptTimeout > 0 && !sub.retryDefaults {
+			limits += fmt.Sprintf("; the retry layer's attempt limit: %v", s.policy.AttemptTimeout)
+		}
 		fs.add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
-			"request's own deadline or attempt limit (%s)", classSetting(e.Class), yours(own)))
+			"request's own deadline or attempt limit (%s)", classSetting(e.Class), limits))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(o.Class) != "":
 		limit := s.policy.AttemptTimeout
 		if name, own := sub.stageBound(o.Stage); s.Contract != "" && limit > 0 && own > limit && layer != "" {
@@ -211,6 +224,10 @@ var contractFix = map[string]string{
 	"P1":  "stop at the caller's cancel: no attempt, and no delay, after the call's context has ended",
 }
 
+// fixReplayPOST is the fix of a POST the policy allows to be replayed
+// that was not.
+const fixReplayPOST = "replay the POST as the policy allows, with its body (GetBody)"
+
 // layerFix says what the retry layer under audit must do for the contract
 // of s, from what it was seen to do: the rule it broke, or the policy
 // field it did not apply. "" when nothing it did explains the failure.
@@ -235,7 +252,7 @@ func layerFix(s Scenario, o Observed) string {
 	case o.ClientAttempts > e.ClientAttempts:
 		return fmt.Sprintf("retry 503 only (a nil Retryable): %s is final and reaches the caller as it is", s.subject)
 	case o.ClientAttempts < e.ClientAttempts && post:
-		return "replay the POST as the policy allows, with its body (GetBody)"
+		return fixReplayPOST
 	case o.ClientAttempts < e.ClientAttempts:
 		return fmt.Sprintf("retry a 503, up to MaxRetries (%d) times, waiting Delay (%v) between attempts", p.MaxRetries, p.Delay)
 	case e.Class == httptrace.ClassOK && o.Class != httptrace.ClassOK && e.Status != 0 && o.Status == e.Status:

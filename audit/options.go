@@ -106,11 +106,22 @@ func WithRetry(name string, configure func(p retry.Policy) (RetryFunc, error)) O
 // sends the contract's request through an http.Client whose Transport is
 // the RoundTripper configure returns. configure sets the layer as closely
 // to the policy as the layer allows; an error says which setting it has no
-// equivalent of, and the contract is reported not configurable.
+// equivalent of, and the contract is reported not configurable, not failed.
+// Every contract's policy sets MaxRetries, Delay, AttemptTimeout (each
+// attempt, through reading its body) and TotalTimeout (attempts and
+// delays); W1 adds UnsafeRetryNonIdempotent, W2 and W3
+// RetryIdempotencyKey. Which field a contract turns on is in docs/retry.md.
 //
 //	audit.WithRetryTransport("ours", func(base http.RoundTripper, p retry.Policy) (http.RoundTripper, error) {
-//		return &ourRetrier{next: base, retries: p.MaxRetries, delay: p.Delay}, nil
+//		if p.UnsafeRetryNonIdempotent || p.RetryIdempotencyKey {
+//			return nil, errors.New("never replays a POST") // not configurable
+//		}
+//		return &ourRetrier{next: base, retries: p.MaxRetries, delay: p.Delay,
+//			perTry: p.AttemptTimeout, budget: p.TotalTimeout}, nil
 //	})
+//
+// A layer that has no settings to give it is audited as it comes with
+// [RetryAtDefaults].
 func WithRetryTransport(name string, configure func(base http.RoundTripper, p retry.Policy) (http.RoundTripper, error)) Option {
 	return optionFunc(func(r *Runner) error {
 		if configure == nil {

@@ -44,6 +44,9 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 		addRow(&t, res)
 	}
 	t.write(&b, textWidth)
+	for _, l := range wrap(sentSeenKey, "", "    ", textWidth) {
+		b.WriteString(l + "\n")
+	}
 	r.writeSkips(&b, skips)
 	r.writeFindings(&b)
 	if verbose {
@@ -57,6 +60,10 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// sentSeenKey explains the SENT/SEEN column, under the table.
+const sentSeenKey = "SENT/SEEN: the caller's attempts / the requests the server read; hidden: net/http sent " +
+	"one again by itself; wN: the writes the server committed; (exp): as the scenario expects"
 
 // addRow adds a result's row to t, and under it who closed the connection
 // and why, and a failure's mismatches and fix.

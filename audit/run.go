@@ -234,7 +234,7 @@ func (r *Runner) runOne(ctx context.Context, s Scenario, label string) (res Resu
 			res.Fix = sub.fixFor(s, res.Observed, res.Mismatches, r.deadline(), end.beyond)
 		}
 	}()
-	e, closeAll := r.setUp(s, &res, &sub, label)
+	e, closeAll := r.setUp(&s, &res, &sub, label)
 	sub.retryDefaults = r.retryRow == retryDefaults
 	if e == nil {
 		return res
@@ -264,15 +264,7 @@ func (r *Runner) runOne(ctx context.Context, s Scenario, label string) (res Resu
 // the pool built, and the scenario's own setup. It returns nil, with the
 // reason in res, when the scenario is not run; otherwise the environment
 // and what closes it.
-func (r *Runner) setUp(s Scenario, res *Result, sub *subject, label string) (*Env, func()) {
-	var layer RetryFunc
-	if s.Contract != "" {
-		var err error
-		if layer, err = r.configureRetry(s.policy); err != nil {
-			res.NotConfigurable = err.Error()
-			return nil, nil
-		}
-	}
+func (r *Runner) setUp(s *Scenario, res *Result, sub *subject, label string) (*Env, func()) {
 	var t *http.Transport
 	if r.transport != nil {
 		if t = r.transport(); t == nil {
@@ -281,7 +273,7 @@ func (r *Runner) setUp(s Scenario, res *Result, sub *subject, label string) (*En
 		}
 		*sub = describe(t)
 	}
-	if res.Skipped, res.Fix = r.skipFor(s, *sub); res.Skipped != "" {
+	if res.Skipped, res.Fix = r.skipFor(*s, *sub); res.Skipped != "" {
 		if t != nil {
 			t.CloseIdleConnections()
 		}
@@ -296,16 +288,28 @@ func (r *Runner) setUp(s Scenario, res *Result, sub *subject, label string) (*En
 	col := &httptrace.Collector{}
 	sig := newSignals(httptrace.KindWroteRequest)
 	prog := newProgress()
-	p, err := r.newPool(s, srv, httptrace.Multi(col, sig, prog), t)
+	p, err := r.newPool(*s, srv, httptrace.Multi(col, sig, prog), t)
 	if err != nil {
 		srv.Close()
 		res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
 		return nil, nil
 	}
+	obs := &res.Observed
 	if t != nil {
 		sub.learn(p)
+		if note := sub.fitAttemptLimit(s); note != "" {
+			obs.Notes = append(obs.Notes, note)
+		}
 	}
-	obs := &res.Observed
+	var layer RetryFunc
+	if s.Contract != "" {
+		if layer, err = r.configureRetry(s.policy); err != nil {
+			p.CloseIdleConnections()
+			srv.Close()
+			res.NotConfigurable = err.Error()
+			return nil, nil
+		}
+	}
 	e := &Env{Server: srv, Pool: p, Client: p.Client(), Target: srv.URL(), collector: col, signals: sig, progress: prog,
 		obs: obs, retries: -1, label: label, retry: layer}
 	if s.Contract != "" && r.retryLayer == nil {

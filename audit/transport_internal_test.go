@@ -240,3 +240,75 @@ func TestGivenUpUnderLoad(t *testing.T) {
 	o.Fate, o.Class = Fate{ClosedBy: pool.ClosedByClient, Reason: pool.ReasonClient}, httptrace.ClassReset
 	require.Len(t, compare(e, o), 2, "an outcome that failed is the fault's")
 }
+
+// TestFixForTheLayerAlone: under a retry layer of the user's over the
+// reference pool, an attempt left unbounded is the layer's to bound, not a
+// transport setting of a pool the user does not own; a POST a layer at its
+// defaults did not replay is its safe default, not a rule it broke.
+func TestFixForTheLayerAlone(t *testing.T) {
+	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6", subject: "the attempt timeout",
+		Expect: Expect{Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders, ClientAttempts: 1},
+		policy: retry.Policy{AttemptTimeout: 150 * time.Millisecond}}
+	o := Observed{ClientAttempts: 1, Unbounded: true, UnboundedStage: httptrace.StageAwaitHeaders,
+		Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders}
+	fix := subject{reference: true}.fixFor(a6, o, nil, 10*time.Second, nil)
+	require.Contains(t, fix, contractFix["A6"])
+	require.NotContains(t, fix, "ResponseHeaderTimeout")
+	require.Contains(t, describe(&http.Transport{}).fixFor(a6, o, nil, 10*time.Second, nil), "set ResponseHeaderTimeout",
+		"the user's own transport is told what bounds its header wait")
+
+	w1 := Scenario{Name: "retry/post-unsafe", Contract: "W1", subject: "the POST",
+		Expect: Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 2}, policy: retry.Policy{MaxRetries: 1}}
+	once := Observed{ClientAttempts: 1, Class: httptrace.ClassOK, Status: 503}
+	fix = subject{reference: true, retryDefaults: true}.fixFor(w1, once, []string{"client attempts: expected 2, observed 1"}, 10*time.Second, nil)
+	require.Contains(t, fix, "the safe default")
+	fix = subject{reference: true}.fixFor(w1, once, []string{"client attempts: expected 2, observed 1"}, 10*time.Second, nil)
+	require.Equal(t, "in the retry layer: "+fixReplayPOST, fix)
+}
+
+// TestFitAttemptLimit: a contract whose attempt the transport's own read
+// bound must end gets an attempt limit above that bound when the
+// catalogue's is not well above it; a short bound, no bound, the reference
+// pool and the other contracts keep the catalogue's numbers.
+func TestFitAttemptLimit(t *testing.T) {
+	base := retry.Policy{AttemptTimeout: 3 * time.Second, TotalTimeout: 8 * time.Second, MaxRetries: 2}
+	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7",
+		Expect: Expect{Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders}, policy: base}
+	a10 := Scenario{Name: "retry/body-read-interval", Contract: "A10",
+		Expect: Expect{Class: httptrace.ClassBodyIdleTimeout, Stage: httptrace.StageBody}, policy: base}
+	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6",
+		Expect: Expect{Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders}, policy: base}
+
+	s := a7
+	note := describe(&http.Transport{ResponseHeaderTimeout: 5 * time.Second}).fitAttemptLimit(&s)
+	require.Equal(t, 7500*time.Millisecond, s.policy.AttemptTimeout)
+	require.Equal(t, 12500*time.Millisecond, s.policy.TotalTimeout)
+	require.Equal(t, "attempt limit 7.5s, not the catalogue's 3s: above the transport's ResponseHeaderTimeout (5s), "+
+		"which the contract orders below it", note)
+
+	s = a7
+	require.NotEmpty(t, describe(&http.Transport{ResponseHeaderTimeout: 2800 * time.Millisecond}).fitAttemptLimit(&s),
+		"a bound within a tenth of the limit is raised above, not raced")
+	require.Equal(t, 4200*time.Millisecond, s.policy.AttemptTimeout)
+
+	sub := describe(&http.Transport{})
+	sub.bodyIdle = 4 * time.Second
+	s = a10
+	require.NotEmpty(t, sub.fitAttemptLimit(&s))
+	require.Equal(t, 6*time.Second, s.policy.AttemptTimeout)
+
+	for _, tc := range []struct {
+		name string
+		sub  subject
+		s    Scenario
+	}{
+		{"short bound", describe(&http.Transport{ResponseHeaderTimeout: 2 * time.Second}), a7},
+		{"no bound", describe(&http.Transport{}), a7},
+		{"reference pool", subject{reference: true, rht: 5 * time.Second}, a7},
+		{"another contract", describe(&http.Transport{ResponseHeaderTimeout: 5 * time.Second}), a6},
+	} {
+		s := tc.s
+		require.Empty(t, tc.sub.fitAttemptLimit(&s), tc.name)
+		require.Equal(t, base, s.policy, tc.name)
+	}
+}

@@ -159,3 +159,17 @@ func TestIDList(t *testing.T) {
 		}
 	}
 }
+
+// TestOneResponseEachWithTheLastClosedByTheProbe: a server that closes
+// each connection after one response, whose last close the probe's own
+// end beat, keeps no connection alive all the same; one connection the
+// probe closed says nothing either way; a connection that served two does.
+func TestOneResponseEachWithTheLastClosedByTheProbe(t *testing.T) {
+	server := Connection{Responses: 1, ClosedBy: vocab.ClosedByServer, CloseReason: vocab.ReasonServerClosedIdle}
+	probeEnd := Connection{Responses: 1, ClosedBy: vocab.ClosedByClient, CloseReason: vocab.ReasonCloseIdle}
+	two := Connection{Responses: 2, ClosedBy: vocab.ClosedByClient, CloseReason: vocab.ReasonCloseIdle}
+	require.True(t, allOneAndServerClosed([]Connection{server, server, server, probeEnd}, 0))
+	require.False(t, allOneAndServerClosed([]Connection{probeEnd}, 0))
+	require.False(t, allOneAndServerClosed([]Connection{server, two}, 0))
+	require.True(t, allOneAndServerClosed([]Connection{server}, 0))
+}

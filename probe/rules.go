@@ -615,7 +615,16 @@ func announced(reason string) bool {
 // request and was closed by the server after it, not for being idle: a
 // close while idle counts when it came at once (closedAtOnce).
 func allOneAndServerClosed(cs []Connection, gap time.Duration) bool {
+	judged := 0
 	for _, c := range cs {
+		if gap == 0 && c.Responses == 1 && c.ClosedBy == vocab.ClosedByClient && c.CloseReason == vocab.ReasonCloseIdle {
+			// Closed by the probe's own end before the server's close
+			// could come: it says nothing of the server either way.
+			// (With a gap, a close during the next request may be the
+			// server's idle timeout, which the last could have shown.)
+			continue
+		}
+		judged++
 		if c.Responses != 1 || c.ClosedBy != vocab.ClosedByServer {
 			return false
 		}
@@ -627,7 +636,7 @@ func allOneAndServerClosed(cs []Connection, gap time.Duration) bool {
 			}
 		}
 	}
-	return true
+	return judged > 0
 }
 
 // closedAtOnce reports whether the server closed c while idle right after

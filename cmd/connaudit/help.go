@@ -94,7 +94,7 @@ names another address for the control API (a warning is printed then).`,
 `,
 			examples: []string{
 				"connaudit serve -- kits/curl/example.sh",
-				"connaudit serve -run '^retry/' -json -- python3 kits/python/example_requests.py",
+				"connaudit serve -run '^retry/' -- kits/python/.venv/bin/python kits/python/example_requests.py",
 				"connaudit serve -ca /tmp/connaudit-ca.pem",
 			},
 		}
