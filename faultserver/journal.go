@@ -104,16 +104,29 @@ func (s *Server) CloseWriteConn(id uint64) bool {
 	return true
 }
 
-// conn returns the open connection id, or nil.
+// conn returns the open connection id, or nil. A connection closed
+// (its ConnClosed reported) is not open, though the server may not have
+// forgotten it yet.
 func (s *Server) conn(id uint64) *trackedConn {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var tc *trackedConn
 	for c := range s.conns {
 		if c.id == id {
-			return c
+			tc = c
+			break
 		}
 	}
-	return nil
+	s.mu.Unlock()
+	if tc == nil {
+		return nil
+	}
+	tc.peer.mu.Lock()
+	closed := tc.peer.closed
+	tc.peer.mu.Unlock()
+	if closed {
+		return nil
+	}
+	return tc
 }
 
 // Remove forgets the endpoint path: its fault (it answers 404 from now
