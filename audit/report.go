@@ -2,7 +2,6 @@ package audit
 
 import (
 	"encoding/json"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/junit"
 	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
@@ -482,49 +482,17 @@ func (r Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-type junitSuites struct {
-	XMLName xml.Name     `xml:"testsuites"`
-	Suites  []junitSuite `xml:"testsuite"`
-}
-
-type junitSuite struct {
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Skipped  int         `xml:"skipped,attr"`
-	Time     string      `xml:"time,attr"`
-	Cases    []junitCase `xml:"testcase"`
-}
-
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      string        `xml:"time,attr"`
-	Skipped   *junitSkipped `xml:"skipped,omitempty"`
-	Failure   *junitFailure `xml:"failure,omitempty"`
-	SystemOut string        `xml:"system-out,omitempty"`
-}
-
-type junitSkipped struct {
-	Message string `xml:"message,attr"`
-}
-
-type junitFailure struct {
-	Message string `xml:"message,attr"`
-	Text    string `xml:",chardata"`
-}
-
 // WriteJUnit writes the report as JUnit XML, one test case per scenario,
 // for CI systems. A failed case carries every mismatch, the fix and the
 // faulted request's timeline; a skipped one a <skipped> element with the
 // reason, counted in the suite's skipped attribute. Findings fail a case
 // of their own, "findings".
 func (r Report) WriteJUnit(w io.Writer) error {
-	s := junitSuite{Name: "connaudit", Tests: len(r.Results), Failures: r.Failed, Skipped: r.Skipped, Time: secs(r.Elapsed)}
+	s := junit.Suite{Name: "connaudit", Tests: len(r.Results), Failures: r.Failed, Skipped: r.Skipped, Time: secs(r.Elapsed)}
 	for _, res := range r.Results {
-		c := junitCase{Name: res.Name, Classname: "connaudit." + string(res.Proto), Time: secs(res.Elapsed)}
+		c := junit.Case{Name: res.Name, Classname: "connaudit." + string(res.Proto), Time: secs(res.Elapsed)}
 		if res.Skipped != "" || res.NotConfigurable != "" {
-			c.Skipped = &junitSkipped{Message: res.Skipped}
+			c.Skipped = &junit.Skipped{Message: res.Skipped}
 			if res.NotConfigurable != "" {
 				c.Skipped.Message = "not configurable: " + res.NotConfigurable
 				s.Skipped++
@@ -540,7 +508,7 @@ func (r Report) WriteJUnit(w io.Writer) error {
 			if res.Fix != "" {
 				text += "\nfix: " + res.Fix
 			}
-			c.Failure = &junitFailure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
+			c.Failure = &junit.Failure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
 		}
 		s.Cases = append(s.Cases, c)
 	}
@@ -548,19 +516,10 @@ func (r Report) WriteJUnit(w io.Writer) error {
 		// The findings fail the run as a whole: a case of their own.
 		s.Tests++
 		s.Failures++
-		s.Cases = append(s.Cases, junitCase{Name: "findings", Classname: "connaudit.transport", Time: secs(0),
-			Failure: &junitFailure{Message: firstLine(r.Findings[0]), Text: strings.Join(r.Findings, "\n")}})
+		s.Cases = append(s.Cases, junit.Case{Name: "findings", Classname: "connaudit.transport", Time: secs(0),
+			Failure: &junit.Failure{Message: firstLine(r.Findings[0]), Text: strings.Join(r.Findings, "\n")}})
 	}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(junitSuites{Suites: []junitSuite{s}}); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return junit.Write(w, junit.Suites{Suites: []junit.Suite{s}})
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }

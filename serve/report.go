@@ -2,11 +2,12 @@ package serve
 
 import (
 	"encoding/json"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/connaudit/connaudit/internal/junit"
 )
 
 // textWidth is the width the text report fits.
@@ -182,58 +183,27 @@ func WriteJSON(w io.Writer, reports []*SessionReport) error {
 	}{Protocol, reports})
 }
 
-type junitSuites struct {
-	XMLName xml.Name     `xml:"testsuites"`
-	Suites  []junitSuite `xml:"testsuite"`
-}
-
-type junitSuite struct {
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Skipped  int         `xml:"skipped,attr"`
-	Time     string      `xml:"time,attr"`
-	Cases    []junitCase `xml:"testcase"`
-}
-
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	ClassName string        `xml:"classname,attr"`
-	Time      string        `xml:"time,attr"`
-	Failure   *junitFailure `xml:"failure,omitempty"`
-	Skipped   *junitSkipped `xml:"skipped,omitempty"`
-}
-
-type junitFailure struct {
-	Message string `xml:"message,attr"`
-	Text    string `xml:",chardata"`
-}
-
-type junitSkipped struct {
-	Message string `xml:"message,attr"`
-}
-
 // WriteJUnit writes the reports as JUnit XML: a test suite per session
 // (named for the client), a test case per scenario.
 func WriteJUnit(w io.Writer, reports []*SessionReport) error {
-	var out junitSuites
+	var out junit.Suites
 	for _, r := range reports {
-		s := junitSuite{Name: "connaudit serve: " + r.Client.Name + " " + r.Client.Version, Time: fmt.Sprintf("%.3f", r.ElapsedMS/1000)}
+		s := junit.Suite{Name: "connaudit serve: " + r.Client.Name + " " + r.Client.Version, Time: fmt.Sprintf("%.3f", r.ElapsedMS/1000)}
 		for _, res := range r.Results {
-			c := junitCase{Name: res.Name, ClassName: "connaudit.serve." + r.Client.Name, Time: fmt.Sprintf("%.3f", res.ElapsedMS/1000)}
+			c := junit.Case{Name: res.Name, Classname: "connaudit.serve." + r.Client.Name, Time: fmt.Sprintf("%.3f", res.ElapsedMS/1000)}
 			switch {
 			case res.NotConfigurable != "":
-				c.Skipped = &junitSkipped{Message: "not configurable: " + res.NotConfigurable}
+				c.Skipped = &junit.Skipped{Message: "not configurable: " + res.NotConfigurable}
 				s.Skipped++
 			case res.Skipped != "":
-				c.Skipped = &junitSkipped{Message: res.Skipped}
+				c.Skipped = &junit.Skipped{Message: res.Skipped}
 				s.Skipped++
 			case !res.Pass:
 				text := strings.Join(res.Mismatches, "\n")
 				if res.Fix != "" {
 					text += "\nfix: " + res.Fix
 				}
-				c.Failure = &junitFailure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
+				c.Failure = &junit.Failure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
 				s.Failures++
 			}
 			s.Cases = append(s.Cases, c)
@@ -241,14 +211,5 @@ func WriteJUnit(w io.Writer, reports []*SessionReport) error {
 		}
 		out.Suites = append(out.Suites, s)
 	}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(out); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return junit.Write(w, out)
 }

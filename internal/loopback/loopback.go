@@ -1,5 +1,6 @@
-// Package loopback listens on loopback addresses only. It is what the
-// module's test servers (the fault server, the hostile server, the shared
+// Package loopback listens on loopback addresses only, and makes the
+// self-signed certificates served there. It is what the module's test
+// servers (the fault server, connaudit serve, the hostile server, the shared
 // test servers) stand on, so that none of them can ever listen on, or send
 // to, anything but the local machine. It is not API.
 package loopback

@@ -1,6 +1,7 @@
 package loopback_test
 
 import (
+	"crypto/x509"
 	"net"
 	"net/http"
 	"strings"
@@ -64,4 +65,21 @@ func TestClosedPort(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	_, err = (&http.Client{Transport: tr}).Get("http://" + addr + "/")
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+}
+
+// TestSelfSigned: the certificate is its own root for the loopback names
+// and the listening address given, once.
+func TestSelfSigned(t *testing.T) {
+	cert, err := loopback.SelfSigned("org", "cn", net.ParseIP("127.0.0.2"))
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	roots.AddCert(cert.Leaf)
+	for _, host := range []string{"127.0.0.1", "::1", "localhost", "127.0.0.2"} {
+		_, err := cert.Leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: host})
+		require.NoError(t, err, host)
+	}
+	require.Equal(t, "cn", cert.Leaf.Subject.CommonName)
+	same, err := loopback.SelfSigned("org", "cn", net.IPv6loopback)
+	require.NoError(t, err)
+	require.Len(t, same.Leaf.IPAddresses, 2, "a loopback address is not added twice")
 }
