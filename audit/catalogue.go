@@ -11,6 +11,11 @@ import (
 	"golang.org/x/net/http2"
 )
 
+// This file is the catalogue: every scenario, as data. A scenario whose
+// fault and steps exist already is added here and nowhere else: the
+// in-process runner interprets its steps (drivers.go), connaudit serve
+// serves it to the kits, and both judge it by its Expect.
+
 // The bounds of the catalogue: short, so that the whole catalogue runs in
 // seconds, and far from each other, so that the bound under audit always
 // fires first.
@@ -31,6 +36,9 @@ const (
 	// earlyRead is how many bytes of a large body the client reads before
 	// it closes the body.
 	earlyRead = 10
+	// acquireBound is how long a second caller waits for the pool's one
+	// connection: the source's pendingAcquireTimeout.
+	acquireBound = time.Second
 )
 
 func n(v int64) *int64 { return &v }
@@ -49,12 +57,35 @@ func failed(class httptrace.Class, stage httptrace.Stage, serverRequests int64) 
 	return Expect{Class: class, Stage: stage, ClientAttempts: 1, ServerRequests: serverRequests, Dials: n(1)}
 }
 
+// read is a policy that bounds the read interval only.
+func read(d time.Duration) Policy { return Policy{ReadTimeout: d} }
+
+// post is the catalogue's POST: a write of order 7.
+func post(key string) Request {
+	return Request{Method: http.MethodPost, Body: `{"order":7}`, IdempotencyKey: key}
+}
+
+// Notes said when a client takes one of two correct paths.
+const (
+	// noteLossToCaller: a connection lost before any response byte, whose
+	// request the server never processed, reached the caller.
+	noteLossToCaller = "the caller got the connection's loss: the server had read none of the request, so " +
+		"sending it again on a new connection would have been safe"
+	// noteResentUnwritten: the request was sent again on a new connection
+	// when none of it had reached the server.
+	noteResentUnwritten = "the request was sent again on a new connection, which is safe: none of it had reached the server"
+	// noteHiddenReplay: a replayable request the server had read was sent
+	// again by the client itself.
+	noteHiddenReplay = "the client sent the request again by itself after the server had read it: a hidden retry, " +
+		"harmless only because the request is a GET"
+)
+
 func http1Scenarios() []Scenario {
 	status := func(code int) Scenario {
 		e := ok(code)
 		e.Fate = reusedFate()
 		return Scenario{Name: "status-" + itoa(code), Proto: HTTP1, Fault: "answers " + itoa(code), Bound: "-",
-			Expect: e, setup: handle(faultserver.Status{Code: code}), drive: single}
+			Expect: e, Serve: faultserver.Status{Code: code}}
 	}
 	okExp := ok(200)
 	okExp.Fate = reusedFate()
@@ -72,7 +103,11 @@ func http1Scenarios() []Scenario {
 	waiting.Fate = &Fate{None: true}
 	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
 	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
-	hidden := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
+	hidden := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true,
+		Fate: reusedFate(), Note: noteHiddenReplay,
+		Or: &Alternative{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}}
+	hiddenReset := hidden
+	hiddenReset.Or = &Alternative{Class: httptrace.ClassReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
 	reset := failed(httptrace.ClassReset, httptrace.StageAwaitHeaders, 1)
 	reset.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerReset)
 	truncated := failed(httptrace.ClassBodyTruncated, httptrace.StageBody, 1)
@@ -88,6 +123,7 @@ func http1Scenarios() []Scenario {
 	early := ok(200)
 	early.Fate = closedFate(pool.ClosedByClient, pool.ReasonEarlyBodyClose)
 	early.BodyBytes = n(earlyRead)
+	early.FateNetHTTP = true // whether a client drains or closes is its choice
 	unclosed := ok(200)
 	unclosed.Dials = n(2) // closing the unread body closes the connection; /ok dials anew
 	unclosed.Leak, unclosed.BlocksOK = true, true
@@ -96,65 +132,92 @@ func http1Scenarios() []Scenario {
 	connClose.Fate = closedFate(pool.ClosedByServer, pool.ReasonConnectionClose)
 	tlsStallExp := failed(httptrace.ClassTLSHandshakeTimeout, httptrace.StageTLS, 0)
 	tlsStallExp.Fate = closedFate(pool.ClosedByClient, pool.ReasonHandshakeFailed)
+	tlsStallExp.FateNetHTTP = true   // the connection is the client's: the server below TLS counts it
 	tlsStallExp.ConnsAccepted = n(1) // the connect succeeded; the handshake stalled
 	connectTimeout := failed(httptrace.ClassConnectTimeout, httptrace.StageConnect, 0)
 	connectTimeout.Fate = &Fate{None: true}
 	refused := failed(httptrace.ClassConnectRefused, httptrace.StageConnect, 0)
 	refused.Fate = &Fate{None: true}
-
+	acquire := failed(httptrace.ClassDeadline, httptrace.StagePoolWait, 0)
+	acquire.Fate = &Fate{None: true}
+	idleClosed := ok(200)
+	idleClosed.Dials = n(2) // the warm-up's connection, closed by the server, and the request's
+	idleClosed.Fate = reusedFate()
+	// heldServedOnly says why the held-body steps are not taken in process.
+	const heldServedOnly = "net/http asks for a request's body once it holds a connection, and then waits for the body " +
+		"whatever becomes of the connection or the request's context: a body given only later hangs the call, so the " +
+		"steps have no equivalent in process"
+	// A connection the server closes while the client holds it for a POST
+	// none of which was written: the request may go again on a new
+	// connection (net/http does so: it wrote nothing, and the body can be
+	// had again) or its loss reach the caller.
+	held := func(class httptrace.Class) Expect {
+		return Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 1, Dials: n(2),
+			Fate: reusedFate(), Note: noteResentUnwritten,
+			Or: &Alternative{Class: class, ServerRequests: 0, Note: noteLossToCaller}}
+	}
 	return []Scenario{
-		{Name: "ok", Proto: HTTP1, Fault: `200 "ok"`, Bound: "-", Expect: okExp, setup: handle(faultserver.OK{}), drive: single},
+		{Name: "ok", Proto: HTTP1, Fault: `200 "ok"`, Bound: "-", Expect: okExp, Serve: faultserver.OK{}},
 		status(503), status(500), status(404),
 		{Name: "response-header-timeout", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "ResponseHeaderTimeout 150ms",
-			Wait: boundShort, Expect: rht, Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)},
-			setup: handle(faultserver.Hang{}), drive: single},
+			Wait: boundShort, Expect: rht, Policy: read(boundShort), Serve: faultserver.Hang{}},
 		{Name: "attempt-deadline", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "deadline 150ms once the request is written",
-			Wait: boundShort, Expect: deadline, setup: handle(faultserver.Hang{}), drive: withDeadline(boundShort)},
+			Wait: boundShort, Expect: deadline, Policy: Policy{Policy: retry.Policy{AttemptTimeout: boundShort}}, Serve: faultserver.Hang{}},
 		{Name: "cancel-in-handler", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "cancel once the handler is entered",
-			Expect: canceled, setup: handle(faultserver.Hang{}), drive: cancelInHandler},
+			Expect: canceled, Serve: faultserver.Hang{}, Steps: StepsCancelWhenEntered},
 		{Name: "cancel-waiting-for-conn", Proto: HTTP1, Fault: "the one connection is busy", Bound: "cancel the 2nd request while it waits",
-			Expect: waiting, setup: handle(faultserver.OK{}), drive: cancelWaitingForConn},
+			Expect: waiting, Serve: faultserver.OK{}, Steps: StepsCancelWhileWaiting,
+			InProcessOnly: "a kit cannot tell when its call waits for the pool; pool-acquire-timeout judges the pool of one"},
+		{Name: "pool-acquire-timeout", Proto: HTTP1, Fault: "the one connection is held by a request the server never answers",
+			Bound: "the second caller waits at most 1s for the pool", Wait: acquireBound, Expect: acquire, Serve: faultserver.OK{},
+			Steps: StepsSecondCaller, Policy: Policy{PoolMaxPerHost: 1, PoolAcquireTimeout: acquireBound}},
 		{Name: "close-before-response", Proto: HTTP1, Fault: "reads the request, closes", Bound: "-",
-			Expect: closeBefore, setup: handle(faultserver.CloseBeforeResponse{}), drive: single},
+			Expect: closeBefore, Serve: faultserver.CloseBeforeResponse{}},
 		{Name: "hidden-retry", Proto: HTTP1, Fault: "closes a kept-alive connection after reading its 2nd request", Bound: "GET on a reused connection",
-			Expect: hidden, setup: handle(faultserver.CloseBeforeResponse{After: 1}), drive: warmThen(single)},
+			Expect: hidden, Serve: faultserver.CloseBeforeResponse{After: 1}, Steps: StepsWarmThenRequest},
+		{Name: "hidden-retry-reset", Proto: HTTP1, Fault: "resets (RST) a kept-alive connection after reading its 2nd request", Bound: "GET on a reused connection",
+			Expect: hiddenReset, Serve: faultserver.Reset{After: 1}, Steps: StepsWarmThenRequest},
 		{Name: "reset", Proto: HTTP1, Fault: "RST (linger 0) after reading the request", Bound: "-",
-			Expect: reset, setup: handle(faultserver.Reset{}), drive: single},
+			Expect: reset, Serve: faultserver.Reset{}},
 		{Name: "close-mid-body", Proto: HTTP1, Fault: "Content-Length 10000, sends 1000, closes", Bound: "-",
-			Expect: truncated, setup: handle(faultserver.CloseMidBody{Length: midBodyLength, Send: midBodySend}), drive: single},
+			Expect: truncated, Serve: faultserver.CloseMidBody{Length: midBodyLength, Send: midBodySend}},
 		{Name: "stall-mid-body", Proto: HTTP1, Fault: "sends half the body, stalls", Bound: "body idle 150ms",
-			Wait: boundShort, Expect: stall, Bounds: []pool.Option{pool.BodyIdleTimeout(boundShort)},
-			setup: handle(faultserver.StallMidBody{Length: 10000, Send: 5000}), drive: single},
+			Wait: boundShort, Expect: stall, Policy: read(boundShort), Serve: faultserver.StallMidBody{Length: 10000, Send: 5000}},
 		{Name: "trickle-body", Proto: HTTP1, Fault: "a byte every 50ms for 1.2s", Bound: "body idle 1s",
-			Wait: trickleEvery * (trickleBytes - 1), Expect: trickle, Bounds: []pool.Option{pool.BodyIdleTimeout(trickleIdle)},
-			setup: handle(faultserver.Trickle{Bytes: trickleBytes, Interval: trickleEvery}), drive: single},
+			Wait: trickleEvery * (trickleBytes - 1), Expect: trickle, Policy: read(trickleIdle),
+			Serve: faultserver.Trickle{Bytes: trickleBytes, Interval: trickleEvery}},
 		{Name: "early-body-close", Proto: HTTP1, Fault: "1 MiB body", Bound: "client closes after 10 bytes",
-			Expect: early, setup: handle(faultserver.LargeBody{Size: 1 << 20}), drive: earlyClose(earlyRead)},
+			Expect: early, Serve: faultserver.LargeBody{Size: 1 << 20}, Steps: StepsReadThenClose, ReadBytes: earlyRead},
 		{Name: "unclosed-body", Proto: HTTP1, Fault: `200 "ok"`, Bound: "body never closed (until the check)",
-			Expect: unclosed, setup: handle(faultserver.OK{}), drive: unclosedBody},
+			Expect: unclosed, Serve: faultserver.OK{}, Steps: StepsLeaveBodyOpen,
+			InProcessOnly: "a leak inside the client's process: only an in-process pool check sees the open body"},
 		{Name: "connection-close", Proto: HTTP1, Fault: "Connection: close", Bound: "-",
-			Expect: connClose, setup: handle(faultserver.ConnectionClose{}), drive: single},
+			Expect: connClose, Serve: faultserver.ConnectionClose{}},
+		{Name: "idle-close", Proto: HTTP1, Fault: "closes (FIN) the kept-alive connection while it is idle, before the next request",
+			Bound: "-", Expect: idleClosed, Serve: faultserver.OK{}, Steps: StepsWarmCloseThenRequest, Close: "fin"},
+		{Name: "reset-before-send", Proto: HTTP1, Fault: "resets (RST) the kept-alive connection the client holds for a POST not yet written",
+			Bound: "-", Expect: held(httptrace.ClassReset), Serve: faultserver.OK{}, Steps: StepsWarmThenHeldBody, Close: "rst",
+			Request: post(""), ServedOnly: heldServedOnly},
+		{Name: "close-before-send", Proto: HTTP1, Fault: "closes (FIN) the kept-alive connection the client holds for a POST not yet written",
+			Bound: "-", Expect: held(httptrace.ClassServerClosed), Serve: faultserver.OK{}, Steps: StepsWarmThenHeldBody, Close: "fin",
+			Request: post(""), ServedOnly: heldServedOnly},
 		{Name: "tls-handshake-stall", Proto: HTTP1, Fault: "TCP accept, then silence", Bound: "TLSHandshakeTimeout 150ms",
-			Wait: boundShort, Expect: tlsStallExp, Bounds: []pool.Option{pool.TLSHandshakeTimeout(boundShort)},
-			setup: tlsStall, drive: single},
+			Wait: boundShort, Expect: tlsStallExp, Policy: Policy{TLSTimeout: boundShort}, Listener: ListenTLSStall},
 		{Name: "connect-hang", Proto: HTTP1, Fault: "accept queue full", Bound: "Dialer.Timeout 150ms",
-			Wait: boundShort, Expect: connectTimeout, Bounds: []pool.Option{pool.ConnectTimeout(boundShort)},
-			setup: connectHang, drive: single},
+			Wait: boundShort, Expect: connectTimeout, Policy: Policy{ConnectTimeout: boundShort}, Listener: ListenConnectHang},
 		{Name: "connect-refused", Proto: HTTP1, Fault: "closed port", Bound: "-",
-			Expect: refused, setup: closedPort, drive: single},
+			Expect: refused, Listener: ListenClosedPort},
 	}
 }
 
 func http2Scenarios() []Scenario {
-	tlsOpts := []faultserver.Option{faultserver.TLS()}
-	rawOpts := []faultserver.Option{faultserver.TLS(), faultserver.RawHTTP2()}
 	reused := func(e Expect) Expect {
 		e.Fate = reusedFate()
 		return e
 	}
 	status := func(code int) Scenario {
 		return Scenario{Name: "h2/status-" + itoa(code), Proto: HTTP2, Fault: "answers " + itoa(code), Bound: "-",
-			Expect: reused(ok(code)), server: tlsOpts, setup: handle(faultserver.Status{Code: code}), drive: single}
+			Expect: reused(ok(code)), Serve: faultserver.Status{Code: code}}
 	}
 	okExp := reused(ok(200))
 	rht := reused(failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 1))
@@ -164,6 +227,10 @@ func http2Scenarios() []Scenario {
 	canceled := reused(failed(httptrace.ClassCanceled, httptrace.StageAwaitHeaders, 1))
 	canceled.CancelObserved = true
 	canceled.HandlersEntered = n(1)
+	// Over HTTP/2 a cancelled stream leaves the connection to the
+	// client's choice (and a kit that can cancel only by stopping the
+	// client's process, curl's, closes it).
+	canceled.FateNetHTTP = true
 	streamReset := reused(failed(httptrace.ClassStreamReset, httptrace.StageAwaitHeaders, 1))
 	midBody := reused(failed(httptrace.ClassStreamReset, httptrace.StageBody, 1))
 	midBody.BodyBytes = n(midBodySend)
@@ -174,48 +241,50 @@ func http2Scenarios() []Scenario {
 	trickle.BodyBytes = n(trickleBytes)
 	early := reused(ok(200))
 	early.BodyBytes = n(earlyRead)
+	early.FateNetHTTP = true
 	unclosed := reused(ok(200))
 	unclosed.Leak = true
 	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
 	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
 	connClose := ok(200)
 	connClose.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerGoAway)
-	goaway := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true, Fate: reusedFate()}
-	refused := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(1), HiddenRetry: true, Fate: reusedFate()}
+	goaway := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true,
+		Fate: reusedFate(), Note: noteResentUnwritten,
+		Or: &Alternative{Class: httptrace.ClassGoAway, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1, Note: noteLossToCaller}}
+	refused := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(1), HiddenRetry: true,
+		Fate: reusedFate(), Note: noteResentUnwritten,
+		Or: &Alternative{Class: httptrace.ClassStreamReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1, Note: noteLossToCaller}}
 	return []Scenario{
-		{Name: "h2/ok", Proto: HTTP2, Fault: `200 "ok"`, Bound: "-", Expect: okExp, server: tlsOpts,
-			setup: handle(faultserver.OK{}), drive: single},
+		{Name: "h2/ok", Proto: HTTP2, Fault: `200 "ok"`, Bound: "-", Expect: okExp, Serve: faultserver.OK{}},
 		status(503), status(500), status(404),
 		{Name: "h2/response-header-timeout", Proto: HTTP2, Fault: "handler entered, never writes", Bound: "ResponseHeaderTimeout 150ms",
-			Wait: boundShort, Expect: rht, server: tlsOpts, Bounds: []pool.Option{pool.ResponseHeaderTimeout(boundShort)},
-			setup: handle(faultserver.Hang{}), drive: single},
+			Wait: boundShort, Expect: rht, Policy: read(boundShort), Serve: faultserver.Hang{}},
 		{Name: "h2/attempt-deadline", Proto: HTTP2, Fault: "handler entered, never writes", Bound: "deadline 150ms once the request is written",
-			Wait: boundShort, Expect: deadline, server: tlsOpts, setup: handle(faultserver.Hang{}), drive: withDeadline(boundShort)},
+			Wait: boundShort, Expect: deadline, Policy: Policy{Policy: retry.Policy{AttemptTimeout: boundShort}}, Serve: faultserver.Hang{}},
 		{Name: "h2/cancel-in-handler", Proto: HTTP2, Fault: "handler entered, never writes", Bound: "cancel once the handler is entered",
-			Expect: canceled, server: tlsOpts, setup: handle(faultserver.Hang{}), drive: cancelInHandler},
+			Expect: canceled, Serve: faultserver.Hang{}, Steps: StepsCancelWhenEntered},
 		{Name: "h2/close-before-response", Proto: HTTP2, Fault: "reads the request, closes the connection", Bound: "-",
-			Expect: closeBefore, server: tlsOpts, setup: handle(faultserver.CloseBeforeResponse{}), drive: single},
+			Expect: closeBefore, Serve: faultserver.CloseBeforeResponse{}},
 		{Name: "h2/connection-close", Proto: HTTP2, Fault: "Connection: close (GOAWAY, close when idle)", Bound: "-",
-			Expect: connClose, server: tlsOpts, setup: handle(faultserver.ConnectionClose{}), drive: single},
-		{Name: "h2/reset", Proto: HTTP2, Fault: "RST_STREAM(INTERNAL_ERROR)", Bound: "-", Expect: streamReset, server: tlsOpts,
-			setup: handle(faultserver.Reset{}), drive: single},
+			Expect: connClose, Serve: faultserver.ConnectionClose{}},
+		{Name: "h2/reset", Proto: HTTP2, Fault: "RST_STREAM(INTERNAL_ERROR)", Bound: "-", Expect: streamReset, Serve: faultserver.Reset{}},
 		{Name: "h2/close-mid-body", Proto: HTTP2, Fault: "sends 1000 of 10000 bytes, resets the stream", Bound: "-", Expect: midBody,
-			server: tlsOpts, setup: handle(faultserver.CloseMidBody{Length: midBodyLength, Send: midBodySend}), drive: single},
+			Serve: faultserver.CloseMidBody{Length: midBodyLength, Send: midBodySend}},
 		{Name: "h2/stall-mid-body", Proto: HTTP2, Fault: "sends half the body, stalls", Bound: "body idle 150ms",
-			Wait: boundShort, Expect: stall, server: tlsOpts, Bounds: []pool.Option{pool.BodyIdleTimeout(boundShort)},
-			setup: handle(faultserver.StallMidBody{Length: 10000, Send: 5000}), drive: single},
+			Wait: boundShort, Expect: stall, Policy: read(boundShort), Serve: faultserver.StallMidBody{Length: 10000, Send: 5000}},
 		{Name: "h2/trickle-body", Proto: HTTP2, Fault: "a byte every 50ms for 1.2s", Bound: "body idle 1s",
-			Wait: trickleEvery * (trickleBytes - 1), Expect: trickle, server: tlsOpts, Bounds: []pool.Option{pool.BodyIdleTimeout(trickleIdle)},
-			setup: handle(faultserver.Trickle{Bytes: trickleBytes, Interval: trickleEvery}), drive: single},
+			Wait: trickleEvery * (trickleBytes - 1), Expect: trickle, Policy: read(trickleIdle),
+			Serve: faultserver.Trickle{Bytes: trickleBytes, Interval: trickleEvery}},
 		{Name: "h2/early-body-close", Proto: HTTP2, Fault: "1 MiB body", Bound: "client closes after 10 bytes",
-			Expect: early, server: tlsOpts, setup: handle(faultserver.LargeBody{Size: 1 << 20}), drive: earlyClose(earlyRead)},
+			Expect: early, Serve: faultserver.LargeBody{Size: 1 << 20}, Steps: StepsReadThenClose, ReadBytes: earlyRead},
 		{Name: "h2/unclosed-body", Proto: HTTP2, Fault: `200 "ok"`, Bound: "body never closed (until the check)",
-			Expect: unclosed, server: tlsOpts, setup: handle(faultserver.OK{}), drive: unclosedBody},
-		{Name: "h2/goaway", Proto: HTTP2, Fault: "GOAWAY below the request's stream", Bound: "-", Expect: goaway, server: rawOpts,
-			setup: handle(faultserver.Sequence{Faults: []faultserver.Fault{faultserver.GoAway{}, faultserver.OK{}}}), drive: single},
-		{Name: "h2/refused-stream", Proto: HTTP2, Fault: "RST_STREAM(REFUSED_STREAM), then 200", Bound: "-", Expect: refused, server: rawOpts,
-			setup: handle(faultserver.Sequence{Faults: []faultserver.Fault{faultserver.RSTStream{Code: uint32(http2.ErrCodeRefusedStream)}, faultserver.OK{}}}),
-			drive: single},
+			Expect: unclosed, Serve: faultserver.OK{}, Steps: StepsLeaveBodyOpen,
+			InProcessOnly: "a leak inside the client's process: only an in-process pool check sees the open body"},
+		{Name: "h2/goaway", Proto: HTTP2, Fault: "GOAWAY below the request's stream", Bound: "-", Expect: goaway, Listener: ListenRawHTTP2,
+			Serve: faultserver.Sequence{Faults: []faultserver.Fault{faultserver.GoAway{}, faultserver.OK{}}}},
+		{Name: "h2/refused-stream", Proto: HTTP2, Fault: "RST_STREAM(REFUSED_STREAM), then 200", Bound: "-", Expect: refused,
+			Listener: ListenRawHTTP2,
+			Serve:    faultserver.Sequence{Faults: []faultserver.Fault{faultserver.RSTStream{Code: uint32(http2.ErrCodeRefusedStream)}, faultserver.OK{}}}},
 	}
 }
 
@@ -248,14 +317,14 @@ const (
 
 func retryScenarios() []Scenario {
 	base := retry.Policy{AttemptTimeout: 3 * time.Second, TotalTimeout: 8 * time.Second, MaxRetries: 2, Delay: 10 * time.Millisecond}
-	with := func(edit func(*retry.Policy)) retry.Policy {
+	with := func(edit func(*retry.Policy)) Policy {
 		p := base
 		edit(&p)
-		return p
+		return Policy{Policy: p}
 	}
-	seq := func(f ...faultserver.Fault) func(*Env) error { return handle(faultserver.Sequence{Faults: f}) }
+	basic := Policy{Policy: base}
+	seq := func(f ...faultserver.Fault) faultserver.Fault { return faultserver.Sequence{Faults: f} }
 	s503 := faultserver.Status{Code: 503}
-	get := retried(call{method: http.MethodGet})
 	// Every attempt of a retried request goes over the one kept-alive
 	// connection, which serves /ok afterwards.
 	exp := func(class httptrace.Class, status, attempts int, server int64) Expect {
@@ -277,6 +346,7 @@ func retryScenarios() []Scenario {
 	canceled := timedOut(httptrace.ClassCanceled, httptrace.StageAwaitHeaders)
 	canceled.HandlersEntered = n(1)
 	budget := exp(httptrace.ClassDeadline, 0, 2, 2)
+	budget.BudgetEnds = true
 	// W1 and W2 retry a POST once with no delay, as Reactor's retry(1)
 	// does.
 	postOnce := func(p *retry.Policy) { p.MaxRetries, p.Delay = 1, 0 }
@@ -288,67 +358,99 @@ func retryScenarios() []Scenario {
 		return e
 	}
 	hidden := exp(httptrace.ClassOK, 200, 1, 2)
-	hidden.HiddenRetry, hidden.Dials = true, n(2)
+	hidden.HiddenRetry, hidden.Dials, hidden.Note = true, n(2), noteHiddenReplay
+	hidden.Or = &Alternative{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
+	hiddenReset := hidden
+	hiddenReset.Or = &Alternative{Class: httptrace.ClassReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
 	// The second answer reports the writes the server committed, which
 	// the caller must read in the body it gets.
 	writes := seq(faultserver.Write{Status: 503}, faultserver.Write{Status: 200, Report: true})
+	reported := func(r Request, n int64) Request {
+		r.Reported = faultserver.Write{}.ReportBody(n)
+		return r
+	}
 	const bound = "503 only, 2 retries 10ms apart"
+	at := func(attempt, total, delay time.Duration) Policy {
+		return with(func(p *retry.Policy) { p.AttemptTimeout, p.TotalTimeout, p.Delay = attempt, total, delay })
+	}
+	// A9 at the source's numbers answers after 400 ms (100 ms of slack
+	// within its 500 ms attempt: a loaded machine may overrun it).
+	const sourceAnswer = 400 * time.Millisecond
 	return []Scenario{
 		{Name: "retry/immediate-success", Contract: "A1", Proto: HTTP1, Fault: `200 "ok"`, Bound: bound,
-			Expect: exp(httptrace.ClassOK, 200, 1, 1), setup: handle(faultserver.OK{}), drive: get, policy: base, subject: "200"},
+			Expect: exp(httptrace.ClassOK, 200, 1, 1), Serve: faultserver.OK{}, Policy: basic, Subject: "200",
+			Fix: "make one attempt for a response that is not retried, and hand its body over"},
 		{Name: "retry/503-503-ok", Contract: "A2", Proto: HTTP1, Fault: "503, 503, 200", Bound: bound,
-			Wait: 2 * base.Delay, Expect: exp(httptrace.ClassOK, 200, 3, 3), setup: seq(s503, s503, faultserver.OK{}), drive: get,
-			policy: base, subject: "503"},
+			Wait: 2 * base.Delay, Expect: exp(httptrace.ClassOK, 200, 3, 3), Serve: seq(s503, s503, faultserver.OK{}),
+			Policy: basic, Subject: "503", Fix: "retry a 503, up to MaxRetries times, waiting Delay between attempts"},
 		{Name: "retry/always-503", Contract: "A3", Proto: HTTP1, Fault: "503 every time", Bound: bound,
-			Wait: 2 * base.Delay, Expect: exp(httptrace.ClassOK, 503, 3, 3), setup: handle(s503), drive: get, policy: base, subject: "503"},
+			Wait: 2 * base.Delay, Expect: exp(httptrace.ClassOK, 503, 3, 3), Serve: s503, Policy: basic, Subject: "503",
+			Fix: "stop after MaxRetries retries and hand the caller the last 503 itself, not an error"},
 		{Name: "retry/404", Contract: "A4", Proto: HTTP1, Fault: "answers 404", Bound: bound,
-			Expect: exp(httptrace.ClassOK, 404, 1, 1), setup: handle(faultserver.Status{Code: 404}), drive: get, policy: base, subject: "404"},
+			Expect: exp(httptrace.ClassOK, 404, 1, 1), Serve: faultserver.Status{Code: 404}, Policy: basic, Subject: "404",
+			Fix: "retry 503 only: a 404 is final and reaches the caller as it is"},
 		{Name: "retry/500", Contract: "A5", Proto: HTTP1, Fault: "answers 500", Bound: bound,
-			Expect: exp(httptrace.ClassOK, 500, 1, 1), setup: handle(faultserver.Status{Code: 500}), drive: get, policy: base, subject: "500"},
+			Expect: exp(httptrace.ClassOK, 500, 1, 1), Serve: faultserver.Status{Code: 500}, Policy: basic, Subject: "500",
+			Fix: "retry 503 only: a 500 is final (the request may have run) and reaches the caller"},
 		{Name: "retry/attempt-deadline", Contract: "A6", Proto: HTTP1, Fault: "handler entered, never writes", Bound: "attempt limit 150ms",
-			Wait: boundShort, Expect: timedOut(httptrace.ClassDeadline, httptrace.StageAwaitHeaders), setup: handle(faultserver.Hang{}),
-			drive: connected(get), policy: with(func(p *retry.Policy) { p.AttemptTimeout = boundShort }), subject: "the attempt timeout"},
+			Wait: boundShort, Expect: timedOut(httptrace.ClassDeadline, httptrace.StageAwaitHeaders), Serve: faultserver.Hang{},
+			Steps: StepsWarmThenRequest, WarmAside: true, Policy: with(func(p *retry.Policy) { p.AttemptTimeout = boundShort }),
+			Subject: "the attempt timeout", Fix: "bound each attempt by AttemptTimeout, and end the call when it fires",
+			Source: &Source{Policy: with(func(p *retry.Policy) { p.AttemptTimeout = time.Second })}},
 		{Name: "retry/response-header-timeout", Contract: "A7", Proto: HTTP1, Fault: "handler entered, never writes",
 			Bound: "header wait (ResponseHeaderTimeout) 250ms < attempt limit 3s", Wait: readInterval,
 			Expect: timedOut(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders),
-			Bounds: []pool.Option{pool.ResponseHeaderTimeout(readInterval)}, setup: handle(faultserver.Hang{}), drive: get,
-			policy: base, subject: "the header wait timeout"},
+			Policy: Policy{Policy: base, ReadTimeout: readInterval}, Serve: faultserver.Hang{}, Subject: "the header wait timeout",
+			Fix: "the header wait's timeout (the transport's ResponseHeaderTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout"},
 		{Name: "retry/total-budget", Contract: "A8", Proto: HTTP1, Fault: "503 at once, every time",
-			Bound: "attempt 300ms, budget 450ms, delay 300ms", Wait: budgetTotal, Expect: budget, setup: handle(s503), drive: connected(get),
-			policy: with(func(p *retry.Policy) {
-				p.AttemptTimeout, p.TotalTimeout, p.Delay = budgetAttempt, budgetTotal, budgetDelay
-			}), subject: "503"},
+			Bound: "attempt 300ms, budget 450ms, delay 300ms", Wait: budgetTotal, Expect: budget, Serve: s503,
+			Steps: StepsWarmThenRequest, WarmAside: true, Policy: at(budgetAttempt, budgetTotal, budgetDelay), Subject: "503",
+			Fix:    "count the delays in the total budget: end the call with a deadline error when it runs out during a delay",
+			Source: &Source{Policy: at(time.Second, 1500*time.Millisecond, time.Second), Wait: 1500 * time.Millisecond}},
 		{Name: "retry/attempt-limit-restarts", Contract: "A9", Proto: HTTP1, Fault: "503, then 200, each after 150ms",
 			Bound: "attempt 300ms, budget 1.2s, delay 100ms", Wait: 2*slowAnswer + slowDelay, Expect: exp(httptrace.ClassOK, 200, 2, 2),
-			setup: seq(faultserver.Status{Code: 503, After: slowAnswer}, faultserver.Status{Code: 200, After: slowAnswer}), drive: connected(get),
-			policy: with(func(p *retry.Policy) {
-				p.AttemptTimeout, p.TotalTimeout, p.Delay = slowAttempt, 4*slowAttempt, slowDelay
-			}), subject: "503"},
+			Serve: seq(faultserver.Status{Code: 503, After: slowAnswer}, faultserver.Status{Code: 200, After: slowAnswer}),
+			Steps: StepsWarmThenRequest, WarmAside: true, Policy: at(slowAttempt, 4*slowAttempt, slowDelay), Subject: "503",
+			Fix: "restart the attempt limit on each retry: it bounds one attempt, not all of them",
+			Source: &Source{Policy: at(500*time.Millisecond, 2*time.Second, 200*time.Millisecond), Wait: 2 * sourceAnswer,
+				Serve: seq(faultserver.Status{Code: 503, After: sourceAnswer}, faultserver.Status{Code: 200, After: sourceAnswer})}},
 		{Name: "retry/body-read-interval", Contract: "A10", Proto: HTTP1, Fault: "sends half the body, stalls",
 			Bound: "body read interval (" + nameBodyIdleTimeout + ") 250ms < attempt limit 3s", Wait: readInterval, Expect: bodyStalled,
-			Bounds: []pool.Option{pool.BodyIdleTimeout(readInterval)},
-			setup:  handle(faultserver.StallMidBody{Length: midBodyLength, Send: midBodySend}), drive: get,
-			policy: base, subject: "the body read timeout"},
+			Policy: Policy{Policy: base, ReadTimeout: readInterval},
+			Serve:  faultserver.StallMidBody{Length: midBodyLength, Send: midBodySend}, Subject: "the body read timeout",
+			Fix: "the body read interval's timeout (" + nameBodyIdleTimeout + ") is final: do not retry it, and hand the caller its error, not an attempt timeout"},
 		{Name: "retry/post-unsafe", Contract: "W1", Proto: HTTP1, Fault: "commits the write, answers 503, then 200 with the writes",
-			Bound: "one retry allowed for POST, no delay", Expect: postExp(2, 2, 2, 200), setup: writes,
-			drive: retried(call{method: http.MethodPost, body: faultserver.Write{}.ReportBody(2)}), policy: unsafe, subject: "the POST"},
+			Bound: "one retry allowed for POST, no delay", Expect: postExp(2, 2, 2, 200), Serve: writes,
+			Request: reported(post(""), 2), Policy: unsafe, Subject: "the POST",
+			Fix: "replay a POST once when the policy allows it, with its body (GetBody)"},
 		{Name: "retry/post-idempotency-key", Contract: "W2", Proto: HTTP1, Fault: "commits once per key, answers 503, then 200 with the writes",
-			Bound: "POST with Idempotency-Key: order-7 retried once, no delay", Expect: postExp(2, 2, 1, 200), setup: writes,
-			drive: retried(call{method: http.MethodPost, key: "order-7", body: faultserver.Write{}.ReportBody(1)}), policy: keyed, subject: "the POST"},
+			Bound: "POST with Idempotency-Key: order-7 retried once, no delay", Expect: postExp(2, 2, 1, 200), Serve: writes,
+			Request: reported(post("order-7"), 1), Policy: keyed, Subject: "the POST",
+			Fix: "keep the Idempotency-Key across attempts, so that the server commits once"},
 		{Name: "retry/post-key-per-attempt", Contract: "W3", Proto: HTTP1, Fault: "commits once per key, answers 503, then 200",
-			Bound: "POST retried once, a new key per attempt", Expect: postExp(2, 2, 2, 200), setup: writes,
-			drive: retried(call{method: http.MethodPost, key: "order-7", keyPerTry: true}), policy: keyed, subject: "the POST"},
+			Bound: "POST retried once, a new key per attempt", Expect: postExp(2, 2, 2, 200), Serve: writes,
+			Request: Request{Method: http.MethodPost, Body: `{"order":7}`, IdempotencyKey: "order-7", KeyPerAttempt: true},
+			Policy:  keyed, Subject: "the POST",
+			Fix: "a new Idempotency-Key per attempt defeats it: generate the key once per call"},
 		{Name: "retry/post-not-retried", Contract: "W4", Proto: HTTP1, Fault: "commits the write, answers 503", Bound: "default: POST never retried",
-			Expect: postExp(1, 1, 1, 503), setup: writes, drive: retried(call{method: http.MethodPost}), policy: base, subject: "the POST"},
+			Expect: postExp(1, 1, 1, 503), Serve: writes, Request: post(""), Policy: basic, Subject: "the POST",
+			Fix: "never replay a POST unless asked: the server may have committed its write"},
 		{Name: "retry/hidden-retry", Contract: "H1", Proto: HTTP1, Fault: "closes a kept-alive connection after reading its 2nd request",
-			Bound: "GET on a reused connection", Expect: hidden, setup: handle(faultserver.CloseBeforeResponse{After: 1}),
-			drive: warmThen(get), policy: base, subject: "the GET"},
+			Bound: "GET on a reused connection", Expect: hidden, Serve: faultserver.CloseBeforeResponse{After: 1},
+			Steps: StepsWarmThenRequest, Policy: basic, Subject: "the GET",
+			Fix: "net/http's own re-send cannot be turned off: make the endpoint idempotent"},
+		{Name: "retry/hidden-retry-reset", Contract: "H1", Proto: HTTP1, Fault: "resets (RST) a kept-alive connection after reading its 2nd request",
+			Bound: "GET on a reused connection", Expect: hiddenReset, Serve: faultserver.Reset{After: 1},
+			Steps: StepsWarmThenRequest, Policy: basic, Subject: "the GET",
+			Fix: "net/http's own re-send cannot be turned off: make the endpoint idempotent"},
 		{Name: "retry/fresh-connection-closed", Contract: "H2", Proto: HTTP1, Fault: "reads the request on a fresh connection, closes it",
 			Bound: "GET on a fresh connection: no hidden retry, an error is not retried", Expect: closed,
-			setup: handle(faultserver.CloseBeforeResponse{}), drive: get, policy: base, subject: "the GET"},
+			Serve: faultserver.CloseBeforeResponse{}, Policy: basic, Subject: "the GET",
+			Fix: "an error is final: a connection lost before the response reaches the caller after one request"},
 		{Name: "retry/cancel-in-attempt", Contract: "P1", Proto: HTTP1, Fault: "handler entered, never writes",
-			Bound: "the caller cancels once the handler is entered", Expect: canceled, setup: handle(faultserver.Hang{}),
-			drive: cancelRetried(get), policy: base, subject: "the canceled GET"},
+			Bound: "the caller cancels once the handler is entered", Expect: canceled, Serve: faultserver.Hang{},
+			Steps: StepsCancelWhenEntered, Policy: basic, Subject: "the canceled GET",
+			Fix: "stop at the caller's cancel: no attempt, and no delay, after the call's context has ended"},
 	}
 }
 

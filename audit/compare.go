@@ -20,16 +20,16 @@ func verdicts(s Scenario, sub subject, o Observed, mismatches []string) []string
 	for _, m := range mismatches {
 		switch {
 		case strings.HasPrefix(m, "server-seen requests:") && o.ServerRequests > e.ServerRequests:
-			m = fmt.Sprintf("%s was retried: %s, contract %d", s.subject, plural(o.ServerRequests, "request"), e.ServerRequests)
+			m = fmt.Sprintf("%s was retried: %s, contract %d", s.Subject, plural(o.ServerRequests, "request"), e.ServerRequests)
 		case strings.HasPrefix(m, "server-seen requests:"):
-			m = fmt.Sprintf("%s was not retried as the contract says: %s, contract %d", s.subject, plural(o.ServerRequests, "request"), e.ServerRequests)
+			m = fmt.Sprintf("%s was not retried as the contract says: %s, contract %d", s.Subject, plural(o.ServerRequests, "request"), e.ServerRequests)
 		case strings.HasPrefix(m, "client attempts:") && o.ClientAttempts > e.ClientAttempts && !o.Unbounded &&
-			s.subject == "503" && e.Class != httptrace.ClassDeadline && o.ClientAttempts > s.policy.MaxRetries+1:
+			s.Subject == "503" && e.Class != httptrace.ClassDeadline && o.ClientAttempts > s.Policy.MaxRetries+1:
 			m = fmt.Sprintf("%d attempts where MaxRetries=%d allows %d: the layer does not apply MaxRetries",
-				o.ClientAttempts, s.policy.MaxRetries, s.policy.MaxRetries+1)
+				o.ClientAttempts, s.Policy.MaxRetries, s.Policy.MaxRetries+1)
 			if sub.retryDefaults {
 				m = fmt.Sprintf("%d attempts where MaxRetries=%d allows %d: at its defaults the layer retries more",
-					o.ClientAttempts, s.policy.MaxRetries, s.policy.MaxRetries+1)
+					o.ClientAttempts, s.Policy.MaxRetries, s.Policy.MaxRetries+1)
 			}
 		case strings.HasPrefix(m, "writes committed:"):
 			m = fmt.Sprintf("the server committed %s, contract %d", plural(o.Writes, "write"), *e.Writes)
@@ -207,7 +207,7 @@ func anyHasPrefix(ss []string, prefix string) bool {
 // client's. A transport without the bound keeps the limit, and fails the
 // contract. It returns the note that says so, "" when nothing changed.
 func (sub subject) fitAttemptLimit(s *Scenario) string {
-	limit := s.policy.AttemptTimeout
+	limit := s.Policy.AttemptTimeout
 	if sub.reference || s.Contract == "" || limit <= 0 {
 		return ""
 	}
@@ -223,8 +223,8 @@ func (sub subject) fitAttemptLimit(s *Scenario) string {
 		return ""
 	}
 	raised := own + max(own/2, time.Second)
-	s.policy.TotalTimeout += raised - limit
-	s.policy.AttemptTimeout = raised
+	s.Policy.TotalTimeout += raised - limit
+	s.Policy.AttemptTimeout = raised
 	return fmt.Sprintf("attempt limit %v, not the catalogue's %v: above the transport's %s (%v), "+
 		"which the contract orders below it", raised, limit, name, own)
 }
@@ -235,7 +235,7 @@ func (sub subject) fitAttemptLimit(s *Scenario) string {
 // fire first: which did is then a race between two timers, and no verdict
 // may rest on it. "" otherwise.
 func (sub subject) tie(s Scenario) string {
-	limit := s.policy.AttemptTimeout
+	limit := s.Policy.AttemptTimeout
 	if sub.reference || s.Contract == "" || limit <= 0 {
 		return ""
 	}

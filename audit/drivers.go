@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,21 +15,120 @@ import (
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/leaks"
 	"github.com/connaudit/connaudit/internal/loopback"
+	"github.com/connaudit/connaudit/internal/notify"
 	"github.com/connaudit/connaudit/pool"
 )
 
-// handle returns a setup that serves f at the fault path.
-func handle(f faultserver.Fault) func(*Env) error {
-	return func(e *Env) error {
-		e.Server.Handle(faultPath, f)
-		return nil
+// This file interprets a scenario's steps in process: what the caller does,
+// through the pool under audit and, for a retry contract, the retry layer.
+
+// The paths of the scenario's fault server besides the faulted one.
+const (
+	warmPath = "/warm" // the warm-ups of a scenario that warms aside
+	holdPath = "/hold" // the first caller's request of second-caller
+)
+
+// serverOptions returns the fault server's options for s: TLS for an
+// HTTP/2 scenario, the raw HTTP/2 server where s needs it, and events to
+// observe its connections.
+func serverOptions(s *Scenario, sc *serverConns) []faultserver.Option {
+	opts := []faultserver.Option{faultserver.OnConnEvent(sc.observe)}
+	switch {
+	case s.Listener == ListenRawHTTP2:
+		opts = append(opts, faultserver.TLS(), faultserver.RawHTTP2())
+	case s.Proto == HTTP2:
+		opts = append(opts, faultserver.TLS())
 	}
+	return opts
 }
 
-// single makes one GET of the faulted URL, reads its body to the end and
-// closes it. The outcome is in the request's timeline.
-func single(ctx context.Context, e *Env) error {
-	resp, err := e.get(ctx, e.url())
+// setUpFault readies the faulted URL of s: its fault at the fault path, or
+// a listener below HTTP in its place, and the paths its steps use.
+func setUpFault(s *Scenario, e *env) error {
+	switch s.Listener {
+	case ListenTLSStall:
+		return tlsStall(e)
+	case ListenConnectHang:
+		return connectHang(e)
+	case ListenClosedPort:
+		return closedPort(e)
+	}
+	if s.Serve == nil {
+		return errors.New("the scenario has no fault to serve")
+	}
+	e.Server.Handle(faultPath, s.Serve)
+	if s.WarmAside {
+		e.Server.Handle(warmPath, faultserver.OK{})
+	}
+	if s.Steps == StepsSecondCaller {
+		e.Server.Handle(holdPath, faultserver.Hang{})
+	}
+	return nil
+}
+
+// driver returns what the caller does in s, as its steps say.
+func driver(s *Scenario) func(context.Context, *env) error {
+	call := request
+	switch {
+	case s.Contract != "":
+		call = retried
+	case s.Policy.AttemptTimeout > 0:
+		call = withDeadline(s.Policy.AttemptTimeout)
+	}
+	switch s.Steps {
+	case StepsWarmThenRequest:
+		return warmThen(call)
+	case StepsCancelWhenEntered:
+		if s.Contract != "" {
+			return cancelRetried(retried)
+		}
+		return cancelInHandler
+	case StepsSecondCaller:
+		return secondCaller
+	case StepsReadThenClose:
+		return earlyClose
+	case StepsWarmCloseThenRequest:
+		return warmThen(closeThen(call))
+	case StepsWarmThenHeldBody:
+		return func(context.Context, *env) error {
+			return errors.New("the held-body steps are taken by connaudit serve's kits only")
+		}
+	case StepsCancelWhileWaiting:
+		return cancelWaitingForConn
+	case StepsLeaveBodyOpen:
+		return unclosedBody
+	}
+	return call
+}
+
+// newRequest returns the scenario's faulted request, with body, if any.
+func (e *env) newRequest(ctx context.Context, body io.Reader) (*http.Request, error) {
+	r := e.scenario.Request
+	if body == nil && r.Body != "" {
+		body = strings.NewReader(r.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method(), e.url(), body)
+	if err != nil {
+		return nil, err
+	}
+	if r.Body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.IdempotencyKey != "" {
+		// With KeyPerAttempt the retry layer's round trips get new ones.
+		req.Header.Set("Idempotency-Key", r.IdempotencyKey)
+	}
+	return req, nil
+}
+
+// request makes the faulted request, reads its body to the end and closes
+// it. The outcome is in the request's timeline.
+func request(ctx context.Context, e *env) error {
+	req, err := e.newRequest(ctx, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := e.Client.Do(req)
 	if err != nil {
 		return nil
 	}
@@ -45,8 +145,8 @@ func single(ctx context.Context, e *Env) error {
 // request's start instead, the deadline would also cover the dial and the
 // TLS handshake, and a machine that stalls for longer than d before the
 // request is written would end it at another stage.
-func withDeadline(d time.Duration) func(context.Context, *Env) error {
-	return func(ctx context.Context, e *Env) error {
+func withDeadline(d time.Duration) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
 		limit := d
 		if rht := e.Pool.Transport().ResponseHeaderTimeout; rht > 0 && rht <= d {
 			limit = rht / 2
@@ -66,13 +166,13 @@ func withDeadline(d time.Duration) func(context.Context, *Env) error {
 			case <-ctx.Done():
 			}
 		}()
-		return single(ctx, e)
+		return request(ctx, e)
 	}
 }
 
 // cancelInHandler cancels the faulted request once the server signals that
 // its handler was entered and the client recorded the request as written.
-func cancelInHandler(ctx context.Context, e *Env) error {
+func cancelInHandler(ctx context.Context, e *env) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	inHandler := e.inHandler(ctx)
@@ -81,14 +181,14 @@ func cancelInHandler(ctx context.Context, e *Env) error {
 			cancel()
 		}
 	}()
-	return single(ctx, e)
+	return request(ctx, e)
 }
 
 // inHandler subscribes, before the faulted request starts, to the server's
 // entering its handler and the client's recording the request as written.
 // The function it returns waits for both and reports whether they came
 // before ctx ended.
-func (e *Env) inHandler(ctx context.Context) func() bool {
+func (e *env) inHandler(ctx context.Context) func() bool {
 	entered := e.Server.Entered(faultPath)
 	wrote := e.signals.on(httptrace.KindWroteRequest)
 	return func() bool {
@@ -105,7 +205,7 @@ func (e *Env) inHandler(ctx context.Context) func() bool {
 
 // cancelWaitingForConn occupies the pool's one connection with a request
 // that hangs, then cancels a second request while it waits for the pool.
-func cancelWaitingForConn(ctx context.Context, e *Env) error {
+func cancelWaitingForConn(ctx context.Context, e *env) error {
 	e.Server.Handle("/hang", faultserver.Hang{})
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
@@ -128,7 +228,7 @@ func cancelWaitingForConn(ctx context.Context, e *Env) error {
 	fdone := make(chan struct{})
 	go func() {
 		defer close(fdone)
-		single(fctx, e)
+		request(fctx, e)
 	}()
 	err := e.Pool.WaitFor(ctx, func(s pool.Stats) bool { return s.Waiting >= 1 })
 	fcancel()
@@ -145,52 +245,169 @@ func cancelWaitingForConn(ctx context.Context, e *Env) error {
 	return nil
 }
 
-// connected makes one request to /ok to leave a kept-alive connection,
-// then the faulted request: a contract whose bound is short beside a
-// dial's time on a loaded machine (an attempt limit of 150ms) is judged on
-// the attempt, not on how long the connection took to make.
-func connected(drive func(context.Context, *Env) error) func(context.Context, *Env) error {
-	return warmed(okPath, drive)
-}
-
-// warmThen makes one request to the faulted URL to leave a kept-alive
-// connection, then the faulted request.
-func warmThen(drive func(context.Context, *Env) error) func(context.Context, *Env) error {
-	return warmed(faultPath, drive)
-}
-
-// warmed makes one request to path, read and closed, then the faulted
-// request.
-func warmed(path string, drive func(context.Context, *Env) error) func(context.Context, *Env) error {
-	return func(ctx context.Context, e *Env) error {
-		resp, err := e.get(ctx, e.Target+path)
-		if err != nil {
-			return fmt.Errorf("warm-up request: %w", err)
+// warmThen makes the scenario's warm-ups, each read and closed, to leave a
+// kept-alive connection — to the faulted URL, or to the warm path aside
+// (WarmAside) — then the faulted request by drive.
+func warmThen(drive func(context.Context, *env) error) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		path := faultPath
+		if e.scenario.WarmAside {
+			path = warmPath
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		for i := range max(1, e.scenario.Warm) {
+			resp, err := e.get(ctx, e.Target+path)
+			if err != nil {
+				return fmt.Errorf("warm-up request %d: %w", i+1, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
 		e.markFaulted()
 		return drive(ctx, e)
 	}
 }
 
-// earlyClose reads n bytes of the body and closes it.
-func earlyClose(n int64) func(context.Context, *Env) error {
-	return func(ctx context.Context, e *Env) error {
-		resp, err := e.get(ctx, e.url())
-		if err != nil {
-			return nil
-		}
-		io.CopyN(io.Discard, resp.Body, n)
-		resp.Body.Close()
+// earlyClose reads the scenario's ReadBytes of the body and closes it.
+func earlyClose(ctx context.Context, e *env) error {
+	resp, err := e.get(ctx, e.url())
+	if err != nil {
 		return nil
 	}
+	io.CopyN(io.Discard, resp.Body, int64(e.scenario.ReadBytes))
+	resp.Body.Close()
+	return nil
+}
+
+// closeThen has the server close the warm-up's connection as the scenario
+// says ("fin", "rst", or "idle": the server's own idle timeout, the
+// scenario's Wait), waits until the server has closed it and seen the
+// client close its side (a second at most after the server's close), then
+// makes the faulted request by drive.
+func closeThen(drive func(context.Context, *env) error) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		id, err := e.closeWarm()
+		if err != nil {
+			return err
+		}
+		wait := clientCloseWait
+		if e.scenario.Close == "idle" {
+			wait += e.scenario.Wait
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		e.serverConns.waitClosed(wctx, id)
+		cancel()
+		return drive(ctx, e)
+	}
+}
+
+// clientCloseWait bounds the wait for the client to close its side of a
+// connection the server closed with a FIN.
+const clientCloseWait = time.Second
+
+// closeWarm closes the connection the warm-up came on, as the scenario
+// says, and returns its id (the server's); "idle" leaves the close to the
+// server's own idle timeout.
+func (e *env) closeWarm() (uint64, error) {
+	id, ok := e.serverConns.first()
+	if !ok {
+		return 0, errors.New("the warm-up request reached no connection of the server")
+	}
+	switch e.scenario.Close {
+	case "rst":
+		e.Server.ResetConn(id)
+	case "fin":
+		e.Server.CloseWriteConn(id)
+	case "idle":
+	default:
+		return 0, fmt.Errorf("unknown close %q", e.scenario.Close)
+	}
+	return id, nil
+}
+
+// serverConns follows the fault server's connections: which carried the
+// requests for the fault path, in order, and which are closed.
+type serverConns struct {
+	mu      sync.Mutex
+	order   []uint64          // each fault-path request's connection (at most maxRecorded)
+	closed  map[uint64]string // who closed each closed connection first
+	changes notify.Changes
+}
+
+// maxRecorded bounds the requests serverConns records.
+const maxRecorded = 1 << 12
+
+// observe is the fault server's connection event hook.
+func (c *serverConns) observe(ev faultserver.ConnEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch ev.Kind {
+	case faultserver.ConnRequest:
+		if ev.Path == faultPath && len(c.order) < maxRecorded {
+			c.order = append(c.order, ev.Conn)
+		}
+	case faultserver.ConnClosed:
+		if c.closed == nil {
+			c.closed = map[uint64]string{}
+		}
+		c.closed[ev.Conn] = ev.ClosedBy
+	}
+	c.changes.Signal()
+}
+
+// first returns the connection of the first request for the fault path.
+func (c *serverConns) first() (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.order) == 0 {
+		return 0, false
+	}
+	return c.order[0], true
+}
+
+// waitClosed waits until the connection id is closed, or ctx ends.
+func (c *serverConns) waitClosed(ctx context.Context, id uint64) error {
+	return notify.Wait(ctx, &c.mu, &c.changes, func() bool {
+		_, ok := c.closed[id]
+		return ok
+	})
+}
+
+// secondCaller holds the pool's one connection with a request the server
+// never answers, then makes the faulted request as a second caller that
+// waits for the pool at most the policy's PoolAcquireTimeout (a context
+// deadline: no http.Transport field bounds a wait for a connection), and
+// ends the first request once the second has ended.
+func secondCaller(ctx context.Context, e *env) error {
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	hdone := make(chan struct{})
+	go func() {
+		defer close(hdone)
+		if resp, err := e.get(hctx, e.Target+holdPath); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-e.Server.Entered(holdPath):
+	case <-ctx.Done():
+		hcancel()
+		<-hdone
+		return errors.New("the first caller's request never reached the server")
+	}
+	e.markFaulted()
+	fctx, fcancel := context.WithTimeout(ctx, e.scenario.Policy.PoolAcquireTimeout)
+	err := request(fctx, e)
+	fcancel()
+	hcancel()
+	<-hdone
+	return err
 }
 
 // unclosedBody leaves the body of the faulted request unread and unclosed,
 // checks that the pool finds the leak and names the goroutines it pins,
 // and whether /ok waits for the pinned connection; then it closes the body.
-func unclosedBody(ctx context.Context, e *Env) error {
+func unclosedBody(ctx context.Context, e *env) error {
 	resp, err := e.get(ctx, e.url())
 	if err != nil {
 		return fmt.Errorf("the request to leak failed: %w", err)
@@ -270,7 +487,7 @@ func unclosedBody(ctx context.Context, e *Env) error {
 
 // raw returns a setup that points the faulted request at a listener below
 // HTTP.
-func connectHang(e *Env) error {
+func connectHang(e *env) error {
 	h, err := faultserver.NewConnectHang()
 	if err != nil {
 		return err
@@ -280,7 +497,7 @@ func connectHang(e *Env) error {
 	return nil
 }
 
-func tlsStall(e *Env) error {
+func tlsStall(e *env) error {
 	s, err := faultserver.NewTLSStall()
 	if err != nil {
 		return err
@@ -291,7 +508,7 @@ func tlsStall(e *Env) error {
 	return nil
 }
 
-func closedPort(e *Env) error {
+func closedPort(e *env) error {
 	addr, err := loopback.ClosedPort()
 	if err != nil {
 		return err
@@ -300,62 +517,42 @@ func closedPort(e *Env) error {
 	return nil
 }
 
-// call is the request a retry contract makes.
-type call struct {
-	method string
-	key    string // Idempotency-Key set by the caller
-	// keyPerTry gives every attempt a new key instead, as a client that
-	// makes the key inside its retry loop does.
-	keyPerTry bool
-	// body, when set, is the body the caller must read in a 200 it gets:
-	// what the server reported.
-	body string
-}
-
 // retried sends the faulted request through the retry layer under audit,
 // over a copy of the audited pool's client, and reads and closes what it
 // returns.
-func retried(c call) func(context.Context, *Env) error {
-	return func(ctx context.Context, e *Env) error {
-		var body io.Reader
-		if c.method != http.MethodGet && c.method != http.MethodHead {
-			body = strings.NewReader(`{"order":7}`)
-		}
-		req, err := http.NewRequestWithContext(ctx, c.method, e.url(), body)
-		if err != nil {
-			return err
-		}
-		if c.key != "" {
-			req.Header.Set("Idempotency-Key", c.key)
-		}
-		client := *e.Client // the layer may set fields of its client
-		if c.keyPerTry {
-			client.Transport = &keyStamper{base: client.Transport, key: c.key}
-		}
-		resp, err := e.callRetry(ctx, &client, req)
-		e.called, e.callErr = true, err
-		var got []byte
-		status := 0
-		if resp != nil && resp.Body != nil {
-			status = resp.StatusCode
-			got, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		// The report comes with the 200; another status is a mismatch of
-		// its own.
-		if c.body != "" && err == nil && status == http.StatusOK && string(got) != c.body {
-			return fmt.Errorf("the caller read the body %q, where the server reported %q", got, c.body)
-		}
-		return nil
+func retried(ctx context.Context, e *env) error {
+	r := e.scenario.Request
+	req, err := e.newRequest(ctx, nil)
+	if err != nil {
+		return err
 	}
+	client := *e.Client // the layer may set fields of its client
+	if r.KeyPerAttempt {
+		client.Transport = &keyStamper{base: client.Transport, key: r.IdempotencyKey}
+	}
+	resp, err := e.callRetry(ctx, &client, req)
+	e.called, e.callErr = true, err
+	var got []byte
+	status := 0
+	if resp != nil && resp.Body != nil {
+		status = resp.StatusCode
+		got, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// The report comes with the 200; another status is a mismatch of its
+	// own.
+	if r.Reported != "" && err == nil && status == http.StatusOK && string(got) != r.Reported {
+		return fmt.Errorf("the caller read the body %q, where the server reported %q", got, r.Reported)
+	}
+	return nil
 }
 
 // cancelRetried runs drive, a retried call, and cancels it once the
 // server's handler was entered and the client recorded the request as
 // written.
-func cancelRetried(drive func(context.Context, *Env) error) func(context.Context, *Env) error {
-	return func(ctx context.Context, e *Env) error {
+func cancelRetried(drive func(context.Context, *env) error) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
 		ctx, cancel := context.WithCancel(ctx)
 		inHandler := e.inHandler(ctx)
 		done := make(chan struct{})
@@ -373,7 +570,7 @@ func cancelRetried(drive func(context.Context, *Env) error) func(context.Context
 }
 
 // callRetry runs the retry layer; a layer that panics fails the call.
-func (e *Env) callRetry(ctx context.Context, c *http.Client, req *http.Request) (resp *http.Response, err error) {
+func (e *env) callRetry(ctx context.Context, c *http.Client, req *http.Request) (resp *http.Response, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			resp, err = nil, fmt.Errorf("audit: the retry layer panicked: %v", v)

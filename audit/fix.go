@@ -123,7 +123,7 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 			// not the user's: what the layer must do is the fix.
 			fs.add(sub.stageFix(o.UnboundedStage))
 		}
-		if multi || (s.Contract != "" && s.policy.AttemptTimeout > 0 && e.Class == httptrace.ClassDeadline) {
+		if multi || (s.Contract != "" && s.Policy.AttemptTimeout > 0 && e.Class == httptrace.ClassDeadline) {
 			fs.add(sub.inLayer() + layer)
 		}
 	case sub.tie(s) != "":
@@ -139,13 +139,13 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
 		_, own := sub.stageBound(e.Stage)
 		limits := yours(own)
-		if s.Contract != "" && s.policy.AttemptTimeout > 0 && !sub.retryDefaults {
-			limits += fmt.Sprintf("; the retry layer's attempt limit: %v", s.policy.AttemptTimeout)
+		if s.Contract != "" && s.Policy.AttemptTimeout > 0 && !sub.retryDefaults {
+			limits += fmt.Sprintf("; the retry layer's attempt limit: %v", s.Policy.AttemptTimeout)
 		}
 		fs.add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
 			"request's own deadline or attempt limit (%s)", classSetting(e.Class), limits))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(o.Class) != "":
-		limit := s.policy.AttemptTimeout
+		limit := s.Policy.AttemptTimeout
 		if name, own := sub.stageBound(o.Stage); s.Contract != "" && limit > 0 && own > limit && layer != "" {
 			// The transport's bound is the longer: it fired because the
 			// layer's attempt limit did not.
@@ -202,28 +202,6 @@ func (sub subject) mismatchFixes(fs *fixes, mismatches []string) {
 	}
 }
 
-// contractFix says, for each retry contract, what a retry layer that broke
-// it must do.
-var contractFix = map[string]string{
-	"A1":  "make one attempt for a response that is not retried, and hand its body over",
-	"A2":  "retry a 503, up to MaxRetries times, waiting Delay between attempts",
-	"A3":  "stop after MaxRetries retries and hand the caller the last 503 itself, not an error",
-	"A4":  "retry 503 only: a 404 is final and reaches the caller as it is",
-	"A5":  "retry 503 only: a 500 is final (the request may have run) and reaches the caller",
-	"A6":  "bound each attempt by AttemptTimeout, and end the call when it fires",
-	"A7":  "the header wait's timeout (the transport's ResponseHeaderTimeout) is final: do not retry it, and hand the caller its error, not an attempt timeout",
-	"A8":  "count the delays in the total budget: end the call with a deadline error when it runs out during a delay",
-	"A9":  "restart the attempt limit on each retry: it bounds one attempt, not all of them",
-	"A10": "the body read interval's timeout (" + nameBodyIdleTimeout + ") is final: do not retry it, and hand the caller its error, not an attempt timeout",
-	"W1":  "replay a POST once when the policy allows it, with its body (GetBody)",
-	"W2":  "keep the Idempotency-Key across attempts, so that the server commits once",
-	"W3":  "a new Idempotency-Key per attempt defeats it: generate the key once per call",
-	"W4":  "never replay a POST unless asked: the server may have committed its write",
-	"H1":  "net/http's own re-send cannot be turned off: make the endpoint idempotent",
-	"H2":  "an error is final: a connection lost before the response reaches the caller after one request",
-	"P1":  "stop at the caller's cancel: no attempt, and no delay, after the call's context has ended",
-}
-
 // fixReplayPOST is the fix of a POST the policy allows to be replayed
 // that was not.
 const fixReplayPOST = "replay the POST as the policy allows, with its body (GetBody)"
@@ -232,25 +210,25 @@ const fixReplayPOST = "replay the POST as the policy allows, with its body (GetB
 // of s, from what it was seen to do: the rule it broke, or the policy
 // field it did not apply. "" when nothing it did explains the failure.
 func layerFix(s Scenario, o Observed) string {
-	e, p := s.Expect, s.policy
-	post := strings.HasPrefix(s.subject, "the POST")
+	e, p := s.Expect, s.Policy
+	post := strings.HasPrefix(s.Subject, "the POST")
 	timeout := e.Class != httptrace.ClassOK && e.Stage != ""
 	switch {
 	case o.Unbounded || o.ClientAttempts == 0:
 	case timeout && o.Class != e.Class:
 		// An attempt limit or a read timeout that did not end the
 		// attempt as it should have: that, before what came of it.
-	case o.ClientAttempts > e.ClientAttempts && s.subject == "503" && e.Class == httptrace.ClassDeadline:
+	case o.ClientAttempts > e.ClientAttempts && s.Subject == "503" && e.Class == httptrace.ClassDeadline:
 		return fmt.Sprintf("apply TotalTimeout (%v) to the attempts and the delays between them: end the call "+
 			"with a deadline error when it runs out", p.TotalTimeout)
-	case o.ClientAttempts > e.ClientAttempts && (s.subject == "503" || post && s.Contract != "W4"):
+	case o.ClientAttempts > e.ClientAttempts && (s.Subject == "503" || post && s.Contract != "W4"):
 		return fmt.Sprintf("apply MaxRetries: stop after %d retries (%d attempts), and hand the caller the last response",
 			p.MaxRetries, p.MaxRetries+1)
 	case o.ClientAttempts > e.ClientAttempts && post:
 		return "never replay a POST unless the policy allows it (UnsafeRetryNonIdempotent, RetryIdempotencyKey): " +
 			"the server may have committed its write"
 	case o.ClientAttempts > e.ClientAttempts:
-		return fmt.Sprintf("retry 503 only (a nil Retryable): %s is final and reaches the caller as it is", s.subject)
+		return fmt.Sprintf("retry 503 only (a nil Retryable): %s is final and reaches the caller as it is", s.Subject)
 	case o.ClientAttempts < e.ClientAttempts && post:
 		return fixReplayPOST
 	case o.ClientAttempts < e.ClientAttempts:
@@ -260,7 +238,7 @@ func layerFix(s Scenario, o Observed) string {
 	case e.Writes != nil && o.Writes > *e.Writes && s.Contract == "W2":
 		return "keep the Idempotency-Key across attempts, so that the server commits once"
 	}
-	return contractFix[s.Contract]
+	return s.Fix
 }
 
 // inLayer begins a fix of the retry layer's: one configured for the

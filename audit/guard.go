@@ -91,12 +91,13 @@ type guardEnd struct {
 
 // guarded runs s's driver, ending it when nothing ends it (see the rules
 // above).
-func (r *Runner) guarded(ctx context.Context, s Scenario, e *Env, sub subject) guardEnd {
+func (r *Runner) guarded(ctx context.Context, s Scenario, e *env, sub subject) guardEnd {
 	gctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- s.drive(gctx, e) }()
+	drive := driver(&s)
+	go func() { done <- drive(gctx, e) }()
 	first := firstGuard(s)
 	dl := r.deadline()
 	// hard is when a call whose bounds the runner cannot see is ended;
@@ -173,7 +174,7 @@ type guardWait struct {
 // wait says until when the guard waits for the call of s, past the
 // scenario's own guard: the soonest moment by which a bound on its
 // attempt in flight, or on the call, has fired.
-func (r *Runner) wait(s Scenario, e *Env, sub subject, start time.Time, first time.Duration) guardWait {
+func (r *Runner) wait(s Scenario, e *env, sub subject, start time.Time, first time.Duration) guardWait {
 	dl := r.deadline()
 	w := guardWait{until: start.Add(first), within: fmt.Sprintf("the scenario's guard (%v)", first)}
 	f, inFlight := e.progress.inFlight()
@@ -226,9 +227,9 @@ func (r *Runner) wait(s Scenario, e *Env, sub subject, start time.Time, first ti
 		if r.retryLayer == nil {
 			// Package retry applies the contract's budgets.
 			if inFlight {
-				consider(bound{name: "AttemptTimeout", d: s.policy.AttemptTimeout, known: true}, f.start)
+				consider(bound{name: "AttemptTimeout", d: s.Policy.AttemptTimeout, known: true}, f.start)
 			}
-			consider(bound{name: "TotalTimeout", d: s.policy.TotalTimeout, known: true}, start)
+			consider(bound{name: "TotalTimeout", d: s.Policy.TotalTimeout, known: true}, start)
 		} else {
 			consider(bound{name: "the retry layer under audit"}, start)
 		}

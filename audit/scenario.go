@@ -123,9 +123,61 @@ type Expect struct {
 	// before it cut the body, all of a trickle's, or those the client
 	// read before it closed the body early.
 	BodyBytes *int64 `json:"body_bytes,omitempty"`
+	// FateNetHTTP is set when Fate is net/http's choice among correct
+	// ones (drain or close a body closed early, keep or close a connection
+	// whose stream was cancelled): another client may choose otherwise,
+	// so connaudit serve does not judge it.
+	FateNetHTTP bool `json:"fate_net_http,omitempty"`
+	// BudgetEnds is set when the retry policy's total budget, not its
+	// retries running out, must end the call (A8).
+	BudgetEnds bool `json:"budget_ends,omitempty"`
+	// Unread, when set, is the number of requests the server closed a
+	// connection on without reading them (faultserver's CloseBeforeRead):
+	// requests the client sent on a connection already being closed.
+	Unread *int64 `json:"unread,omitempty"`
+	// Note, when set, is said when the outcome is this one: what the
+	// client could have done instead, where both are correct.
+	Note string `json:"note,omitempty"`
+	// Or, when set, is another outcome a client may give instead, equally
+	// correct: a lost connection's error where net/http sends the request
+	// again, or the reverse.
+	Or *Alternative `json:"or,omitempty"`
 }
 
-// Scenario is one fault and the client bound that must contain it.
+// Alternative is another outcome a scenario accepts ([Expect.Or]): the
+// caller's class (and status), the requests the server read and the
+// writes it committed. A client that gives it passes, with its Note.
+type Alternative struct {
+	Class          httptrace.Class `json:"class"`
+	Stage          httptrace.Stage `json:"stage,omitempty"`
+	Status         int             `json:"status,omitempty"`
+	ServerRequests int64           `json:"server_requests"`
+	Writes         *int64          `json:"writes,omitempty"`
+	// HiddenRetry is set when the server reads more requests than the
+	// caller's attempts in this outcome.
+	HiddenRetry bool   `json:"hidden_retry,omitempty"`
+	Note        string `json:"note,omitempty"`
+}
+
+// OrExpect returns the expectation of e's alternative outcome ([Expect.Or]), and
+// whether it has one: the counts and class of Or, the fate and dials left
+// unchecked (the other outcome takes another connection's path).
+func (e Expect) OrExpect() (Expect, bool) {
+	if e.Or == nil {
+		return Expect{}, false
+	}
+	a := e
+	a.Class, a.Stage, a.Status = e.Or.Class, e.Or.Stage, e.Or.Status
+	a.ServerRequests, a.Writes, a.HiddenRetry, a.Note = e.Or.ServerRequests, e.Or.Writes, e.Or.HiddenRetry, e.Or.Note
+	a.Fate, a.Dials, a.Unread, a.Or, a.HandlersEntered, a.BodyBytes = nil, nil, nil, nil, nil, nil
+	return a, true
+}
+
+// Scenario is one fault and what a client must do about it: plain data,
+// which the in-process audit ([Runner]) interprets with a Go client and
+// connaudit serve gives to a kit of any language, each judging by the same
+// [Expect]. A scenario whose fault and steps exist already is one value in
+// the list of [Catalogue] (audit/catalogue.go), and nothing else.
 type Scenario struct {
 	// Name is unique in the catalogue, such as "h2/reset".
 	Name string
@@ -141,9 +193,6 @@ type Scenario struct {
 	Wait time.Duration
 	// Expect is what must be observed.
 	Expect Expect
-	// Bounds are the pool options that bound the faulted stage on the
-	// reference pool. A caller-supplied transport keeps its own.
-	Bounds []pool.Option
 	// Contract is the retry contract the scenario holds (A1…A10, W1…W4,
 	// H1, H2; see [WithRetry]), empty for the scenarios that are not about
 	// a retry layer. Each also holds P1, as every scenario does: the same
@@ -151,17 +200,193 @@ type Scenario struct {
 	// Contract is P1 holds only that, after the caller's cancel.
 	Contract string
 
-	server []faultserver.Option
-	setup  func(e *Env) error
-	drive  func(ctx context.Context, e *Env) error
-	policy retry.Policy // a contract's policy, given to the retry layer
-	// subject names what a contract retries or not, for its verdicts
-	// ("500", "the POST").
-	subject string
+	// Serve is what the server does with each request for the faulted
+	// URL; nil below HTTP (Listener says what is there instead).
+	Serve faultserver.Fault
+	// Listener says where the faulted URL is.
+	Listener Listener
+	// Steps says what the caller does; Warm, for the steps that warm a
+	// connection up first, how many warm-up requests it makes (0: one);
+	// WarmAside sends them to a URL of their own that answers 200 at once,
+	// not to the faulted one (a contract whose bound is short beside a
+	// dial on a loaded machine, an attempt limit of 150 ms, is then judged
+	// on the attempt, over a kept-alive connection); ReadBytes, for
+	// StepsReadThenClose, is how much of the body the caller reads.
+	Steps     Steps
+	Warm      int
+	WarmAside bool
+	ReadBytes int
+	// Close is how the server closes the warm-up's connection at the
+	// caller's asking (StepsWarmCloseThenRequest, StepsWarmThenHeldBody):
+	// "fin", "rst", or "idle" (the server's own idle timeout, Serve's
+	// IdleClose fault, closes it; the caller waits for that).
+	Close string
+	// Request is the faulted request; Policy the client's configuration
+	// for it.
+	Request Request
+	Policy  Policy
+	// Subject names what a retry contract retries or not, as its verdicts
+	// say it ("500", "the POST").
+	Subject string
+	// Fix says what a client that fails the scenario must do, in the
+	// policy's terms (a contract's rule); empty where the fix depends on
+	// what was observed (the stage left unbounded, the setting that closed
+	// the connection).
+	Fix string
+	// InProcessOnly, when set, says why the scenario cannot be judged from
+	// outside the client's process, so connaudit serve does not serve it;
+	// ServedOnly why the in-process audit cannot take its steps with a Go
+	// client, so it reports the scenario skipped with that reason.
+	InProcessOnly string
+	ServedOnly    string
+	// Source, when set, is the scenario at the source documents' own
+	// numbers, where the catalogue scales them down to save time
+	// (connaudit serve -source-numbers).
+	Source *Source
 }
 
-// Env is what a scenario runs with.
-type Env struct {
+// Source is a retry contract at the source documents' own numbers.
+type Source struct {
+	Policy Policy
+	// Serve replaces the scenario's fault when the source's differs (its
+	// answers after 400 ms, say); Wait is the time the scenario then
+	// inherently needs.
+	Serve faultserver.Fault
+	Wait  time.Duration
+}
+
+// Steps says what the caller does in a scenario, through one client (its
+// own pool): connaudit serve's kits take the same steps (docs/serve.md).
+// After every steps the same client sends GET /ok, which must answer 200.
+type Steps string
+
+// The steps of the catalogue's scenarios.
+const (
+	// StepsRequest: the request; its body read to the end.
+	StepsRequest Steps = "request"
+	// StepsWarmThenRequest: Warm GETs of the faulted URL (one if Warm is
+	// 0), each read and closed, leave a kept-alive connection; then the
+	// request.
+	StepsWarmThenRequest Steps = "warm-then-request"
+	// StepsCancelWhenEntered: the request, cancelled by the caller once
+	// the server's handler was entered.
+	StepsCancelWhenEntered Steps = "cancel-when-entered"
+	// StepsSecondCaller: a first request holds the pool's one connection;
+	// a second caller's request must wait for it and be refused after the
+	// policy's PoolAcquireTimeout, never reaching the server.
+	StepsSecondCaller Steps = "second-caller"
+	// StepsReadThenClose: the request; ReadBytes of its body read, then
+	// the body closed.
+	StepsReadThenClose Steps = "read-then-close"
+	// StepsWarmCloseThenRequest: a warm-up GET; the server closes its
+	// connection while it is idle (Close), and the caller waits until the
+	// server has closed it and seen the client close its side (a second at
+	// most); then the request.
+	StepsWarmCloseThenRequest Steps = "warm-close-then-request"
+	// StepsWarmThenHeldBody: a warm-up GET; then the request with a body
+	// the client gets only when it asks for it: at its first asking the
+	// server closes the connection the client holds (Close), and that
+	// asking never gets the body; a later asking gets it at once.
+	StepsWarmThenHeldBody Steps = "warm-then-held-body"
+	// StepsCancelWhileWaiting: a first request holds the pool's one
+	// connection; a second request is cancelled while it waits for it.
+	StepsCancelWhileWaiting Steps = "cancel-while-waiting"
+	// StepsLeaveBodyOpen: the request's body is left unread and open
+	// while the pool is checked and /ok is sent, then closed.
+	StepsLeaveBodyOpen Steps = "leave-body-open"
+)
+
+// Warmed reports whether the steps make warm-up requests of the faulted
+// URL before the request they report.
+func (s Steps) Warmed() bool {
+	switch s {
+	case StepsWarmThenRequest, StepsWarmCloseThenRequest, StepsWarmThenHeldBody:
+		return true
+	}
+	return false
+}
+
+// Listener says where a scenario's faulted URL is.
+type Listener string
+
+// The listeners.
+const (
+	// ListenFault: the scenario's fault server, HTTP/1.1 over TCP for an
+	// HTTP1 scenario, HTTPS (h2 and http/1.1 by ALPN) for an HTTP2 one.
+	ListenFault Listener = "fault"
+	// ListenRawHTTP2: HTTPS with faultserver's raw HTTP/2 server, for the
+	// faults only it can produce (GOAWAY, RST_STREAM).
+	ListenRawHTTP2 Listener = "raw-h2"
+	// ListenTLSStall: TCP accepted, the TLS handshake never answered.
+	ListenTLSStall Listener = "tls-stall"
+	// ListenConnectHang: a listener whose accept queue is full, so that a
+	// connect hangs.
+	ListenConnectHang Listener = "connect-hang"
+	// ListenClosedPort: nothing listens.
+	ListenClosedPort Listener = "closed-port"
+)
+
+// BelowHTTP reports whether no HTTP server is behind the listener.
+func (l Listener) BelowHTTP() bool {
+	return l == ListenTLSStall || l == ListenConnectHang || l == ListenClosedPort
+}
+
+// Request is a scenario's faulted request.
+type Request struct {
+	// Method is GET when empty.
+	Method string
+	// Body, when set, is sent with Content-Type: application/json.
+	Body string
+	// IdempotencyKey, when set, is the Idempotency-Key header; with
+	// KeyPerAttempt every attempt gets a new one instead
+	// (IdempotencyKey-attempt-1, -2, …), as a client that makes the key
+	// inside its retry loop does.
+	IdempotencyKey string
+	KeyPerAttempt  bool
+	// Reported, when set, is the body the caller must read in a 200: what
+	// the server reported of its writes.
+	Reported string
+}
+
+// method returns the request's method.
+func (r Request) method() string {
+	if r.Method == "" {
+		return http.MethodGet
+	}
+	return r.Method
+}
+
+// Policy is a scenario's whole client configuration: the bounds of its
+// call and, for a retry contract, the retry layer's rules. The reference
+// pool and package retry apply it in process; connaudit serve gives it to
+// a kit in plain numbers. Zero means not set.
+type Policy struct {
+	// Policy is the retry layer's, for a retry contract: only a 503 is
+	// retried (its Retryable is nil), a GET or HEAD replayed, a POST only
+	// as UnsafeRetryNonIdempotent or RetryIdempotencyKey allow. For any
+	// other scenario only its AttemptTimeout may be set: the caller's
+	// deadline for the call.
+	retry.Policy
+	// ReadTimeout is the read interval: the longest wait for the response
+	// headers and between two reads of the body (on the reference pool,
+	// ResponseHeaderTimeout and pool.BodyIdleTimeout).
+	ReadTimeout time.Duration
+	// ConnectTimeout bounds the TCP connect; TLSTimeout the TLS handshake.
+	ConnectTimeout time.Duration
+	TLSTimeout     time.Duration
+	// PoolMaxPerHost and PoolAcquireTimeout make a pool of that many
+	// connections per host whose callers wait at most that long for one.
+	PoolMaxPerHost     int
+	PoolAcquireTimeout time.Duration
+	// SendPingTimeout and PingTimeout are HTTP/2's health check
+	// (http.HTTP2Config): a PING after that long without a frame read, and
+	// the connection closed when its answer takes longer than PingTimeout.
+	SendPingTimeout time.Duration
+	PingTimeout     time.Duration
+}
+
+// env is what a scenario runs with.
+type env struct {
 	// Server is the scenario's fault server.
 	Server *faultserver.Server
 	// Pool is the pool under audit; Client sends through it.
@@ -170,6 +395,10 @@ type Env struct {
 	// Target is the base URL of the faulted requests: the server's, or a
 	// listener below HTTP.
 	Target string
+	// scenario is the scenario run; serverConns the server's connections
+	// that carried requests for the fault path.
+	scenario    *Scenario
+	serverConns *serverConns
 
 	collector *httptrace.Collector
 	signals   *signals
@@ -195,10 +424,10 @@ const faultPath = "/fault"
 const okPath = "/ok"
 
 // url returns the faulted URL.
-func (e *Env) url() string { return e.Target + faultPath }
+func (e *env) url() string { return e.Target + faultPath }
 
 // markFaulted starts the faulted request: earlier timelines are warm-ups.
-func (e *Env) markFaulted() {
+func (e *env) markFaulted() {
 	for _, tl := range e.collector.Timelines() {
 		e.mark = max(e.mark, tl.ID)
 	}
@@ -212,7 +441,7 @@ func (e *Env) markFaulted() {
 }
 
 // get sends a GET for the faulted URL with ctx.
-func (e *Env) get(ctx context.Context, u string) (*http.Response, error) {
+func (e *env) get(ctx context.Context, u string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -227,6 +456,15 @@ func Catalogue() []Scenario {
 	all = append(all, http1Scenarios()...)
 	all = append(all, http2Scenarios()...)
 	all = append(all, retryScenarios()...)
+	for i := range all {
+		s := &all[i]
+		if s.Steps == "" {
+			s.Steps = StepsRequest
+		}
+		if s.Listener == "" {
+			s.Listener = ListenFault
+		}
+	}
 	return all
 }
 

@@ -86,12 +86,12 @@ func TestFixFor(t *testing.T) {
 		Expect: Expect{Class: httptrace.ClassTLSHandshakeTimeout, Stage: httptrace.StageTLS}}
 	connect := Scenario{Name: "connect-hang", Expect: Expect{Class: httptrace.ClassConnectTimeout, Stage: httptrace.StageConnect}}
 	stall := Scenario{Name: "stall-mid-body", Expect: Expect{Class: httptrace.ClassBodyIdleTimeout, Stage: httptrace.StageBody}}
-	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6", Bound: "attempt limit 150ms",
+	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6", Fix: contractFix("A6"), Bound: "attempt limit 150ms",
 		Expect: Expect{Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders},
-		policy: retry.Policy{AttemptTimeout: 150 * time.Millisecond}}
-	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7", Bound: "ResponseHeaderTimeout 150ms < attempt limit 3s",
+		Policy: Policy{Policy: retry.Policy{AttemptTimeout: 150 * time.Millisecond}}}
+	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7", Fix: contractFix("A7"), Bound: "ResponseHeaderTimeout 150ms < attempt limit 3s",
 		Expect: Expect{Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders},
-		policy: retry.Policy{AttemptTimeout: 3 * time.Second}}
+		Policy: Policy{Policy: retry.Policy{AttemptTimeout: 3 * time.Second}}}
 	okReused := Scenario{Name: "ok", Bound: "-", Expect: Expect{Class: httptrace.ClassOK, Fate: &Fate{Reused: true}}}
 	unbounded := func(stage vocab.Stage) Observed {
 		return Observed{ClientAttempts: 1, Unbounded: true, UnboundedStage: stage, Class: httptrace.ClassDeadline, Stage: stage}
@@ -116,13 +116,13 @@ func TestFixFor(t *testing.T) {
 		{"a layer retrying past a header bound", describe(&http.Transport{ResponseHeaderTimeout: time.Second}), a6,
 			Observed{ClientAttempts: 4, Unbounded: true, UnboundedStage: httptrace.StageAwaitHeaders, Class: httptrace.ClassDeadline, Stage: httptrace.StagePoolWait},
 			[]string{lateAttempts + "2 attempts after the call's context had ended"},
-			[]string{"in the retry layer: " + contractFix["A6"], "check ctx.Err() before each attempt"}, nil},
+			[]string{"in the retry layer: " + contractFix("A6"), "check ctx.Err() before each attempt"}, nil},
 		{"a layer retrying with no header bound", plain, a6,
 			Observed{ClientAttempts: 2, Unbounded: true, UnboundedStage: httptrace.StageAwaitHeaders, Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders}, nil,
-			[]string{"set ResponseHeaderTimeout", "in the retry layer: " + contractFix["A6"]}, nil},
+			[]string{"set ResponseHeaderTimeout", "in the retry layer: " + contractFix("A6")}, nil},
 		{"a layer without an attempt limit", describe(&http.Transport{ResponseHeaderTimeout: time.Second}), a6,
 			Observed{ClientAttempts: 2, Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders}, nil,
-			[]string{"in the retry layer: " + contractFix["A6"] + ": the transport's ResponseHeaderTimeout (1s) ended the attempt that the attempt limit (150ms) should have"}, nil},
+			[]string{"in the retry layer: " + contractFix("A6") + ": the transport's ResponseHeaderTimeout (1s) ended the attempt that the attempt limit (150ms) should have"}, nil},
 		{"a header bound below the attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 100 * time.Millisecond}), a6,
 			Observed{ClientAttempts: 1, Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders}, nil,
 			[]string{"the transport's ResponseHeaderTimeout ended the request before the bound under audit: keep it longer than that"}, nil},
@@ -199,9 +199,9 @@ func TestTableFits(t *testing.T) {
 // to call, either side; one further off is not; the reference pool, a
 // scenario that is no contract, and one of another stage never tie.
 func TestTie(t *testing.T) {
-	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7",
+	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7", Fix: contractFix("A7"),
 		Expect: Expect{Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders},
-		policy: retry.Policy{AttemptTimeout: 3 * time.Second}}
+		Policy: Policy{Policy: retry.Policy{AttemptTimeout: 3 * time.Second}}}
 	rht := func(d time.Duration) subject { return describe(&http.Transport{ResponseHeaderTimeout: d}) }
 	for d, tie := range map[time.Duration]bool{
 		2699 * time.Millisecond: false, 2700 * time.Millisecond: true, 3 * time.Second: true,
@@ -246,19 +246,19 @@ func TestGivenUpUnderLoad(t *testing.T) {
 // transport setting of a pool the user does not own; a POST a layer at its
 // defaults did not replay is its safe default, not a rule it broke.
 func TestFixForTheLayerAlone(t *testing.T) {
-	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6", subject: "the attempt timeout",
+	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6", Fix: contractFix("A6"), Subject: "the attempt timeout",
 		Expect: Expect{Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders, ClientAttempts: 1},
-		policy: retry.Policy{AttemptTimeout: 150 * time.Millisecond}}
+		Policy: Policy{Policy: retry.Policy{AttemptTimeout: 150 * time.Millisecond}}}
 	o := Observed{ClientAttempts: 1, Unbounded: true, UnboundedStage: httptrace.StageAwaitHeaders,
 		Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders}
 	fix := subject{reference: true}.fixFor(a6, o, nil, 10*time.Second, nil)
-	require.Contains(t, fix, contractFix["A6"])
+	require.Contains(t, fix, contractFix("A6"))
 	require.NotContains(t, fix, "ResponseHeaderTimeout")
 	require.Contains(t, describe(&http.Transport{}).fixFor(a6, o, nil, 10*time.Second, nil), "set ResponseHeaderTimeout",
 		"the user's own transport is told what bounds its header wait")
 
-	w1 := Scenario{Name: "retry/post-unsafe", Contract: "W1", subject: "the POST",
-		Expect: Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 2}, policy: retry.Policy{MaxRetries: 1}}
+	w1 := Scenario{Name: "retry/post-unsafe", Contract: "W1", Fix: contractFix("W1"), Subject: "the POST",
+		Expect: Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 2}, Policy: Policy{Policy: retry.Policy{MaxRetries: 1}}}
 	once := Observed{ClientAttempts: 1, Class: httptrace.ClassOK, Status: 503}
 	fix = subject{reference: true, retryDefaults: true}.fixFor(w1, once, []string{"client attempts: expected 2, observed 1"}, 10*time.Second, nil)
 	require.Contains(t, fix, "the safe default")
@@ -272,30 +272,30 @@ func TestFixForTheLayerAlone(t *testing.T) {
 // pool and the other contracts keep the catalogue's numbers.
 func TestFitAttemptLimit(t *testing.T) {
 	base := retry.Policy{AttemptTimeout: 3 * time.Second, TotalTimeout: 8 * time.Second, MaxRetries: 2}
-	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7",
-		Expect: Expect{Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders}, policy: base}
-	a10 := Scenario{Name: "retry/body-read-interval", Contract: "A10",
-		Expect: Expect{Class: httptrace.ClassBodyIdleTimeout, Stage: httptrace.StageBody}, policy: base}
-	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6",
-		Expect: Expect{Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders}, policy: base}
+	a7 := Scenario{Name: "retry/response-header-timeout", Contract: "A7", Fix: contractFix("A7"),
+		Expect: Expect{Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders}, Policy: Policy{Policy: base}}
+	a10 := Scenario{Name: "retry/body-read-interval", Contract: "A10", Fix: contractFix("A10"),
+		Expect: Expect{Class: httptrace.ClassBodyIdleTimeout, Stage: httptrace.StageBody}, Policy: Policy{Policy: base}}
+	a6 := Scenario{Name: "retry/attempt-deadline", Contract: "A6", Fix: contractFix("A6"),
+		Expect: Expect{Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders}, Policy: Policy{Policy: base}}
 
 	s := a7
 	note := describe(&http.Transport{ResponseHeaderTimeout: 5 * time.Second}).fitAttemptLimit(&s)
-	require.Equal(t, 7500*time.Millisecond, s.policy.AttemptTimeout)
-	require.Equal(t, 12500*time.Millisecond, s.policy.TotalTimeout)
+	require.Equal(t, 7500*time.Millisecond, s.Policy.AttemptTimeout)
+	require.Equal(t, 12500*time.Millisecond, s.Policy.TotalTimeout)
 	require.Equal(t, "attempt limit 7.5s, not the catalogue's 3s: above the transport's ResponseHeaderTimeout (5s), "+
 		"which the contract orders below it", note)
 
 	s = a7
 	require.NotEmpty(t, describe(&http.Transport{ResponseHeaderTimeout: 2800 * time.Millisecond}).fitAttemptLimit(&s),
 		"a bound within a tenth of the limit is raised above, not raced")
-	require.Equal(t, 4200*time.Millisecond, s.policy.AttemptTimeout)
+	require.Equal(t, 4200*time.Millisecond, s.Policy.AttemptTimeout)
 
 	sub := describe(&http.Transport{})
 	sub.bodyIdle = 4 * time.Second
 	s = a10
 	require.NotEmpty(t, sub.fitAttemptLimit(&s))
-	require.Equal(t, 6*time.Second, s.policy.AttemptTimeout)
+	require.Equal(t, 6*time.Second, s.Policy.AttemptTimeout)
 
 	for _, tc := range []struct {
 		name string
@@ -309,6 +309,16 @@ func TestFitAttemptLimit(t *testing.T) {
 	} {
 		s := tc.s
 		require.Empty(t, tc.sub.fitAttemptLimit(&s), tc.name)
-		require.Equal(t, base, s.policy, tc.name)
+		require.Equal(t, base, s.Policy.Policy, tc.name)
 	}
+}
+
+// contractFix is the fix the catalogue gives the contract id.
+func contractFix(id string) string {
+	for _, s := range Catalogue() {
+		if s.Contract == id {
+			return s.Fix
+		}
+	}
+	panic("no contract " + id)
 }

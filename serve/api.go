@@ -171,7 +171,7 @@ func (s *Server) handleEntered(w http.ResponseWriter, r *http.Request) {
 		path, on = st.holdPath, onPlain
 	}
 	if on > onRawH2 {
-		writeErr(w, badRequest("scenario %s has no handler to enter", st.sp.name))
+		writeErr(w, badRequest("scenario %s has no handler to enter", st.sp.Name))
 		return
 	}
 	fs := s.faults[on]
@@ -183,7 +183,7 @@ func (s *Server) handleEntered(w http.ResponseWriter, r *http.Request) {
 		case <-entered:
 		case <-t.C:
 			writeJSON(w, http.StatusRequestTimeout, apiError{Protocol: Protocol,
-				Error: fmt.Sprintf("the handler of %s was not entered within %v", st.sp.name, wait)})
+				Error: fmt.Sprintf("the handler of %s was not entered within %v", st.sp.Name, wait)})
 			return
 		case <-r.Context().Done():
 			return
@@ -241,15 +241,15 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	how := st.sp.close
+	how := st.sp.Close
 	switch {
 	case how == "":
 		s.mu.Unlock()
-		writeErr(w, badRequest("scenario %s has no connection for the server to close", st.sp.name))
+		writeErr(w, badRequest("scenario %s has no connection for the server to close", st.sp.Name))
 		return
 	case st.closed == nil && len(st.fault) == 0:
 		s.mu.Unlock()
-		writeErr(w, &apiErr{code: http.StatusConflict, msg: fmt.Sprintf("scenario %s: the warm-up request was not seen, so no kept-alive connection is there to close", st.sp.name)})
+		writeErr(w, &apiErr{code: http.StatusConflict, msg: fmt.Sprintf("scenario %s: the warm-up request was not seen, so no kept-alive connection is there to close", st.sp.Name)})
 		return
 	}
 	first := st.closed == nil
@@ -383,7 +383,7 @@ func (s *Server) report(ctx context.Context, se *session, rep KitReport) (*Resul
 	}
 	if st.report != nil {
 		s.mu.Unlock()
-		return nil, &apiErr{code: http.StatusConflict, msg: fmt.Sprintf("scenario %s was reported already", st.sp.name)}
+		return nil, &apiErr{code: http.StatusConflict, msg: fmt.Sprintf("scenario %s was reported already", st.sp.Name)}
 	}
 	st.report = &rep
 	if st.guard != nil {
@@ -435,6 +435,7 @@ func (s *Server) end(se *session, why string) *SessionReport {
 			f.Remove(st.faultPath)
 			f.Remove(st.okPath)
 			f.Remove(st.holdPath)
+			f.Remove(st.warmPath)
 		}
 	}
 	for ref, c := range s.conns {

@@ -29,7 +29,7 @@ func boundOf(sp *spec) bound {
 		return bConnect
 	case p.ReadTimeoutMS > 0:
 		return bRead
-	case sp.contract == "A8":
+	case sp.Expect.BudgetEnds:
 		return bTotal
 	}
 	return bAttempt
@@ -289,7 +289,7 @@ func fixFor(client string, sp *spec, fails []failure) string {
 		}
 	}
 	if len(out) == 0 {
-		return fmt.Sprintf("see the mismatches: the client's %s", sp.name)
+		return fmt.Sprintf("see the mismatches: the client's %s", sp.Name)
 	}
 	return strings.Join(out, "; ")
 }

@@ -3,6 +3,8 @@ package serve
 // The wire types of the protocol, connaudit.serve/v1 (docs/serve.md). Times
 // are in milliseconds.
 
+import "github.com/connaudit/connaudit/audit"
+
 // Protocol is the name and version of the protocol this package speaks.
 const Protocol = "connaudit.serve/v1"
 
@@ -56,6 +58,11 @@ type Policy struct {
 	TLSTimeoutMS            float64  `json:"tls_timeout_ms"`
 	PoolMaxPerHost          int      `json:"pool_max_per_host"`
 	PoolAcquireTimeoutMS    float64  `json:"pool_acquire_timeout_ms"`
+	// SendPingTimeoutMS and PingTimeoutMS are HTTP/2's health check: a
+	// PING after that long without a frame read, and the connection closed
+	// when its answer takes longer than PingTimeoutMS.
+	SendPingTimeoutMS float64 `json:"send_ping_timeout_ms,omitempty"`
+	PingTimeoutMS     float64 `json:"ping_timeout_ms,omitempty"`
 }
 
 // Request is a scenario's faulted request.
@@ -76,6 +83,10 @@ type Expectation struct {
 	// Attempts is how many attempts the catalogue's client makes for the
 	// call: more than 1 only where the policy's retries are the point.
 	Attempts int `json:"attempts"`
+	// Or, when set, is another outcome the caller may get instead, equally
+	// correct (a lost connection's error where a client may send the
+	// request again, or the reverse).
+	Or *Expectation `json:"or,omitempty"`
 }
 
 // The error kinds a kit reports.
@@ -87,43 +98,28 @@ const (
 	KindOther      = "other"
 )
 
-// Steps names what a kit does for a scenario, in the order docs/serve.md
-// describes for each.
-type Steps string
-
-// The steps a kit takes for a scenario.
-const (
-	StepsRequest           Steps = "request"
-	StepsWarmThenRequest   Steps = "warm-then-request"
-	StepsCancelWhenEntered Steps = "cancel-when-entered"
-	StepsSecondCaller      Steps = "second-caller"
-	StepsReadThenClose     Steps = "read-then-close"
-	// StepsWarmCloseThenRequest: a warm-up GET, then close_url (the
-	// server closes the idle connection), then the request.
-	StepsWarmCloseThenRequest Steps = "warm-close-then-request"
-	// StepsWarmThenHeldBody: a warm-up GET, then the request with a body
-	// the client gets only when it asks for it; at its first asking the
-	// kit posts close_url and holds the body.
-	StepsWarmThenHeldBody Steps = "warm-then-held-body"
-)
-
 // ScenarioSpec is a scenario as a kit gets it.
 type ScenarioSpec struct {
-	Name       string      `json:"name"`
-	Contract   string      `json:"contract,omitempty"`
-	Proto      string      `json:"proto"`
-	Fault      string      `json:"fault"`
-	Steps      Steps       `json:"steps"`
-	URL        string      `json:"url"`
-	OKURL      string      `json:"ok_url"`
-	EnteredURL string      `json:"entered_url,omitempty"`
-	HoldURL    string      `json:"hold_url,omitempty"`
-	CloseURL   string      `json:"close_url,omitempty"`
-	ReadBytes  int         `json:"read_bytes,omitempty"`
-	Request    Request     `json:"request"`
-	Policy     Policy      `json:"policy"`
-	Expect     Expectation `json:"expect"`
-	GuardMS    float64     `json:"guard_ms"`
+	Name     string      `json:"name"`
+	Contract string      `json:"contract,omitempty"`
+	Proto    string      `json:"proto"`
+	Fault    string      `json:"fault"`
+	Steps    audit.Steps `json:"steps"`
+	URL      string      `json:"url"`
+	OKURL    string      `json:"ok_url"`
+	// WarmURL and WarmRequests: the warm-ups' URL (url itself, or one of
+	// their own) and how many (warm-then-request, warm-close-then-request,
+	// warm-then-held-body).
+	WarmURL      string      `json:"warm_url,omitempty"`
+	WarmRequests int         `json:"warm_requests,omitempty"`
+	EnteredURL   string      `json:"entered_url,omitempty"`
+	HoldURL      string      `json:"hold_url,omitempty"`
+	CloseURL     string      `json:"close_url,omitempty"`
+	ReadBytes    int         `json:"read_bytes,omitempty"`
+	Request      Request     `json:"request"`
+	Policy       Policy      `json:"policy"`
+	Expect       Expectation `json:"expect"`
+	GuardMS      float64     `json:"guard_ms"`
 }
 
 // Scenarios answers GET /v1/sessions/{session}/scenarios.

@@ -67,11 +67,21 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 				under = append(under, wrap(res.Fix, "  fix: ", "    ", textWidth)...)
 			}
 		}
+		for _, f := range res.Findings {
+			under = append(under, wrap(firstLine(f.Text), "  finding ("+f.Class+"): ", "    ", textWidth)...)
+		}
 		rows, unders = append(rows, row), append(unders, under)
 	}
 	writeTable(&b, rows, unders)
 	for _, f := range r.Findings {
-		b.WriteString(strings.Join(wrap(f, "FINDING: ", "    ", textWidth), "\n") + "\n")
+		if f.Scenario != "" {
+			continue // under its scenario's row
+		}
+		text := f.Text
+		if f.Fix != "" {
+			text += "; fix: " + f.Fix
+		}
+		b.WriteString(strings.Join(wrap(text, "FINDING ("+f.Class+"): ", "    ", textWidth), "\n") + "\n")
 	}
 	if r.Error != "" {
 		b.WriteString(strings.Join(wrap(r.Error, "ERROR: ", "    ", textWidth), "\n") + "\n")
@@ -204,6 +214,34 @@ func WriteJUnit(w io.Writer, reports []*SessionReport) error {
 					text += "\nfix: " + res.Fix
 				}
 				c.Failure = &junit.Failure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
+				s.Failures++
+			}
+			for _, f := range res.Findings {
+				c.SystemOut += "finding (" + f.Class + "): " + f.Text + "\n"
+			}
+			s.Cases = append(s.Cases, c)
+			s.Tests++
+		}
+		// The client as a whole: its failing findings and the session's
+		// error fail a case of their own, so that the XML fails when the
+		// session does.
+		var whole []string
+		for _, f := range r.Findings {
+			if f.Fails {
+				text := "finding (" + f.Class + "): " + f.Text
+				if f.Fix != "" {
+					text += "; fix: " + f.Fix
+				}
+				whole = append(whole, text)
+			}
+		}
+		if r.Error != "" {
+			whole = append(whole, r.Error)
+		}
+		if r.NotReported > 0 || len(whole) > 0 {
+			c := junit.Case{Name: "(the client as a whole)", Classname: "connaudit.serve." + r.Client.Name, Time: "0.000"}
+			if len(whole) > 0 {
+				c.Failure = &junit.Failure{Message: firstLine(whole[0]), Text: strings.Join(whole, "\n")}
 				s.Failures++
 			}
 			s.Cases = append(s.Cases, c)

@@ -70,13 +70,10 @@ func New(opts ...Option) (*Server, error) {
 		}
 		o.apply(&cfg)
 	}
-	specs, err := catalogue(cfg.sourceNumbers)
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, specs: specs, sessions: map[string]*session{}, conns: map[connRef]*connRec{},
+	s := &Server{cfg: cfg, specs: catalogue(cfg.sourceNumbers), sessions: map[string]*session{}, conns: map[connRef]*connRec{},
 		endedCh: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var err error
 	s.cert, s.caPEM, err = newCA()
 	if err != nil {
 		return nil, err

@@ -45,6 +45,7 @@ type scenarioState struct {
 	faultPath string
 	okPath    string
 	holdPath  string
+	warmPath  string
 	fault     []reqRec // requests for the faulted URL, warm-up included
 	ok        []reqRec
 	hold      []reqRec
@@ -60,16 +61,6 @@ type scenarioState struct {
 	// side when the server answered.
 	closed       *connRec
 	clientClosed bool
-}
-
-// warmed reports whether the scenario's first faulted request is a warm-up
-// the kit sends before the call it reports.
-func (st *scenarioState) warmed() bool {
-	switch st.sp.steps {
-	case StepsWarmThenRequest, StepsWarmCloseThenRequest, StepsWarmThenHeldBody:
-		return true
-	}
-	return false
 }
 
 // reqRec is a request the server read.
@@ -102,7 +93,7 @@ type connRec struct {
 // late) ends it by itself, with all its requests counted.
 func guardFor(sp *spec) time.Duration {
 	g := max(8*time.Second, 3*sp.wait+2*time.Second)
-	if sp.contract != "" && sp.policy.TotalTimeoutMS > 0 {
+	if sp.Contract != "" && sp.policy.TotalTimeoutMS > 0 {
 		g = max(g, time.Duration(sp.policy.TotalTimeoutMS*float64(time.Millisecond))+8*time.Second)
 	}
 	if sp.on >= onTLSStall {
@@ -116,7 +107,7 @@ func guardFor(sp *spec) time.Duration {
 // timers count whole seconds, curl's, fits), far from a bound that fired.
 func lateBound(sp *spec) time.Duration {
 	b := sp.policy.ReadTimeoutMS
-	if sp.contract == "" || b == 0 {
+	if sp.Contract == "" || b == 0 {
 		b = max(b, sp.policy.AttemptTimeoutMS, sp.policy.ConnectTimeoutMS, sp.policy.TLSTimeoutMS, sp.policy.PoolAcquireTimeoutMS)
 	}
 	if b == 0 {
@@ -171,9 +162,9 @@ func (s *Server) open(req OpenRequest) (*session, error) {
 	var chosen []*spec
 	for _, sp := range s.specs {
 		switch {
-		case !slices.Contains(protos, string(sp.proto)),
-			run != nil && !run.MatchString(sp.name), skip != nil && skip.MatchString(sp.name),
-			s.cfg.run != nil && !s.cfg.run.MatchString(sp.name), s.cfg.skip != nil && s.cfg.skip.MatchString(sp.name):
+		case !slices.Contains(protos, string(sp.Proto)),
+			run != nil && !run.MatchString(sp.Name), skip != nil && skip.MatchString(sp.Name),
+			s.cfg.run != nil && !s.cfg.run.MatchString(sp.Name), s.cfg.skip != nil && s.cfg.skip.MatchString(sp.Name):
 			continue
 		}
 		chosen = append(chosen, sp)
@@ -224,7 +215,7 @@ func (s *Server) listen(se *session, chosen []*spec) error {
 	for i, sp := range chosen {
 		st := &scenarioState{idx: i, sp: sp}
 		prefix := fmt.Sprintf("/s/%s/%d/", se.id, i)
-		st.faultPath, st.okPath, st.holdPath = prefix+"fault", prefix+"ok", prefix+"hold"
+		st.faultPath, st.okPath, st.holdPath, st.warmPath = prefix+"fault", prefix+"ok", prefix+"hold", prefix+"warm"
 		okOn := sp.on
 		base := ""
 		switch sp.on {
@@ -256,11 +247,8 @@ func (s *Server) listen(se *session, chosen []*spec) error {
 			s.faults[sp.on].Handle(st.faultPath, sp.fault)
 			base = s.faults[sp.on].URL()
 		}
-		if sp.on == onRawH2 {
-			okOn = onRawH2
-		}
 		s.faults[okOn].Handle(st.okPath, faultserver.OK{})
-		if sp.steps == StepsSecondCaller {
+		if sp.Steps == audit.StepsSecondCaller {
 			// The hold answers by itself, a second after the second
 			// caller must have been refused, so that no kit has to
 			// cancel it and /ok then finds the connection free.
@@ -268,18 +256,25 @@ func (s *Server) listen(se *session, chosen []*spec) error {
 		}
 		okBase := s.faults[okOn].URL()
 		ctl := s.URL() + "/v1/sessions/" + se.id
-		st.spec = ScenarioSpec{Name: sp.name, Contract: sp.contract, Proto: string(sp.proto), Fault: sp.faultText,
-			Steps: sp.steps, URL: base + st.faultPath, OKURL: okBase + st.okPath, ReadBytes: sp.readBytes,
+		st.spec = ScenarioSpec{Name: sp.Name, Contract: sp.Contract, Proto: string(sp.Proto), Fault: sp.Fault,
+			Steps: sp.Steps, URL: base + st.faultPath, OKURL: okBase + st.okPath, ReadBytes: sp.ReadBytes,
 			Request: sp.request, Policy: sp.policy, Expect: sp.caller, GuardMS: ms(guardFor(sp))}
-		st.spec.Expect.Attempts = max(1, sp.audit.ClientAttempts)
-		switch sp.steps {
-		case StepsCancelWhenEntered:
+		st.spec.Expect.Attempts = max(1, sp.Expect.ClientAttempts)
+		if sp.Steps.Warmed() {
+			st.spec.WarmURL, st.spec.WarmRequests = st.spec.URL, max(1, sp.Warm)
+			if sp.WarmAside {
+				s.faults[okOn].Handle(st.warmPath, faultserver.OK{})
+				st.spec.WarmURL = okBase + st.warmPath
+			}
+		}
+		switch sp.Steps {
+		case audit.StepsCancelWhenEntered:
 			st.spec.EnteredURL = ctl + "/entered?scenario=" + strconv.Itoa(i)
-		case StepsSecondCaller:
+		case audit.StepsSecondCaller:
 			st.spec.HoldURL = okBase + st.holdPath
 			st.spec.EnteredURL = ctl + "/entered?scenario=" + strconv.Itoa(i) + "&what=hold"
 		}
-		if sp.close != "" {
+		if sp.Close != "" {
 			st.spec.CloseURL = ctl + "/close?scenario=" + strconv.Itoa(i)
 		}
 		states = append(states, st)

@@ -116,8 +116,15 @@ run_scenario() {
 		line2=$(pick K "${lines[@]}")
 		;;
 	warm-then-request)
-		mapfile -t lines < <(curl "${opts[@]}" -o "$body.warm" -w "$WN" "$url" \
-			--next "${opts[@]}" "${req[@]}" -o "$body" -w "$W" "$url" \
+		# The warm-ups (warm_requests GETs of warm_url), the request and
+		# /ok in one invocation: one connection cache.
+		local warm=() wurl wn k
+		wurl=$(jq -r '.warm_url // .url' <<<"$sc")
+		wn=$(jq -r '.warm_requests // 1' <<<"$sc")
+		for ((k = 0; k < wn; k++)); do
+			warm+=("${opts[@]}" -o "$body.warm" -w "$WN" "$wurl" --next)
+		done
+		mapfile -t lines < <(curl "${warm[@]}" "${opts[@]}" "${req[@]}" -o "$body" -w "$W" "$url" \
 			--next "${opts[@]}" -o "$body.ok" -w "$WK" "$ok" 2>"$err")
 		line1=$(pick F "${lines[@]}")
 		line2=$(pick K "${lines[@]}")

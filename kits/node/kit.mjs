@@ -99,17 +99,20 @@ export class Kit {
       const req = (url, extra = {}) => adapter.send(client, sc, { method: sc.request.method, url, headers: sc.request.headers,
         body: sc.request.body, ...extra });
       const get = (url, extra = {}) => adapter.send(client, sc, { method: 'GET', url, headers: {}, body: '', ...extra });
+      const warm = async () => {
+        for (let i = 0; i < Math.max(1, sc.warm_requests || 1); i++) await get(sc.warm_url || sc.url);
+      };
       let r;
       switch (sc.steps) {
         case 'request':
           r = await this.outcome(adapter, () => req(sc.url));
           break;
         case 'warm-then-request':
-          await get(sc.url);
+          await warm();
           r = await this.outcome(adapter, () => req(sc.url));
           break;
         case 'warm-close-then-request':
-          await get(sc.url);
+          await warm();
           await ctl('POST', sc.close_url, {});
           r = await this.outcome(adapter, () => req(sc.url));
           break;

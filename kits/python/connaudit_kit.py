@@ -93,13 +93,17 @@ class Kit:
             send = lambda url, read_bytes=None, r=req: adapter.send(
                 client, sc, r["method"], url, r["headers"], r["body"], read_bytes)
             get = lambda url: adapter.send(client, sc, "GET", url, {}, "", None)
+
+            def warm():
+                for _ in range(max(1, sc.get("warm_requests", 1))):
+                    get(sc.get("warm_url") or sc["url"])
             if steps == "request":
                 out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"]))
             elif steps == "warm-then-request":
-                get(sc["url"])
+                warm()
                 out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"]))
             elif steps == "warm-close-then-request":
-                get(sc["url"])
+                warm()
                 self._ctl("POST", sc["close_url"], {})
                 out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"]))
             elif steps == "read-then-close":

@@ -141,16 +141,16 @@ public final class ServeKit {
                 case "request" -> outcome = client.send(request, guard);
                 case "read-then-close" -> outcome = client.send(request.readingOnly(sc.path("read_bytes").asInt()), guard);
                 case "warm-then-request" -> {
-                    client.send(Request.get(url), guard);
+                    warm(client, sc, url, guard);
                     outcome = client.send(request, guard);
                 }
                 case "warm-close-then-request" -> {
-                    client.send(Request.get(url), guard);
+                    warm(client, sc, url, guard);
                     call("POST", URI.create(sc.path("close_url").asText()), JSON.createObjectNode());
                     outcome = client.send(request, guard);
                 }
                 case "warm-then-held-body" -> {
-                    client.send(Request.get(url), guard);
+                    warm(client, sc, url, guard);
                     URI close = URI.create(sc.path("close_url").asText());
                     AuditedClient.Call call;
                     try {
@@ -186,6 +186,18 @@ public final class ServeKit {
             report.put("config", cut(client.config(), 1000));
         }
         return report;
+    }
+
+    /**
+     * Sends the scenario's warm-ups: warm_requests GETs (1 if absent) of warm_url (url if absent),
+     * each read to its end, which leave a kept-alive connection.
+     */
+    private static void warm(AuditedClient client, JsonNode sc, URI url, Duration guard) {
+        URI warm = sc.hasNonNull("warm_url") ? URI.create(sc.path("warm_url").asText()) : url;
+        int n = Math.max(1, sc.path("warm_requests").asInt(1));
+        for (int i = 0; i < n; i++) {
+            client.send(Request.get(warm), guard);
+        }
     }
 
     /**
