@@ -105,9 +105,9 @@ func http1Scenarios() []Scenario {
 	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
 	hidden := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true,
 		Fate: reusedFate(), Note: noteHiddenReplay,
-		Or: &Alternative{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}}
+		Or: &Expect{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}}
 	hiddenReset := hidden
-	hiddenReset.Or = &Alternative{Class: httptrace.ClassReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
+	hiddenReset.Or = &Expect{Class: httptrace.ClassReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
 	reset := failed(httptrace.ClassReset, httptrace.StageAwaitHeaders, 1)
 	reset.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerReset)
 	truncated := failed(httptrace.ClassBodyTruncated, httptrace.StageBody, 1)
@@ -154,7 +154,7 @@ func http1Scenarios() []Scenario {
 	held := func(class httptrace.Class) Expect {
 		return Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 1, Dials: n(2),
 			Fate: reusedFate(), Note: noteResentUnwritten,
-			Or: &Alternative{Class: class, ServerRequests: 0, Note: noteLossToCaller}}
+			Or: &Expect{Class: class, ServerRequests: 0, Note: noteLossToCaller}}
 	}
 	return []Scenario{
 		{Name: "ok", Proto: HTTP1, Fault: `200 "ok"`, Bound: "-", Expect: okExp, Serve: faultserver.OK{}},
@@ -250,10 +250,10 @@ func http2Scenarios() []Scenario {
 	connClose.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerGoAway)
 	goaway := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true,
 		Fate: reusedFate(), Note: noteResentUnwritten,
-		Or: &Alternative{Class: httptrace.ClassGoAway, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1, Note: noteLossToCaller}}
+		Or: &Expect{Class: httptrace.ClassGoAway, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1, Note: noteLossToCaller}}
 	refused := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(1), HiddenRetry: true,
 		Fate: reusedFate(), Note: noteResentUnwritten,
-		Or: &Alternative{Class: httptrace.ClassStreamReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1, Note: noteLossToCaller}}
+		Or: &Expect{Class: httptrace.ClassStreamReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1, Note: noteLossToCaller}}
 	return []Scenario{
 		{Name: "h2/ok", Proto: HTTP2, Fault: `200 "ok"`, Bound: "-", Expect: okExp, Serve: faultserver.OK{}},
 		status(503), status(500), status(404),
@@ -359,9 +359,9 @@ func retryScenarios() []Scenario {
 	}
 	hidden := exp(httptrace.ClassOK, 200, 1, 2)
 	hidden.HiddenRetry, hidden.Dials, hidden.Note = true, n(2), noteHiddenReplay
-	hidden.Or = &Alternative{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
+	hidden.Or = &Expect{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
 	hiddenReset := hidden
-	hiddenReset.Or = &Alternative{Class: httptrace.ClassReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
+	hiddenReset.Or = &Expect{Class: httptrace.ClassReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
 	// The second answer reports the writes the server committed, which
 	// the caller must read in the body it gets.
 	writes := seq(faultserver.Write{Status: 503}, faultserver.Write{Status: 200, Report: true})

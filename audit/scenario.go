@@ -140,23 +140,10 @@ type Expect struct {
 	Note string `json:"note,omitempty"`
 	// Or, when set, is another outcome a client may give instead, equally
 	// correct: a lost connection's error where net/http sends the request
-	// again, or the reverse.
-	Or *Alternative `json:"or,omitempty"`
-}
-
-// Alternative is another outcome a scenario accepts ([Expect.Or]): the
-// caller's class (and status), the requests the server read and the
-// writes it committed. A client that gives it passes, with its Note.
-type Alternative struct {
-	Class          httptrace.Class `json:"class"`
-	Stage          httptrace.Stage `json:"stage,omitempty"`
-	Status         int             `json:"status,omitempty"`
-	ServerRequests int64           `json:"server_requests"`
-	Writes         *int64          `json:"writes,omitempty"`
-	// HiddenRetry is set when the server reads more requests than the
-	// caller's attempts in this outcome.
-	HiddenRetry bool   `json:"hidden_retry,omitempty"`
-	Note        string `json:"note,omitempty"`
+	// again, or the reverse. Its Class, Stage, Status, ServerRequests,
+	// Writes, HiddenRetry and Note are that outcome's; a client that gives
+	// it passes, its connection's fate and dials unjudged.
+	Or *Expect `json:"or,omitempty"`
 }
 
 // OrExpect returns the expectation of e's alternative outcome ([Expect.Or]), and
