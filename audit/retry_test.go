@@ -34,7 +34,7 @@ func TestRetryScenariosNameTheirContracts(t *testing.T) {
 		require.NotEmpty(t, s.Contract, s.Name)
 		ids = append(ids, s.Contract)
 	}
-	require.Equal(t, []string{"A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "W1", "W2", "W3", "W4", "H1", "H2", "P1"}, ids)
+	require.Equal(t, []string{"A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "W1", "W2", "W3", "W4", "H1", "H1", "H2", "P1"}, ids)
 	for _, s := range audit.Catalogue() {
 		if !strings.HasPrefix(s.Name, "retry/") {
 			require.Empty(t, s.Contract, s.Name)
