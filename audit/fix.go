@@ -198,6 +198,10 @@ func (sub subject) mismatchFixes(fs *fixes, mismatches []string) {
 				"attempt, and end a delay when the context ends")
 		case strings.HasPrefix(m, "leak after recovery: open body"), strings.HasPrefix(m, "leak after recovery: active connection"):
 			fs.add("close every response body: one left open pins its connection")
+		case strings.HasPrefix(m, idleMismatch):
+			fs.add("set IdleConnTimeout below the servers' keep-alive timeout (" + nameServerIdleTimeout +
+				" says it; connaudit probe -find-idle-timeout measures it), so that the client closes an idle " +
+				"connection before the server does")
 		}
 	}
 }
@@ -249,3 +253,7 @@ func (sub subject) inLayer() string {
 	}
 	return "in the retry layer: "
 }
+
+// idleMismatch begins the mismatch of a transport that keeps idle
+// connections as long as the servers do, or longer.
+const idleMismatch = "idle timeout: "

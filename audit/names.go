@@ -13,12 +13,13 @@ import (
 // and one removed fails to compile. (The http.Transport fields they name
 // are checked by the module's TestSettingNamesExist.)
 var (
-	nameBodyIdleTimeout = goName(pool.BodyIdleTimeout)
-	nameConnectTimeout  = goName(pool.ConnectTimeout)
-	nameTrack           = goName(pool.Track)
-	nameWithTransport   = goName(WithTransport)
-	nameGuardDeadline   = goName(GuardDeadline)
-	nameProtocols       = goName(Protocols)
+	nameBodyIdleTimeout   = goName(pool.BodyIdleTimeout)
+	nameConnectTimeout    = goName(pool.ConnectTimeout)
+	nameTrack             = goName(pool.Track)
+	nameWithTransport     = goName(WithTransport)
+	nameGuardDeadline     = goName(GuardDeadline)
+	nameProtocols         = goName(Protocols)
+	nameServerIdleTimeout = goName(ServerIdleTimeout)
 )
 
 // goName returns the name of the function f as its package's users write

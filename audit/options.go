@@ -24,6 +24,7 @@ type Runner struct {
 	retryName     string
 	retryRow      string // retryDefaults or retryConfigured
 	retryLayer    func(retry.Policy) (RetryFunc, error)
+	serverIdle    time.Duration
 }
 
 // Option configures a [Runner].
@@ -244,6 +245,31 @@ func RetryAtDefaults() Option {
 	})
 }
 
+// defaultServerIdle is the keep-alive timeout assumed of the servers a
+// client talks to when [ServerIdleTimeout] says none: a load balancer's
+// common idle timeout (AWS's Application Load Balancer's default).
+const defaultServerIdle = 60 * time.Second
+
+// ServerIdleTimeout says how long the servers the client talks to keep an
+// idle connection open (60s unless said: a load balancer's common idle
+// timeout, AWS's Application Load Balancer's default): the
+// keep-alive timeout that `connaudit probe -find-idle-timeout` measures on a
+// real host. The scenarios whose server closes a connection when it has
+// been idle for its own timeout (Scenario.Close "idle") fail a transport
+// whose IdleConnTimeout keeps idle connections as long or longer: a request
+// it sends as the server closes one is lost (net/http sends a GET again; a
+// POST fails). The scenarios' own server closes sooner, to keep the
+// catalogue fast; d is what the client's setting is judged against.
+func ServerIdleTimeout(d time.Duration) Option {
+	return optionFunc(func(r *Runner) error {
+		if d <= 0 {
+			return fmt.Errorf("audit: ServerIdleTimeout %v must be positive", d)
+		}
+		r.serverIdle = d
+		return nil
+	})
+}
+
 // Parallel sets how many scenarios [Runner.Run] runs at once; by default,
 // and with 1, it runs them one after the other, in their order. Each
 // scenario has a fault server and a pool of its own and is judged alone,
@@ -277,7 +303,7 @@ func OnResult(f func(Result)) Option {
 // NewRunner returns a runner.
 func NewRunner(opts ...Option) (*Runner, error) {
 	r := &Runner{recovery: 3 * time.Second, parallel: 1, transportName: "connaudit reference pool (MaxConnsPerHost=1)",
-		retryName: "connaudit retry (reference)"}
+		retryName: "connaudit retry (reference)", serverIdle: defaultServerIdle}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("audit: nil option")

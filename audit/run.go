@@ -435,6 +435,11 @@ func (r *Runner) judge(s Scenario, sub subject, res *Result) {
 		res.Mismatches = append(res.Mismatches, tie)
 		exp.Class, exp.Stage = "", ""
 	}
+	if s.Close == "idle" && !sub.reference && (sub.idle <= 0 || sub.idle >= r.serverIdle) {
+		res.Mismatches = append(res.Mismatches, fmt.Sprintf("%sIdleConnTimeout (%s) keeps an idle connection as long as "+
+			"the server does, or longer (its keep-alive timeout: %v, %s): a request sent as the server closes it is lost "+
+			"(net/http sends a GET again; a POST fails)", idleMismatch, yours(sub.idle), r.serverIdle, nameServerIdleTimeout))
+	}
 	m := verdicts(s, sub, *obs, compare(exp, *obs))
 	if alt, ok := exp.OrExpect(); ok && len(m) > 0 && obs.Class == alt.Class && !obs.Unbounded {
 		// The client took the other path the scenario allows: judged by
@@ -507,6 +512,10 @@ func (r *Runner) newPool(s Scenario, srv *faultserver.Server, obs httptrace.Obse
 	// bounds of the scenario's policy.
 	opts = append(opts, pool.MaxIdleConnsPerHost(1), pool.Protocols(protocols(s.Proto == HTTP2)))
 	opts = append(opts, referenceBounds(s.Policy)...)
+	if s.Close == "idle" {
+		// The reference closes an idle connection before the servers do.
+		opts = append(opts, pool.IdleConnTimeout(r.serverIdle/2))
+	}
 	return pool.New(opts...)
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
 )
@@ -299,6 +300,8 @@ func TestTransportShapes(t *testing.T) {
 	readme := readmeTable(all, reports)
 	checkGenerated(t, "../docs/shapes.md", "", "", doc)
 	checkGenerated(t, "../README.md", "<!-- shapes: begin -->\n", "<!-- shapes: end -->\n", readme)
+	checkGenerated(t, "../docs/catalogue.md", "<!-- catalogue: begin -->\n", "<!-- catalogue: end -->\n",
+		catalogueTable(scenarios, reports[0]))
 }
 
 // checkGenerated compares the part of the file at path between the
@@ -412,6 +415,53 @@ func readmeTable(all []shape, reports []audit.Report) string {
 		}
 		fix := strings.Join(fixesOf(rep), ", ")
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(sh.name), counts(rep), orNone(fails), orNone(fix))
+	}
+	return b.String()
+}
+
+// catalogueTable is docs/catalogue.md's table: each scenario's fault, its
+// reference bound and steps, what it expects, and what the reference pool
+// did, from rep, the reference pool's run.
+func catalogueTable(scenarios []audit.Scenario, rep audit.Report) string {
+	var b strings.Builder
+	b.WriteString("| scenario | fault on the server | client bound | steps | expected | observed | stage | client/server | dials | connection after | result |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	outcome := func(c httptrace.Class, status int) string {
+		if c == httptrace.ClassOK {
+			return fmt.Sprintf("ok(%d)", status)
+		}
+		return string(c)
+	}
+	for i, s := range scenarios {
+		res := rep.Results[i]
+		name := s.Name
+		if s.Contract != "" {
+			name += " (" + s.Contract + ")"
+		}
+		steps := string(s.Steps)
+		if s.Request.Method != "" && s.Request.Method != http.MethodGet {
+			steps += ", " + s.Request.Method
+		}
+		expected := outcome(s.Expect.Class, s.Expect.Status)
+		if or := s.Expect.Or; or != nil {
+			expected += " or " + outcome(or.Class, or.Status)
+		}
+		o := res.Observed
+		if res.Skipped != "" {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | - | - | - | - | - | SKIP: %s |\n", name, s.Fault, s.Bound, steps,
+				expected, res.Skipped)
+			continue
+		}
+		sent := fmt.Sprintf("%d/%d", o.ClientAttempts, o.ServerRequests)
+		if o.HiddenRetry {
+			sent += " hidden retry"
+		}
+		stage := string(o.Stage)
+		if stage == "" {
+			stage = "-"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", name, s.Fault, s.Bound, steps,
+			expected, outcome(o.Class, o.Status), stage, sent, o.Dials, o.Fate, verdictOf(res).result)
 	}
 	return b.String()
 }
