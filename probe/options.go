@@ -57,6 +57,11 @@ type config struct {
 	progress      func(Progress)
 	duration      time.Duration
 	requestsSet   bool // Requests was given
+	// settleBound bounds the wait for a phase's connections to close
+	// while the run's context lives (settleBound, the constant; tests
+	// make it long, so that a wait that ignored the context's end would
+	// hang).
+	settleBound time.Duration
 }
 
 func defaults() config {
@@ -67,6 +72,7 @@ func defaults() config {
 		timeout:     defaultTimeout,
 		maxBody:     defaultMaxBody,
 		clientIdle:  defaultIdleTimeout,
+		settleBound: settleBound,
 	}
 }
 

@@ -40,6 +40,20 @@ func (requestTimeoutError) Timeout() bool        { return true }
 // to close once the probe closed its idle ones.
 const settleBound = 3 * time.Second
 
+// endGrace bounds that wait once the run's context has ended (the
+// deadline, or the caller's context): Run returns within about endGrace of
+// the end, however the server behaves. What the wait is for by then takes
+// the client's own work and at most one round trip to the server: the
+// closes net/http makes when a request is cancelled (an HTTP/1
+// connection), the idle closes the probe asked for, the server's answer to
+// them (a FIN, a TLS close_notify). 500 ms holds a round trip to a host on
+// the far side of the world with room to spare, and is short enough that
+// an interrupt feels immediate. A connection the server keeps from closing
+// (an HTTP/2 server that floods PINGs and reads nothing blocks the
+// client's acknowledgements, and with them the stream's reset) is
+// reported as still open.
+const endGrace = 500 * time.Millisecond
+
 // UnusableError is returned by [Run] with the report when no main-run
 // request got a response: the target refused, could not be resolved,
 // failed the TLS handshake, spoke no HTTP, or never answered in time.
@@ -85,8 +99,10 @@ func (e *UnusableError) Error() string {
 // no sense; the report and an [*UnusableError] when no request got a
 // response; the report and nil otherwise, however many findings it has. It
 // returns once every request ended and every connection of its pools was
-// closed (or a few seconds after the deadline, at most), and it never
-// writes anywhere.
+// closed, or a few seconds after its requests ended, at most; once ctx or
+// the [Deadline] ended the run, within about half a second of that end
+// (a connection the server keeps from closing is then reported still
+// open). It never writes anywhere.
 func Run(ctx context.Context, target *http.Request, opts ...Option) (*Result, error) {
 	if ctx == nil {
 		return nil, errors.New("probe: nil context")
@@ -278,12 +294,25 @@ func (pr *prober) newPool(obs httptrace.Observer, maxConns, maxIdle int, idle ti
 }
 
 // settle closes the pool's idle connections, which also cancels dials left
-// behind by requests that gave up, and waits (bounded) until none is open.
-func settle(ctx context.Context, p *pool.Pool) {
+// behind by requests that gave up, and waits until none is open: at most
+// settleBound, and at most endGrace once the run's context has ended. The
+// wait goes on past the end of the run's context, so that the closes the
+// end itself causes are in the report, but not by more than endGrace.
+func (pr *prober) settle(p *pool.Pool) {
 	p.CloseIdleConnections()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleBound)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(pr.ctx), pr.cfg.settleBound)
 	defer cancel()
-	p.WaitFor(sctx, func(s pool.Stats) bool { return s.Open == 0 && s.Dialing == 0 && s.InFlight == 0 })
+	stop := context.AfterFunc(pr.ctx, func() {
+		grace := time.NewTimer(endGrace)
+		defer grace.Stop()
+		select {
+		case <-grace.C:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	defer stop()
+	p.WaitFor(ctx, func(s pool.Stats) bool { return s.Open == 0 && s.Dialing == 0 && s.InFlight == 0 })
 }
 
 // sender sends the probe's requests, one after another, for one goroutine.
@@ -467,7 +496,7 @@ func (pr *prober) mainRun() (*Result, error) {
 	}
 	wg.Wait()
 	mainElapsed := time.Since(pr.start)
-	settle(pr.ctx, p)
+	pr.settle(p)
 	pr.mainDials = nil
 	dials := p.Stats().Dials
 	pr.progress(Progress{Phase: "requests", Done: int(sent.Load()), Total: cfg.requests, Dials: dials})
