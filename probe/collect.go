@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ type aggregator struct {
 	ctx     context.Context // the run's: a failure after it ended was cut by it
 	keep    bool
 	timeout time.Duration // the per-request timeout
+	maxBody int64         // the body bytes read per response (MaxBody)
 	// pool is the main run's *pool.Pool, for the evidence on the
 	// connections hidden retries left; stream, if set, is handed each
 	// timeline.
@@ -109,6 +111,9 @@ type evidence struct {
 	unconnectedAll bool
 	// retries is the evidence on the hidden retries.
 	retries retryEvidence
+	// bodies counts the responses whose body did not end within the
+	// probe's bounds, or ended too soon (the deadline's cuts aside).
+	bodies bodyFailures
 	// unusedListed counts the listed HTTP/2 connections closed unused;
 	// unusedSetup sums up how long they took to set up. idleDials counts
 	// the listed connections dialed (not failed) that carried no request.
@@ -155,9 +160,49 @@ func (s *stageHists) set() StageSet {
 	}
 }
 
-func newAggregator(ctx context.Context, keep bool, timeout time.Duration) *aggregator {
+// bodyFailures counts the main run's responses whose body did not end
+// well, by how.
+type bodyFailures struct {
+	// overMax went on past MaxBody, where the probe stopped reading.
+	overMax int
+	// timedOut did not end within the request's timeout.
+	timedOut int
+	// truncated ended before their declared length.
+	truncated int
+}
+
+// outcome is how a request ended, as the probe counts it.
+type outcome struct {
+	class httptrace.Class
+	stage httptrace.Stage
+	// overMax is set when the body went on past MaxBody: the tracer's
+	// outcome is ok (the probe closed the body), the probe's a failure.
+	overMax bool
+}
+
+// outcomeOf returns how tl's request ended: as the tracer says, but for
+// a body that went on past MaxBody. The probe reads one byte past MaxBody
+// to know whether the body ended there, so a body over the bound is one of
+// which the probe read more than MaxBody bytes. Such a body did not end
+// within the probe's bounds: the request failed, as trace -max-body fails.
+// Its class is "error", the vocabulary's for any other failure: no class
+// names a bound of the client's on the body's size.
+func (a *aggregator) outcomeOf(tl *httptrace.Timeline) outcome {
+	o := outcome{class: tl.Outcome.Class, stage: tl.Outcome.Stage}
+	if o.class == vocab.ClassOK && tl.BodyBytes > a.maxBody {
+		o = outcome{class: vocab.ClassError, stage: vocab.StageBody, overMax: true}
+	}
+	return o
+}
+
+// overMaxText is the error text of a body that went on past MaxBody.
+func overMaxText(maxBody int64) string {
+	return fmt.Sprintf("probe: the body went on past MaxBody (%d bytes): closed there, before its end", maxBody)
+}
+
+func newAggregator(ctx context.Context, keep bool, timeout time.Duration, maxBody int64) *aggregator {
 	return &aggregator{
-		ctx: ctx, keep: keep, timeout: timeout,
+		ctx: ctx, keep: keep, timeout: timeout, maxBody: maxBody,
 		outcomes: map[httptrace.Class]int{},
 		statuses: map[int]int{},
 		ev: evidence{
@@ -181,7 +226,8 @@ func isTimeout(c httptrace.Class) bool {
 // Observe folds one finished timeline in.
 func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	t := tl.Timings()
-	ok := tl.Outcome.Class == vocab.ClassOK
+	out := a.outcomeOf(tl)
+	ok := out.class == vocab.ClassOK
 	var kept *httptrace.Timeline
 	if a.keep {
 		kept = tl.Clone()
@@ -190,7 +236,11 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 		cut     bool
 		errText string
 	)
-	if !ok {
+	switch {
+	case out.overMax:
+		// Not the deadline's doing, whenever it came.
+		errText = overMaxText(a.maxBody)
+	case !ok:
 		cut = a.ctx.Err() != nil
 		errText = errorText(tl)
 	}
@@ -207,9 +257,9 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if kept != nil {
 		a.timelines = append(a.timelines, kept)
 	}
-	if r := &a.run; r.n == 0 || r.class != tl.Outcome.Class || r.ok != ok || (ok && r.status != tl.Status) {
+	if r := &a.run; r.n == 0 || r.class != out.class || r.ok != ok || (ok && r.status != tl.Status) {
 		a.flushRunLocked()
-		r.class, r.ok, r.status = tl.Outcome.Class, ok, tl.Status
+		r.class, r.ok, r.status = out.class, ok, tl.Status
 	}
 	a.run.n++
 	if n := tl.Retries; n > 0 {
@@ -261,20 +311,30 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	}
 	if cut {
 		a.cut++
-	} else if isTimeout(tl.Outcome.Class) {
-		if st := tl.Outcome.Stage; vocab.SetupStage(st) || (tl.Conn.Dialed && st != vocab.StagePoolWait) {
+	} else if isTimeout(out.class) {
+		if st := out.stage; vocab.SetupStage(st) || (tl.Conn.Dialed && st != vocab.StagePoolWait) {
 			a.ev.newConnTimeouts[st]++
+		}
+	}
+	if !cut && out.stage == vocab.StageBody {
+		switch {
+		case out.overMax:
+			a.ev.bodies.overMax++
+		case out.class == vocab.ClassBodyTruncated:
+			a.ev.bodies.truncated++
+		case isTimeout(out.class) || out.class == vocab.ClassBodyIdleTimeout:
+			a.ev.bodies.timedOut++
 		}
 	}
 	for i := range a.failures {
 		f := &a.failures[i]
-		if f.Class == tl.Outcome.Class && f.Stage == tl.Outcome.Stage {
+		if f.Class == out.class && f.Stage == out.stage {
 			f.Count++
 			return
 		}
 	}
 	if len(a.failures) < maxFailures {
-		a.failures = append(a.failures, Failure{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Error: errText, Count: 1})
+		a.failures = append(a.failures, Failure{Class: out.class, Stage: out.stage, Error: errText, Count: 1})
 	}
 }
 

@@ -168,8 +168,11 @@ func Deadline(d time.Duration) Option {
 }
 
 // MaxBody sets how many body bytes are read per response (default 64 MiB).
-// A longer body is closed early, which closes its HTTP/1 connection: the
-// report shows it as a client close ("early-body-close").
+// A longer body did not end within the probe's bounds: its request failed
+// (class "error" at the body stage, as trace -max-body fails), and the
+// "request-errors" finding says so. The probe reads one byte past MaxBody
+// to tell, then closes the body, which closes its HTTP/1 connection: the
+// report shows a client close ("early-body-close").
 func MaxBody(n int64) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {

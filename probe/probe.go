@@ -331,6 +331,7 @@ type sender struct {
 	timer  *time.Timer   // ends ctx with errRequestTimeout
 	req    *http.Request // the target with ctx, reused when it has no body
 	body   io.LimitedReader
+	one    [1]byte // the byte read past MaxBody
 	ka     keepAliveSeen
 }
 
@@ -416,7 +417,12 @@ func (s *sender) send() bool {
 	// bounds that wait. It is closed unread.
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		s.body = io.LimitedReader{R: resp.Body, N: pr.cfg.maxBody}
-		io.Copy(io.Discard, &s.body)
+		if _, err := io.Copy(io.Discard, &s.body); err == nil && s.body.N == 0 {
+			// MaxBody read: one byte more says whether the body went
+			// on (the aggregator counts the request failed) or ended
+			// there, as trace -max-body does.
+			io.ReadFull(resp.Body, s.one[:])
+		}
 		s.body.R = nil
 	}
 	resp.Body.Close()
@@ -449,7 +455,7 @@ func (pr *prober) sleep(d time.Duration) bool {
 // mainRun sends the requests and builds the report's main-run part.
 func (pr *prober) mainRun() (*Result, error) {
 	cfg := &pr.cfg
-	agg := newAggregator(pr.ctx, cfg.keepTimelines, cfg.timeout)
+	agg := newAggregator(pr.ctx, cfg.keepTimelines, cfg.timeout, cfg.maxBody)
 	maxIdle := max(cfg.conns, cfg.concurrency)
 	p, client, err := pr.newPool(agg, cfg.conns, maxIdle, cfg.clientIdle, true)
 	if err != nil {
