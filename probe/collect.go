@@ -3,11 +3,13 @@ package probe
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -178,19 +180,43 @@ type outcome struct {
 	// overMax is set when the body went on past MaxBody: the tracer's
 	// outcome is ok (the probe closed the body), the probe's a failure.
 	overMax bool
+	// ended is set when the request's context ended a body whose read
+	// did not end with it, which the probe closed (sender.watch): the
+	// tracer's outcome is ok, the probe's the context's; cause is the
+	// context's cause.
+	ended bool
+	cause error
 }
 
-// outcomeOf returns how tl's request ended: as the tracer says, but for
-// a body that went on past MaxBody. The probe reads one byte past MaxBody
-// to know whether the body ended there, so a body over the bound is one of
-// which the probe read more than MaxBody bytes. Such a body did not end
-// within the probe's bounds: the request failed, as trace -max-body fails.
-// Its class is "error", the vocabulary's for any other failure: no class
-// names a bound of the client's on the body's size.
+// outcomeOf returns how tl's request ended: as the tracer says, but for a
+// body the probe closed before its end, which the tracer counts ok. The
+// probe does so in two cases alone (a 101 response's body, the switched
+// connection, aside):
+//
+//   - a body that went on past MaxBody. The probe reads one byte past
+//     MaxBody to know whether the body ended there, so a body over the
+//     bound is one of which it read more than MaxBody bytes. Such a body
+//     did not end within the probe's bounds: the request failed, as trace
+//     -max-body fails. Its class is "error", the vocabulary's for any
+//     other failure: no class names a bound of the client's on the body's
+//     size;
+//   - a body whose read outlived the request's context (see
+//     sender.watch): the context's end cut it, and its class is the
+//     context's, as the tracer's would be had the read ended with it.
 func (a *aggregator) outcomeOf(tl *httptrace.Timeline) outcome {
 	o := outcome{class: tl.Outcome.Class, stage: tl.Outcome.Stage}
-	if o.class == vocab.ClassOK && tl.BodyBytes > a.maxBody {
-		o = outcome{class: vocab.ClassError, stage: vocab.StageBody, overMax: true}
+	if o.class != vocab.ClassOK || !tl.ClosedEarly && tl.BodyBytes <= a.maxBody {
+		return o
+	}
+	if tl.BodyBytes > a.maxBody {
+		return outcome{class: vocab.ClassError, stage: vocab.StageBody, overMax: true}
+	}
+	if tl.Status == http.StatusSwitchingProtocols {
+		return o
+	}
+	if ctx := hook.Context(tl); ctx != nil && ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		return outcome{class: vocab.ClassifyContext(ctx, cause, vocab.StageBody), stage: vocab.StageBody, ended: true, cause: cause}
 	}
 	return o
 }
@@ -240,6 +266,9 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	case out.overMax:
 		// Not the deadline's doing, whenever it came.
 		errText = overMaxText(a.maxBody)
+	case out.ended:
+		cut = a.ctx.Err() != nil
+		errText = oneLine(out.cause.Error()) + " (the body's read did not end with it: closed by the probe)"
 	case !ok:
 		cut = a.ctx.Err() != nil
 		errText = errorText(tl)

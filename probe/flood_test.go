@@ -144,13 +144,16 @@ const floodLabel = "connaudit.test"
 
 // awaitReadLoopBlocked waits until net/http's HTTP/2 read loop of the probe
 // run under the label floodLabel=name is parked waiting to write (a PING's
-// acknowledgement: it writes nothing else): the server reads nothing, so
-// it stays parked for good. It looks at the goroutine profile, backing off
-// from 1ms to 50ms, for at most testkit.WaitBound.
+// acknowledgement: it writes nothing else), and stays parked in every look
+// over 500ms: the server reads nothing, so it stays parked for good. (A
+// first park can end: the client's kernel may grow its send buffer when it
+// first probes the server's closed window, a few hundred milliseconds
+// later.) It looks at the goroutine profile every 10ms, for at most
+// testkit.WaitBound.
 func awaitReadLoopBlocked(t *testing.T, name string) {
 	t.Helper()
 	label := strconv.Quote(floodLabel) + ":" + strconv.Quote(name)
-	blocked := func() bool {
+	parked := func() bool {
 		var b strings.Builder
 		require.NoError(t, pprof.Lookup("goroutine").WriteTo(&b, 1))
 		for _, g := range strings.Split(b.String(), "\n\n") {
@@ -161,13 +164,22 @@ func awaitReadLoopBlocked(t *testing.T, name string) {
 		}
 		return false
 	}
+	const (
+		every = 10 * time.Millisecond
+		looks = 50
+	)
 	ctx := testkit.Bounded(t)
-	for wait := time.Millisecond; !blocked(); wait = min(2*wait, 50*time.Millisecond) {
-		timer := time.NewTimer(wait)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for seen := 0; seen < looks; {
+		if parked() {
+			seen++
+		} else {
+			seen = 0
+		}
 		select {
-		case <-timer.C:
+		case <-tick.C:
 		case <-ctx.Done():
-			timer.Stop()
 			t.Fatalf("the flood did not block the client's read loop within %v", testkit.WaitBound)
 		}
 	}
@@ -212,6 +224,7 @@ func TestPingFloodEndsWithTheRun(t *testing.T) {
 		class    httptrace.Class
 	}{
 		{"interrupted awaiting headers", false, false, vocab.StageAwaitHeaders, vocab.ClassCanceled},
+		{"interrupted in the body", true, false, vocab.StageBody, vocab.ClassCanceled},
 		{"deadline awaiting headers", false, true, vocab.StageAwaitHeaders, vocab.ClassDeadline},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
