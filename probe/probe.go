@@ -42,7 +42,7 @@ const settleBound = 3 * time.Second
 
 // endGrace bounds that wait once the run's context has ended (the
 // deadline, or the caller's context), and a response body's read once its
-// request's context has (see sender.watch): Run returns within about twice
+// request's context has (see sender.watch): Run returns within about
 // endGrace of the end, however the server behaves. What is waited for by
 // then takes the client's own work and at most one round trip to the
 // server: the closes net/http makes when a request is cancelled (an HTTP/1
@@ -101,7 +101,7 @@ func (e *UnusableError) Error() string {
 // response; the report and nil otherwise, however many findings it has. It
 // returns once every request ended and every connection of its pools was
 // closed, or a few seconds after its requests ended, at most; once ctx or
-// the [Deadline] ended the run, within about a second of that end (a
+// the [Deadline] ended the run, within about half a second of that end (a
 // connection the server keeps from closing is then reported still open).
 // It never writes anywhere.
 func Run(ctx context.Context, target *http.Request, opts ...Option) (*Result, error) {
@@ -131,6 +131,10 @@ func Run(ctx context.Context, target *http.Request, opts ...Option) (*Result, er
 	defer cancel()
 	pr := &prober{cfg: cfg, target: target, start: start, ctx: runCtx,
 		secrets: redact.RequestSecrets(target, slices.Collect(maps.Keys(target.Header)))}
+	defer context.AfterFunc(runCtx, func() {
+		now := time.Now()
+		pr.ended.Store(&now)
+	})()
 	rep, err := pr.mainRun()
 	if err != nil {
 		return nil, err
@@ -212,6 +216,8 @@ type prober struct {
 	h2Resets atomic.Int64
 	// mainSent counts the main run's requests sent so far.
 	mainSent atomic.Int64
+	// ended is when ctx ended, nil before.
+	ended atomic.Pointer[time.Time]
 
 	progressMu sync.Mutex
 	mainDials  func() int64
@@ -296,15 +302,16 @@ func (pr *prober) newPool(obs httptrace.Observer, maxConns, maxIdle int, idle ti
 
 // settle closes the pool's idle connections, which also cancels dials left
 // behind by requests that gave up, and waits until none is open: at most
-// settleBound, and at most endGrace once the run's context has ended. The
-// wait goes on past the end of the run's context, so that the closes the
-// end itself causes are in the report, but not by more than endGrace.
+// settleBound, and once the run's context has ended, until endGrace after
+// that end at most. The wait goes on past the end of the run's context, so
+// that the closes the end itself causes are in the report, but not by more
+// than endGrace in all (a body's read the watch ended used some of it).
 func (pr *prober) settle(p *pool.Pool) {
 	p.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(pr.ctx), pr.cfg.settleBound)
 	defer cancel()
 	stop := context.AfterFunc(pr.ctx, func() {
-		grace := time.NewTimer(endGrace)
+		grace := time.NewTimer(pr.graceLeft())
 		defer grace.Stop()
 		select {
 		case <-grace.C:
@@ -314,6 +321,15 @@ func (pr *prober) settle(p *pool.Pool) {
 	})
 	defer stop()
 	p.WaitFor(ctx, func(s pool.Stats) bool { return s.Open == 0 && s.Dialing == 0 && s.InFlight == 0 })
+}
+
+// graceLeft returns what is left of endGrace since the run's context
+// ended: all of it if it has not, or only just.
+func (pr *prober) graceLeft() time.Duration {
+	if at := pr.ended.Load(); at != nil {
+		return max(0, endGrace-time.Since(*at))
+	}
+	return endGrace
 }
 
 // sender sends the probe's requests, one after another, for one goroutine.
