@@ -2,11 +2,14 @@ package probe
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -20,6 +23,7 @@ type aggregator struct {
 	ctx     context.Context // the run's: a failure after it ended was cut by it
 	keep    bool
 	timeout time.Duration // the per-request timeout
+	maxBody int64         // the body bytes read per response (MaxBody)
 	// pool is the main run's *pool.Pool, for the evidence on the
 	// connections hidden retries left; stream, if set, is handed each
 	// timeline.
@@ -109,6 +113,9 @@ type evidence struct {
 	unconnectedAll bool
 	// retries is the evidence on the hidden retries.
 	retries retryEvidence
+	// bodies counts the responses whose body did not end within the
+	// probe's bounds, or ended too soon (the deadline's cuts aside).
+	bodies bodyFailures
 	// unusedListed counts the listed HTTP/2 connections closed unused;
 	// unusedSetup sums up how long they took to set up. idleDials counts
 	// the listed connections dialed (not failed) that carried no request.
@@ -155,9 +162,73 @@ func (s *stageHists) set() StageSet {
 	}
 }
 
-func newAggregator(ctx context.Context, keep bool, timeout time.Duration) *aggregator {
+// bodyFailures counts the main run's responses whose body did not end
+// well, by how.
+type bodyFailures struct {
+	// overMax went on past MaxBody, where the probe stopped reading.
+	overMax int
+	// timedOut did not end within the request's timeout.
+	timedOut int
+	// truncated ended before their declared length.
+	truncated int
+}
+
+// outcome is how a request ended, as the probe counts it.
+type outcome struct {
+	class httptrace.Class
+	stage httptrace.Stage
+	// overMax is set when the body went on past MaxBody: the tracer's
+	// outcome is ok (the probe closed the body), the probe's a failure.
+	overMax bool
+	// ended is set when the request's context ended a body whose read
+	// did not end with it, which the probe closed (sender.watch): the
+	// tracer's outcome is ok, the probe's the context's; cause is the
+	// context's cause.
+	ended bool
+	cause error
+}
+
+// outcomeOf returns how tl's request ended: as the tracer says, but for a
+// body the probe closed before its end, which the tracer counts ok. The
+// probe does so in two cases alone (a 101 response's body, the switched
+// connection, aside):
+//
+//   - a body that went on past MaxBody. The probe reads one byte past
+//     MaxBody to know whether the body ended there, so a body over the
+//     bound is one of which it read more than MaxBody bytes. Such a body
+//     did not end within the probe's bounds: the request failed, as trace
+//     -max-body fails. Its class is "error", the vocabulary's for any
+//     other failure: no class names a bound of the client's on the body's
+//     size;
+//   - a body whose read outlived the request's context (see
+//     sender.watch): the context's end cut it, and its class is the
+//     context's, as the tracer's would be had the read ended with it.
+func (a *aggregator) outcomeOf(tl *httptrace.Timeline) outcome {
+	o := outcome{class: tl.Outcome.Class, stage: tl.Outcome.Stage}
+	if o.class != vocab.ClassOK || !tl.ClosedEarly && tl.BodyBytes <= a.maxBody {
+		return o
+	}
+	if tl.BodyBytes > a.maxBody {
+		return outcome{class: vocab.ClassError, stage: vocab.StageBody, overMax: true}
+	}
+	if tl.Status == http.StatusSwitchingProtocols {
+		return o
+	}
+	if ctx := hook.Context(tl); ctx != nil && ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		return outcome{class: vocab.ClassifyContext(ctx, cause, vocab.StageBody), stage: vocab.StageBody, ended: true, cause: cause}
+	}
+	return o
+}
+
+// overMaxText is the error text of a body that went on past MaxBody.
+func overMaxText(maxBody int64) string {
+	return fmt.Sprintf("probe: the body went on past MaxBody (%d bytes): closed there, before its end", maxBody)
+}
+
+func newAggregator(ctx context.Context, keep bool, timeout time.Duration, maxBody int64) *aggregator {
 	return &aggregator{
-		ctx: ctx, keep: keep, timeout: timeout,
+		ctx: ctx, keep: keep, timeout: timeout, maxBody: maxBody,
 		outcomes: map[httptrace.Class]int{},
 		statuses: map[int]int{},
 		ev: evidence{
@@ -181,7 +252,8 @@ func isTimeout(c httptrace.Class) bool {
 // Observe folds one finished timeline in.
 func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	t := tl.Timings()
-	ok := tl.Outcome.Class == vocab.ClassOK
+	out := a.outcomeOf(tl)
+	ok := out.class == vocab.ClassOK
 	var kept *httptrace.Timeline
 	if a.keep {
 		kept = tl.Clone()
@@ -190,7 +262,14 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 		cut     bool
 		errText string
 	)
-	if !ok {
+	switch {
+	case out.overMax:
+		// Not the deadline's doing, whenever it came.
+		errText = overMaxText(a.maxBody)
+	case out.ended:
+		cut = a.ctx.Err() != nil
+		errText = oneLine(out.cause.Error()) + " (the body's read did not end with it: closed by the probe)"
+	case !ok:
 		cut = a.ctx.Err() != nil
 		errText = errorText(tl)
 	}
@@ -207,9 +286,9 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if kept != nil {
 		a.timelines = append(a.timelines, kept)
 	}
-	if r := &a.run; r.n == 0 || r.class != tl.Outcome.Class || r.ok != ok || (ok && r.status != tl.Status) {
+	if r := &a.run; r.n == 0 || r.class != out.class || r.ok != ok || (ok && r.status != tl.Status) {
 		a.flushRunLocked()
-		r.class, r.ok, r.status = tl.Outcome.Class, ok, tl.Status
+		r.class, r.ok, r.status = out.class, ok, tl.Status
 	}
 	a.run.n++
 	if n := tl.Retries; n > 0 {
@@ -261,20 +340,30 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	}
 	if cut {
 		a.cut++
-	} else if isTimeout(tl.Outcome.Class) {
-		if st := tl.Outcome.Stage; vocab.SetupStage(st) || (tl.Conn.Dialed && st != vocab.StagePoolWait) {
+	} else if isTimeout(out.class) {
+		if st := out.stage; vocab.SetupStage(st) || (tl.Conn.Dialed && st != vocab.StagePoolWait) {
 			a.ev.newConnTimeouts[st]++
+		}
+	}
+	if !cut && out.stage == vocab.StageBody {
+		switch {
+		case out.overMax:
+			a.ev.bodies.overMax++
+		case out.class == vocab.ClassBodyTruncated:
+			a.ev.bodies.truncated++
+		case isTimeout(out.class) || out.class == vocab.ClassBodyIdleTimeout:
+			a.ev.bodies.timedOut++
 		}
 	}
 	for i := range a.failures {
 		f := &a.failures[i]
-		if f.Class == tl.Outcome.Class && f.Stage == tl.Outcome.Stage {
+		if f.Class == out.class && f.Stage == out.stage {
 			f.Count++
 			return
 		}
 	}
 	if len(a.failures) < maxFailures {
-		a.failures = append(a.failures, Failure{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Error: errText, Count: 1})
+		a.failures = append(a.failures, Failure{Class: out.class, Stage: out.stage, Error: errText, Count: 1})
 	}
 }
 

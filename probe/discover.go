@@ -56,7 +56,7 @@ func (pr *prober) newSession(phase string, idle time.Duration) (*session, error)
 // close ends the session: its sender's timer, then its pool's connections.
 func (s *session) close() {
 	s.snd.close()
-	settle(s.pr.ctx, s.p)
+	s.pr.settle(s.p)
 }
 
 // one sends one request and returns its timeline, or nil when the run's

@@ -5,7 +5,10 @@ import "slices"
 // Finding is one conclusion of a probe. Its ID is stable, so scripts may
 // match on it; the ids, in the order they are drawn, with their severity:
 //
-//	request-errors                   error  some requests failed (the deadline's cuts aside)
+//	request-errors                   error  some requests failed (the deadline's cuts aside); a body that
+//	                                        did not end within the probe's bounds (went on past MaxBody,
+//	                                        or past the Timeout) or ended before its declared length is
+//	                                        a failure, said apart with what fixes it
 //	protocol-errors                  error  the client gave connections up over the server's protocol
 //	                                        violations (an HTTP/2 connection error, bytes sent when no
 //	                                        response was due, a body to HEAD), while requests got

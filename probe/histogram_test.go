@@ -62,7 +62,7 @@ func TestHistogramFixedSize(t *testing.T) {
 // TestTalliesBounded: the connections tallied one by one stay under the
 // bound however many there are, and the summary still covers them all.
 func TestTalliesBounded(t *testing.T) {
-	a := newAggregator(t.Context(), false, time.Second)
+	a := newAggregator(t.Context(), false, time.Second, defaultMaxBody)
 	const conns = 5 * maxTallies
 	answered := 0
 	for id := uint64(1); id <= conns; id++ {

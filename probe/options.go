@@ -57,6 +57,11 @@ type config struct {
 	progress      func(Progress)
 	duration      time.Duration
 	requestsSet   bool // Requests was given
+	// settleBound bounds the wait for a phase's connections to close
+	// while the run's context lives (settleBound, the constant; tests
+	// make it long, so that a wait that ignored the context's end would
+	// hang).
+	settleBound time.Duration
 }
 
 func defaults() config {
@@ -67,6 +72,7 @@ func defaults() config {
 		timeout:     defaultTimeout,
 		maxBody:     defaultMaxBody,
 		clientIdle:  defaultIdleTimeout,
+		settleBound: settleBound,
 	}
 }
 
@@ -162,8 +168,11 @@ func Deadline(d time.Duration) Option {
 }
 
 // MaxBody sets how many body bytes are read per response (default 64 MiB).
-// A longer body is closed early, which closes its HTTP/1 connection: the
-// report shows it as a client close ("early-body-close").
+// A longer body did not end within the probe's bounds: its request failed
+// (class "error" at the body stage, as trace -max-body fails), and the
+// "request-errors" finding says so. The probe reads one byte past MaxBody
+// to tell, then closes the body, which closes its HTTP/1 connection: the
+// report shows a client close ("early-body-close").
 func MaxBody(n int64) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {

@@ -40,6 +40,21 @@ func (requestTimeoutError) Timeout() bool        { return true }
 // to close once the probe closed its idle ones.
 const settleBound = 3 * time.Second
 
+// endGrace bounds that wait once the run's context has ended (the
+// deadline, or the caller's context), and a response body's read once its
+// request's context has (see sender.watch): Run returns within about
+// endGrace of the end, however the server behaves. What is waited for by
+// then takes the client's own work and at most one round trip to the
+// server: the closes net/http makes when a request is cancelled (an HTTP/1
+// connection; an HTTP/2 stream's reset), the idle closes the probe asked
+// for, the server's answer to them (a FIN, a TLS close_notify). 500 ms
+// holds a round trip to a host on the far side of the world with room to
+// spare, and is short enough that an interrupt feels immediate. A
+// connection the server keeps from closing (an HTTP/2 server that floods
+// PINGs and reads nothing blocks the client's acknowledgements, and with
+// them the stream's reset) is reported as still open.
+const endGrace = 500 * time.Millisecond
+
 // UnusableError is returned by [Run] with the report when no main-run
 // request got a response: the target refused, could not be resolved,
 // failed the TLS handshake, spoke no HTTP, or never answered in time.
@@ -85,8 +100,10 @@ func (e *UnusableError) Error() string {
 // no sense; the report and an [*UnusableError] when no request got a
 // response; the report and nil otherwise, however many findings it has. It
 // returns once every request ended and every connection of its pools was
-// closed (or a few seconds after the deadline, at most), and it never
-// writes anywhere.
+// closed, or a few seconds after its requests ended, at most; once ctx or
+// the [Deadline] ended the run, within about half a second of that end (a
+// connection the server keeps from closing is then reported still open).
+// It never writes anywhere.
 func Run(ctx context.Context, target *http.Request, opts ...Option) (*Result, error) {
 	if ctx == nil {
 		return nil, errors.New("probe: nil context")
@@ -114,6 +131,10 @@ func Run(ctx context.Context, target *http.Request, opts ...Option) (*Result, er
 	defer cancel()
 	pr := &prober{cfg: cfg, target: target, start: start, ctx: runCtx,
 		secrets: redact.RequestSecrets(target, slices.Collect(maps.Keys(target.Header)))}
+	defer context.AfterFunc(runCtx, func() {
+		now := time.Now()
+		pr.ended.Store(&now)
+	})()
 	rep, err := pr.mainRun()
 	if err != nil {
 		return nil, err
@@ -195,6 +216,8 @@ type prober struct {
 	h2Resets atomic.Int64
 	// mainSent counts the main run's requests sent so far.
 	mainSent atomic.Int64
+	// ended is when ctx ended, nil before.
+	ended atomic.Pointer[time.Time]
 
 	progressMu sync.Mutex
 	mainDials  func() int64
@@ -278,12 +301,35 @@ func (pr *prober) newPool(obs httptrace.Observer, maxConns, maxIdle int, idle ti
 }
 
 // settle closes the pool's idle connections, which also cancels dials left
-// behind by requests that gave up, and waits (bounded) until none is open.
-func settle(ctx context.Context, p *pool.Pool) {
+// behind by requests that gave up, and waits until none is open: at most
+// settleBound, and once the run's context has ended, until endGrace after
+// that end at most. The wait goes on past the end of the run's context, so
+// that the closes the end itself causes are in the report, but not by more
+// than endGrace in all (a body's read the watch ended used some of it).
+func (pr *prober) settle(p *pool.Pool) {
 	p.CloseIdleConnections()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleBound)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(pr.ctx), pr.cfg.settleBound)
 	defer cancel()
-	p.WaitFor(sctx, func(s pool.Stats) bool { return s.Open == 0 && s.Dialing == 0 && s.InFlight == 0 })
+	stop := context.AfterFunc(pr.ctx, func() {
+		grace := time.NewTimer(pr.graceLeft())
+		defer grace.Stop()
+		select {
+		case <-grace.C:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	defer stop()
+	p.WaitFor(ctx, func(s pool.Stats) bool { return s.Open == 0 && s.Dialing == 0 && s.InFlight == 0 })
+}
+
+// graceLeft returns what is left of endGrace since the run's context
+// ended: all of it if it has not, or only just.
+func (pr *prober) graceLeft() time.Duration {
+	if at := pr.ended.Load(); at != nil {
+		return max(0, endGrace-time.Since(*at))
+	}
+	return endGrace
 }
 
 // sender sends the probe's requests, one after another, for one goroutine.
@@ -302,7 +348,18 @@ type sender struct {
 	timer  *time.Timer   // ends ctx with errRequestTimeout
 	req    *http.Request // the target with ctx, reused when it has no body
 	body   io.LimitedReader
+	one    [1]byte // the byte read past MaxBody
 	ka     keepAliveSeen
+	// stopWatch stops the watch of ctx (see watch).
+	stopWatch func() bool
+
+	// mu guards what the watch shares with the sender.
+	mu       sync.Mutex
+	reading  io.Closer       // the body being read, nil between reads
+	readCtx  context.Context // the context of its request
+	unstuck  bool            // the watch closed it
+	grace    *time.Timer     // the watch's timer, once a context ended
+	finished bool            // close was called: no watch arms a timer
 }
 
 func (pr *prober) newSender(client *http.Client) *sender {
@@ -318,7 +375,67 @@ func (s *sender) arm() context.Context {
 	ctx, cancel := context.WithCancelCause(s.pr.ctx)
 	s.ctx, s.cancel, s.req = ctx, cancel, nil
 	s.timer = time.AfterFunc(s.pr.cfg.timeout, func() { cancel(errRequestTimeout) })
+	s.stopWatch = context.AfterFunc(ctx, func() { s.watch(ctx) })
 	return ctx
+}
+
+// watch runs once ctx has ended. A read of a response body ends with its
+// request's context, as a rule; an HTTP/2 body's does not when its
+// connection cannot write: the read waits for the stream's reset, the reset
+// for the connection's write lock, and the lock's holder for a server that
+// reads nothing (one that floods PINGs, whose acknowledgements fill the
+// connection). So a read still going on endGrace after the end of its
+// context is ended: the watch closes its body.
+func (s *sender) watch(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return
+	}
+	if s.grace != nil {
+		// An earlier context's: its read is over.
+		s.grace.Stop()
+	}
+	s.grace = time.AfterFunc(endGrace, func() { s.unstick(ctx) })
+}
+
+// unstick closes the body being read, if its request's context is ctx.
+func (s *sender) unstick(ctx context.Context) {
+	s.mu.Lock()
+	body := s.reading
+	if body == nil || s.readCtx != ctx {
+		s.mu.Unlock()
+		return
+	}
+	s.reading, s.readCtx, s.unstuck = nil, nil, true
+	s.mu.Unlock()
+	body.Close()
+}
+
+// startRead shows the watch the body about to be read. It reports false,
+// and closes the body, when the request's context has already ended: the
+// read would not be bounded (see watch).
+func (s *sender) startRead(ctx context.Context, body io.Closer) bool {
+	s.mu.Lock()
+	s.reading, s.readCtx = body, ctx
+	s.mu.Unlock()
+	if ctx.Err() == nil {
+		return true
+	}
+	if s.endRead() {
+		body.Close()
+	}
+	return false
+}
+
+// endRead hides the body read from the watch; it reports whether the
+// sender is to close it (the watch has not).
+func (s *sender) endRead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	unstuck := s.unstuck
+	s.reading, s.readCtx, s.unstuck = nil, nil, false
+	return !unstuck
 }
 
 // disarm stops the timer once a request ended. A timer that already fired
@@ -330,13 +447,20 @@ func (s *sender) disarm() {
 	}
 }
 
-// close releases the sender's context and timer.
+// close releases the sender's context, timer and watch.
 func (s *sender) close() {
 	if s.ctx != nil {
+		s.stopWatch()
 		s.timer.Stop()
 		s.cancel(nil)
 		s.ctx = nil
 	}
+	s.mu.Lock()
+	s.finished = true
+	if s.grace != nil {
+		s.grace.Stop()
+	}
+	s.mu.Unlock()
 }
 
 // send sends one copy of the target and reads the response body (up to the
@@ -385,12 +509,21 @@ func (s *sender) send() bool {
 	// protocol switched to: reading it waits for what the server sends
 	// next, and neither the request's timeout nor the run's deadline
 	// bounds that wait. It is closed unread.
-	if resp.StatusCode != http.StatusSwitchingProtocols {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body.Close()
+	} else if s.startRead(ctx, resp.Body) {
 		s.body = io.LimitedReader{R: resp.Body, N: pr.cfg.maxBody}
-		io.Copy(io.Discard, &s.body)
+		if _, err := io.Copy(io.Discard, &s.body); err == nil && s.body.N == 0 {
+			// MaxBody read: one byte more says whether the body went
+			// on (the aggregator counts the request failed) or ended
+			// there, as trace -max-body does.
+			io.ReadFull(resp.Body, s.one[:])
+		}
 		s.body.R = nil
+		if s.endRead() {
+			resp.Body.Close()
+		}
 	}
-	resp.Body.Close()
 	if pr.ctx.Err() != nil {
 		pr.stopped.Store(true)
 	}
@@ -420,7 +553,7 @@ func (pr *prober) sleep(d time.Duration) bool {
 // mainRun sends the requests and builds the report's main-run part.
 func (pr *prober) mainRun() (*Result, error) {
 	cfg := &pr.cfg
-	agg := newAggregator(pr.ctx, cfg.keepTimelines, cfg.timeout)
+	agg := newAggregator(pr.ctx, cfg.keepTimelines, cfg.timeout, cfg.maxBody)
 	maxIdle := max(cfg.conns, cfg.concurrency)
 	p, client, err := pr.newPool(agg, cfg.conns, maxIdle, cfg.clientIdle, true)
 	if err != nil {
@@ -467,7 +600,7 @@ func (pr *prober) mainRun() (*Result, error) {
 	}
 	wg.Wait()
 	mainElapsed := time.Since(pr.start)
-	settle(pr.ctx, p)
+	pr.settle(p)
 	pr.mainDials = nil
 	dials := p.Stats().Dials
 	pr.progress(Progress{Phase: "requests", Done: int(sent.Load()), Total: cfg.requests, Dials: dials})

@@ -444,14 +444,38 @@ func TestNeverMoreRequestsThanAsked(t *testing.T) {
 	require.Equal(t, 3, rep.PerfectDials, "no cap: one connection per worker")
 }
 
+// TestBodyOverMaxBody: a body that goes on past MaxBody did not end within
+// the probe's bounds: its request failed (class "error" at the body
+// stage), as trace -max-body fails, and request-errors says what fixes
+// it; the probe closed the body, which closed its connection. A body of
+// exactly MaxBody bytes is whole, and its connection kept.
 func TestBodyOverMaxBody(t *testing.T) {
 	t.Parallel()
-	s := goServer(t, 0)
-	rep := mustProbe(t, s, probe.Requests(3), probe.MaxBody(1))
-	require.Equal(t, 3, rep.Outcomes[vocab.ClassOK])
+	hello := func() *server {
+		return startCounting(t, httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			io.WriteString(w, "hello")
+		})))
+	}
+	s := hello()
+	rep, err := runProbe(t, s, probe.Requests(3), probe.MaxBody(3))
+	var unusable *probe.UnusableError
+	require.ErrorAs(t, err, &unusable, "no request succeeded")
+	require.Equal(t, map[httptrace.Class]int{vocab.ClassError: 3}, rep.Outcomes)
+	require.Equal(t, []probe.Failure{{Class: vocab.ClassError, Stage: vocab.StageBody,
+		Error: "probe: the body went on past MaxBody (3 bytes): closed there, before its end", Count: 3}}, rep.Failures)
 	require.EqualValues(t, 3, rep.Dials, "a body closed early closes its connection")
 	requireAccepted(t, s, rep.Dials)
 	requireConns(t, rep, 1, vocab.ClosedByClient, vocab.ReasonEarlyBodyClose)
+	requireFindings(t, rep, "request-errors")
+	f, _ := rep.Has("request-errors")
+	require.Contains(t, f.Message, "the body of 3 response(s) went on past MaxBody (3 bytes), where the probe stopped reading: raise MaxBody")
+	require.Zero(t, rep.Cut)
+	require.Zero(t, rep.Stages.New.Count+rep.Stages.Reused.Count, "no successful request")
+
+	whole := hello()
+	rep = mustProbe(t, whole, probe.Requests(3), probe.MaxBody(5))
+	require.Equal(t, map[httptrace.Class]int{vocab.ClassOK: 3}, rep.Outcomes)
+	require.EqualValues(t, 1, rep.Dials, "a body read to its end keeps its connection")
 	requireFindings(t, rep)
 }
 

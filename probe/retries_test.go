@@ -13,7 +13,7 @@ import (
 // processed the first time; one whose timeline lost its attempts may have
 // been.
 func TestJudgeRetry(t *testing.T) {
-	a := newAggregator(t.Context(), false, time.Second)
+	a := newAggregator(t.Context(), false, time.Second, defaultMaxBody)
 	ev := func(k httptrace.Kind, conn uint64) httptrace.Event { return httptrace.Event{Kind: k, Conn: conn} }
 	tl := &httptrace.Timeline{Retries: 2, Events: []httptrace.Event{
 		ev(vocab.KindGetConn, 0), ev(vocab.KindGotConn, 1),

@@ -149,7 +149,8 @@ func found(id string, sev Severity, format string, args ...any) (Finding, bool) 
 }
 
 // requestErrors: a request failed, other than by the probe's own deadline
-// or an interruption.
+// or an interruption; a response body that did not end within the probe's
+// bounds (MaxBody, Timeout) or ended too soon is said apart, with its fix.
 func requestErrors(f *facts) (Finding, bool) {
 	rep := f.rep
 	ended := 0
@@ -164,7 +165,29 @@ func requestErrors(f *facts) (Finding, bool) {
 	if rep.Cut > 0 {
 		msg += fmt.Sprintf(" (%d more cut short by the deadline)", rep.Cut)
 	}
+	if fix := bodiesText(f.ev.bodies, f.cfg); fix != "" {
+		msg += "; " + fix
+	}
 	return found(idRequestErrors, severityError, "%s", msg)
+}
+
+// bodiesText says which response bodies did not end well, and what fixes
+// each, or "".
+func bodiesText(b bodyFailures, cfg *config) string {
+	var parts []string
+	if b.overMax > 0 {
+		parts = append(parts, fmt.Sprintf("the body of %d response(s) went on past MaxBody (%d bytes), where the probe stopped reading: raise MaxBody if the bodies are that long; one that never ends is the server's to end",
+			b.overMax, cfg.maxBody))
+	}
+	if b.timedOut > 0 {
+		parts = append(parts, fmt.Sprintf("the body of %d response(s) did not end within the %s Timeout: the server sent it too slowly or never finished it (a Content-Length it does not reach, a chunked body without its last chunk); raise Timeout if the bodies are that slow, else fix the server",
+			b.timedOut, human(cfg.timeout)))
+	}
+	if b.truncated > 0 {
+		parts = append(parts, fmt.Sprintf("the body of %d response(s) ended before its declared length (the server closed the connection mid-body): fix the server",
+			b.truncated))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // errorResponses: every response was an error; the server's closes after

@@ -43,7 +43,7 @@ func BenchmarkSendPaired(b *testing.B) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
 	defer cancel()
 	pr := &prober{cfg: defaults(), target: req, start: time.Now(), ctx: ctx}
-	agg := newAggregator(ctx, false, pr.cfg.timeout)
+	agg := newAggregator(ctx, false, pr.cfg.timeout, pr.cfg.maxBody)
 	p, client, err := pr.newPool(agg, 1, 1, pr.cfg.clientIdle, true)
 	if err != nil {
 		b.Fatal(err)
