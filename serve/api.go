@@ -260,14 +260,19 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if first {
 		fs := s.faults[st.sp.on]
-		if how == "rst" {
+		switch how {
+		case "rst":
 			fs.ResetConn(c.ref.id)
-		} else {
+		case "fin":
 			fs.CloseWriteConn(c.ref.id)
 			s.waitFor(r.Context(), se, clientCloseWait, func() bool { return c.closed })
+		case "idle":
+			// The server's own idle timeout (the scenario's wait) closes
+			// it: wait for that, and for the client's close.
+			s.waitFor(r.Context(), se, st.sp.wait+clientCloseWait, func() bool { return c.closed })
 		}
 		s.mu.Lock()
-		st.clientClosed = how == "fin" && c.closed
+		st.clientClosed = how != "rst" && c.closed
 		s.mu.Unlock()
 	}
 	s.mu.Lock()

@@ -16,6 +16,12 @@ type Client struct {
 	Version string `json:"version,omitempty"`
 	// Config says how the client is configured, in its own terms.
 	Config string `json:"config,omitempty"`
+	// IdleTimeoutMS is how long the client keeps an idle connection
+	// before it closes it itself, as configured: 0 when it never does (it
+	// keeps one until the server closes it), absent when the kit does not
+	// know. A client that keeps one as long as the servers do, or longer,
+	// fails the scenarios whose server closes idle connections itself.
+	IdleTimeoutMS *float64 `json:"idle_timeout_ms,omitempty"`
 }
 
 // OpenRequest opens a session: POST /v1/sessions.

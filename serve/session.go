@@ -2,6 +2,7 @@ package serve
 
 import (
 	"crypto/rand"
+	"math"
 	"encoding/hex"
 	"fmt"
 	"regexp"
@@ -15,6 +16,10 @@ import (
 	"github.com/connaudit/connaudit/internal/loopback"
 	"github.com/connaudit/connaudit/internal/notify"
 )
+
+// maxIdleTimeoutMS bounds a client's idle timeout as a kit declares it: a
+// day, longer than any a client sets.
+const maxIdleTimeoutMS = 24 * 60 * 60 * 1000
 
 // session is one kit's audit of one client. Its state is guarded by the
 // server's mutex.
@@ -142,6 +147,9 @@ func (s *Server) open(req OpenRequest) (*session, error) {
 			return nil, badRequest("%s is longer than %d bytes", f.name, maxName)
 		}
 	}
+	if v := req.Client.IdleTimeoutMS; v != nil && (math.IsNaN(*v) || *v < 0 || *v > maxIdleTimeoutMS) {
+		return nil, badRequest("client.idle_timeout_ms is not in 0..%g", float64(maxIdleTimeoutMS))
+	}
 	protos := req.Protocols
 	if len(protos) == 0 {
 		protos = []string{string(audit.HTTP1)}
@@ -185,8 +193,8 @@ func (s *Server) open(req OpenRequest) (*session, error) {
 	s.next++
 	now := time.Now()
 	se := &session{id: sessionID(s.next), kit: printable(req.Kit), client: Client{Name: printable(req.Client.Name),
-		Version: printable(req.Client.Version), Config: printable(req.Client.Config)}, protocols: protos,
-		started: now, touched: now}
+		Version: printable(req.Client.Version), Config: printable(req.Client.Config), IdleTimeoutMS: req.Client.IdleTimeoutMS},
+		protocols: protos, started: now, touched: now}
 	s.sessions[se.id] = se
 	s.mu.Unlock()
 
