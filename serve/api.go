@@ -310,7 +310,12 @@ func (s *Server) handleDone(w http.ResponseWriter, r *http.Request) {
 	if d.Error != "" {
 		why = "the kit gave up: " + printable(d.Error)
 	}
-	writeJSON(w, http.StatusOK, s.end(se, why))
+	rep := s.end(se, why)
+	if rep == nil {
+		writeErr(w, sessionDone(se.id))
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // validOutcome checks an outcome of a report.
@@ -405,21 +410,16 @@ func (s *Server) report(ctx context.Context, se *session, rep KitReport) (*Resul
 
 // end ends a session: it waits (at most a second) for the client's
 // connections to close, judges what was not reported, frees the session's
-// endpoints and listeners, and returns its report. A second call returns
-// the same report.
+// endpoints and listeners, hands its report to OnSessionEnd and returns
+// it. A second call returns nil: the session was ended already.
 func (s *Server) end(se *session, why string) *SessionReport {
 	s.mu.Lock()
 	if se.done {
-		for _, r := range s.ended {
-			if r.Session == se.id {
-				s.mu.Unlock()
-				return r
-			}
-		}
 		s.mu.Unlock()
-		return &SessionReport{Protocol: Protocol, Session: se.id, Kit: se.kit, Client: se.client, Error: "ended"}
+		return nil
 	}
 	se.done = true
+	s.beginEnd()
 	for _, st := range se.states {
 		if st.guard != nil {
 			st.guard.Stop()
@@ -444,22 +444,15 @@ func (s *Server) end(se *session, why string) *SessionReport {
 		}
 	}
 	delete(s.sessions, se.id)
-	s.ended = append(s.ended, rep)
-	if len(s.ended) > MaxSessions {
-		s.ended = s.ended[len(s.ended)-MaxSessions:]
-	}
 	stall, hang := se.stall, se.hang
 	s.mu.Unlock()
-	select {
-	case s.endedCh <- struct{}{}:
-	default:
-	}
 	if stall != nil {
 		stall.Close()
 	}
 	if hang != nil {
 		hang.Close()
 	}
+	s.finishEnd(rep)
 	return rep
 }
 

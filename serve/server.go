@@ -44,12 +44,12 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	ends endings
+
 	mu       sync.Mutex
 	sessions map[string]*session
 	conns    map[connRef]*connRec // connections of the fault listeners, by listener and id
 	next     int
-	ended    []*SessionReport // reports of ended sessions not yet taken
-	endedCh  chan struct{}    // signalled when a session ends
 	closed   bool
 }
 
@@ -70,12 +70,14 @@ func New(opts ...Option) (*Server, error) {
 		}
 		o.apply(&cfg)
 	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
 	specs, err := catalogue(cfg.sourceNumbers)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, specs: specs, sessions: map[string]*session{}, conns: map[connRef]*connRec{},
-		endedCh: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, specs: specs, sessions: map[string]*session{}, conns: map[connRef]*connRec{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cert, s.caPEM, err = newCA()
 	if err != nil {
@@ -124,9 +126,9 @@ func (s *Server) URL() string { return "http://" + s.ctl.Addr().String() }
 // listener: CONNAUDIT_CA's content.
 func (s *Server) CA() []byte { return append([]byte(nil), s.caPEM...) }
 
-// Close ends every open session (their reports are kept for [Server.Ended]),
-// stops the control API and the fault listeners, and waits for their
-// goroutines.
+// Close ends every open session (their reports go to [OnSessionEnd]'s
+// functions), waits for every session ending to be delivered, stops the
+// control API and the fault listeners, and waits for their goroutines.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -144,6 +146,7 @@ func (s *Server) Close() error {
 		ends.Go(func() { s.end(se, "the server stopped before the kit said done") })
 	}
 	ends.Wait()
+	s.ends.pending.Wait() // sessions a kit's done or the reaper was ending
 	s.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -162,17 +165,6 @@ func (s *Server) closeFaults() {
 			f.Close() // a handler cut here is a kit gone mid-scenario: said in its session
 		}
 	}
-}
-
-// Ended returns the reports of the sessions that ended since the last
-// call, in the order they ended, and a channel signalled when another
-// ends.
-func (s *Server) Ended() ([]*SessionReport, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.ended
-	s.ended = nil
-	return out, s.endedCh
 }
 
 // reapIdle ends the sessions idle for longer than idleSession.

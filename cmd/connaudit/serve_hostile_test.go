@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/connaudit/connaudit/internal/servekit"
+	"github.com/connaudit/connaudit/internal/testkit"
+	"github.com/stretchr/testify/require"
+)
+
+// selfKit makes the test binary the kit of `serve -- CMD`: n sessions, the
+// first failed (TestMain runs servekit.Main when its environment is set).
+func selfKit(t *testing.T, n int) []string {
+	t.Setenv(servekit.EnvSessions, strconv.Itoa(n))
+	t.Setenv(servekit.EnvFailFirst, "1")
+	self, err := os.Executable()
+	require.NoError(t, err)
+	return []string{self}
+}
+
+// TestServeEverySessionReported: a command that opens 200 sessions, the
+// first failed, gets every session in every output — the text, the JSON
+// document and the JUnit file — the failed one first, and exit 1.
+func TestServeEverySessionReported(t *testing.T) {
+	const n = 200
+	kit := selfKit(t, n)
+
+	code, out, errOut := runCLI(t, append([]string{"serve", "--"}, kit...)...)
+	require.Equal(t, exitFail, code, "stderr: %s", errOut)
+	require.Equal(t, n, strings.Count(out, "(kit servekit, session s"), "sessions in the text")
+	require.Contains(t, out, "(kit servekit, session s1-")
+	require.Contains(t, errOut, "connaudit serve: servekit s1-")
+
+	junit := filepath.Join(t.TempDir(), "serve.xml")
+	code, out, errOut = runCLI(t, append([]string{"serve", "-json", "-junit", junit, "--"}, kit...)...)
+	require.Equal(t, exitFail, code, "stderr: %s", errOut)
+	var doc struct {
+		Protocol string `json:"protocol"`
+		Sessions []struct {
+			Session string `json:"session"`
+			OK      bool   `json:"ok"`
+		} `json:"sessions"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), "one JSON document")
+	require.Equal(t, "connaudit.serve/v1", doc.Protocol)
+	require.Len(t, doc.Sessions, n)
+	failed := 0
+	for _, s := range doc.Sessions {
+		if !s.OK {
+			failed++
+			require.True(t, strings.HasPrefix(s.Session, "s1-"), "the failed session is the first: %s", s.Session)
+		}
+	}
+	require.Equal(t, 1, failed)
+	b, err := os.ReadFile(junit)
+	require.NoError(t, err)
+	var suites struct {
+		Suites []struct {
+			Failures int `xml:"failures,attr"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(b, &suites))
+	require.Len(t, suites.Suites, n)
+}
+
+// gateWriter holds every write until open is closed: a reader of stdout
+// that reads nothing for a while.
+type gateWriter struct {
+	open chan struct{}
+	once sync.Once
+	mu   sync.Mutex
+	buf  strings.Builder
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	<-g.open
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buf.Write(p)
+}
+
+func (g *gateWriter) release() { g.once.Do(func() { close(g.open) }) }
+
+func (g *gateWriter) String() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buf.String()
+}
+
+// TestServeStalledReaderLosesNothing: plain serve whose stdout is not
+// read while kits run 150 sessions, 8 at a time, the first failed. The
+// reader waits until the kits can go no further (all 8 waiting for their
+// done) or have finished; then every session is in the output, and the
+// exit status is 1.
+func TestServeStalledReaderLosesNothing(t *testing.T) {
+	const n, workers = 150, 8
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	errOut := &lineSignal{want: "CONNAUDIT_URL=", got: make(chan string, 1)}
+	out := &gateWriter{open: make(chan struct{})}
+	defer out.release()
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"serve", "-run", "^ok$"}, out, errOut) }()
+	var line string
+	select {
+	case line = <-errOut.got:
+	case <-time.After(testkit.WaitBound):
+		t.Fatal("no address said")
+	}
+	url := strings.Fields(strings.SplitN(line, "CONNAUDIT_URL=", 2)[1])[0]
+	kit := servekit.New(url)
+	var inDone atomic.Int32
+	stuck := 0
+	var stuckMu sync.Mutex
+	jobs := make(chan int, n)
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range jobs {
+				o, err := kit.Open(ctx, "servekit", "^ok$")
+				if err == nil && i > 0 {
+					err = kit.PassOK(ctx, o)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				if inDone.Add(1) == workers {
+					stuckMu.Lock()
+					stuck++
+					stuckMu.Unlock()
+					out.release() // the kits can go no further
+				}
+				err = kit.Done(ctx, o)
+				inDone.Add(-1)
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	out.release()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		require.Equal(t, exitFail, c)
+	case <-time.After(testkit.WaitBound):
+		t.Fatal("serve did not stop when interrupted")
+	}
+	t.Logf("the kits were held by the reader %d times", stuck)
+	require.Equal(t, n, strings.Count(out.String(), "(kit servekit, session s"), "sessions in the text")
+	require.Equal(t, 1, strings.Count(out.String(), "0 passed, 0 failed, 0 not configurable, 0 skipped, 1 not reported"))
+}
+
+// running reports whether the process pid runs: it exists and is no
+// zombie (a process killed whose parent is gone waits as a zombie until
+// init reaps it, and an init that reaps nothing leaves it: it runs no
+// more).
+func running(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist) // no /proc: trust kill
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+// TestServeDeadlineLeavesNothing: a kit that ignores SIGINT and SIGTERM
+// and forks a child that does too, run with -deadline: when serve
+// returns, neither runs. The time from the deadline to serve's return is
+// logged.
+func TestServeDeadlineLeavesNothing(t *testing.T) {
+	script, err := filepath.Abs("../../serve/testdata/stubborn.sh")
+	require.NoError(t, err)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	const deadline = 2 * time.Second
+	start := time.Now()
+	code, _, errOut := runCLI(t, "serve", "-deadline", deadline.String(), "--", script, pidFile)
+	took := time.Since(start)
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err, "the script did not start its child within the deadline")
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	t.Logf("serve returned %v after the deadline", (took - deadline).Round(time.Millisecond))
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errOut, "was stopped")
+	require.False(t, running(pid), "the kit's child %d still runs", pid)
+}
