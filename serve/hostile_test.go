@@ -3,11 +3,14 @@ package serve
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,9 +25,10 @@ import (
 	"github.com/connaudit/connaudit/internal/testkit"
 )
 
-// The hostile-serve suite: what a kit, a reader of serve's outputs or the
-// kit's own command can do to serve, and what serve must still do —
-// report every session, leave nothing running.
+// The hostile-serve suite: what a kit, another process on the machine, a
+// web page or the kit's own command can do to serve, and what serve must
+// still do — report every session, leave nothing running, answer only its
+// kits, refuse numbers out of range.
 
 // selfKit makes the test binary the kit of Run: n sessions, the first
 // failed (TestMain runs servekit.Main when its environment is set).
@@ -305,5 +309,217 @@ func TestRunStopsTheProcessGroup(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// ctl sends a control request with the given headers and returns the
+// status and the body.
+func ctl(t *testing.T, method, url string, hdr map[string]string, body string) (int, string) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	c := &http.Client{Timeout: testkit.WaitBound, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestControlAPIAccess: the control API answers only who has
+// CONNAUDIT_URL's key, at a Host that names the server, from no web page,
+// with JSON; every URL it hands out carries the key; session ids are
+// unguessable; another process cannot lock the kits out.
+func TestControlAPIAccess(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	base := srv.URL()
+	key := srv.key
+	hostPort := strings.TrimPrefix(base[:strings.Index(base, "/k/")], "http://")
+	_, port, _ := strings.Cut(hostPort, ":")
+	root := "http://" + hostPort
+	open := `{"protocol":"connaudit.serve/v1","kit":"t","client":{"name":"x"},"run":"^(ok|cancel-in-handler|idle-close)$"}`
+	jsonCT := map[string]string{"Content-Type": "application/json"}
+	with := func(m map[string]string, k, v string) map[string]string {
+		out := map[string]string{k: v}
+		for a, b := range m {
+			if a != k {
+				out[a] = b
+			}
+		}
+		return out
+	}
+	otherKey := strings.Repeat("0", len(key))
+	cases := []struct {
+		name, url string
+		hdr       map[string]string
+		code      int
+		says      string
+	}{
+		{"no key", root + "/v1/sessions", jsonCT, 404, "CONNAUDIT_URL's, key included"},
+		{"another key", root + "/k/" + otherKey + "/v1/sessions", jsonCT, 404, "not found"},
+		{"a key cut short", root + "/k/" + key[:len(key)-1] + "/v1/sessions", jsonCT, 404, "not found"},
+		{"the key longer", root + "/k/" + key + "0/v1/sessions", jsonCT, 404, "not found"},
+		{"the key alone", root + "/k/" + key, jsonCT, 404, "no such endpoint"},
+		{"a rebound name", base + "/v1/sessions", with(jsonCT, "Host", "attacker.example:"+port), 421, "Host"},
+		{"another port", base + "/v1/sessions", with(jsonCT, "Host", "127.0.0.1:1"), 421, "Host"},
+		{"a web page", base + "/v1/sessions", with(jsonCT, "Origin", "http://attacker.example"), 403, "Origin"},
+		{"a sandboxed page", base + "/v1/sessions", with(jsonCT, "Origin", "null"), 403, "Origin"},
+		{"text/plain", base + "/v1/sessions", map[string]string{"Content-Type": "text/plain"}, 415, "application/json"},
+		{"a form", base + "/v1/sessions", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, "application/json"},
+		{"no type", base + "/v1/sessions", nil, 415, "application/json"},
+		{"JSON in Latin-1", base + "/v1/sessions", map[string]string{"Content-Type": "application/json; charset=latin1"}, 415, "application/json"},
+		{"JSON", base + "/v1/sessions", jsonCT, 201, `"session"`},
+		{"JSON in UTF-8", base + "/v1/sessions", map[string]string{"Content-Type": "application/json;charset=UTF-8"}, 201, `"session"`},
+		{"localhost", base + "/v1/sessions", with(jsonCT, "Host", "localhost:"+port), 201, `"session"`},
+		{"its own page", base + "/v1/sessions", with(jsonCT, "Origin", "http://127.0.0.1:"+port), 201, `"session"`},
+	}
+	for _, c := range cases {
+		code, body := ctl(t, "POST", c.url, c.hdr, open)
+		if code != c.code || !strings.Contains(body, c.says) || !strings.Contains(body, Protocol) {
+			t.Errorf("%s: %d %s; want %d saying %q", c.name, code, body, c.code, c.says)
+		}
+		if code != 201 && (strings.Contains(body, key) || strings.Contains(body, otherKey)) {
+			t.Errorf("%s: the answer shows a key: %s", c.name, body)
+		}
+	}
+	// Another process, without the key, opens no session: the kit is
+	// never locked out.
+	for range MaxSessions + 1 {
+		if code, _ := ctl(t, "POST", root+"/v1/sessions", jsonCT, open); code != 404 {
+			t.Fatalf("a session opened without the key: %d", code)
+		}
+	}
+	var o Opened
+	if code := ctlDo(t, "POST", base+"/v1/sessions", json.RawMessage(open), &o); code != 201 {
+		t.Fatalf("the kit is locked out: %d", code)
+	}
+	for name, u := range map[string]string{"scenarios_url": o.ScenariosURL, "report_url": o.ReportURL, "done_url": o.DoneURL} {
+		if !strings.HasPrefix(u, base+"/v1/sessions/") {
+			t.Errorf("%s %s does not carry the key", name, u)
+		}
+	}
+	id, ok := strings.CutPrefix(o.Session, "s")
+	_, suffix, _ := strings.Cut(id, "-")
+	if b, err := hex.DecodeString(suffix); !ok || err != nil || len(b) < 16 {
+		t.Errorf("session id %s: fewer than 128 random bits", o.Session)
+	}
+	var list Scenarios
+	ctlDo(t, "GET", o.ScenariosURL, nil, &list)
+	for _, sc := range list.Scenarios {
+		for name, u := range map[string]string{"entered_url": sc.EnteredURL, "close_url": sc.CloseURL} {
+			if u != "" && !strings.HasPrefix(u, base+"/v1/sessions/"+o.Session+"/") {
+				t.Errorf("%s: %s %s does not carry the key", sc.Name, name, u)
+			}
+		}
+		if strings.Contains(sc.URL+sc.OKURL+sc.HoldURL, key) {
+			t.Errorf("%s: a fault listener's URL carries the key (the client under test gets it)", sc.Name)
+		}
+	}
+	if list.Scenarios[1].EnteredURL == "" || list.Scenarios[2].CloseURL == "" {
+		t.Fatalf("scenarios %+v", list.Scenarios)
+	}
+	// A fault listener's path for a session id guessed wrong is no
+	// session's: the scenario's count is its client's alone.
+	sc := list.Scenarios[0]
+	guessed := strings.Replace(sc.URL, o.Session, "s1-"+strings.Repeat("0", 32), 1)
+	if code, _ := ctl(t, "GET", guessed, nil, ""); code != 404 {
+		t.Errorf("a guessed session's fault URL: %d", code)
+	}
+	for _, u := range []string{sc.URL, sc.OKURL} {
+		if code, _ := ctl(t, "GET", u, nil, ""); code != 200 {
+			t.Fatalf("GET %s: %d", u, code)
+		}
+	}
+	var res Result
+	if code := ctlDo(t, "POST", o.ReportURL, KitReport{Scenario: "ok", Outcome: &Outcome{Status: 200}, OK: &Outcome{Status: 200}}, &res); code != 200 {
+		t.Fatalf("report: %d", code)
+	}
+	if res.Server.Requests != 1 {
+		t.Errorf("ok: %d requests, want 1 (the guessed session's counted)", res.Server.Requests)
+	}
+}
+
+// TestKeyInNoOutput: a kit that quotes CONNAUDIT_URL, key and all, in
+// every text it sends (the client's name, version and configuration, a
+// report's configuration, an error's message, not_configurable, skipped,
+// done's error): no output of Run — text, JSON, JUnit, the outcome —
+// shows the key. The kit's own answers may: it has the key.
+func TestKeyInNoOutput(t *testing.T) {
+	var text, js lockedBuffer
+	junitPath := filepath.Join(t.TempDir(), "serve.xml")
+	ctx, cancel := context.WithCancel(testkit.Bounded(t))
+	defer cancel()
+	urls := make(chan string, 1)
+	type result struct {
+		out *RunOutcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := Run(ctx, RunConfig{Text: &text, JSON: &js, JUnitFile: junitPath, Listening: func(url, _ string) { urls <- url }})
+		done <- result{out, err}
+	}()
+	var url string
+	select {
+	case url = <-urls:
+	case r := <-done:
+		t.Fatal(r.err)
+	}
+	key := url[strings.LastIndex(url, "/k/")+3:]
+	leak := "control " + url + "/v1/sessions failed"
+	for _, rep := range []func(sc string) KitReport{
+		func(sc string) KitReport {
+			return KitReport{Scenario: sc, Config: leak, Outcome: &Outcome{Error: &ErrorOutcome{Kind: KindOther, Message: leak}}}
+		},
+		func(sc string) KitReport { return KitReport{Scenario: sc, NotConfigurable: leak} },
+		func(sc string) KitReport { return KitReport{Scenario: sc, Skipped: leak} },
+	} {
+		var o Opened
+		if code := ctlDo(t, "POST", url+"/v1/sessions", OpenRequest{Protocol: Protocol, Kit: leak,
+			Client: Client{Name: "x " + key, Version: key, Config: leak}, Run: "^ok$"}, &o); code != 201 {
+			t.Fatalf("open: %d", code)
+		}
+		ctlDo(t, "POST", o.ReportURL, rep("ok"), &Result{})
+		ctlDo(t, "POST", o.DoneURL, Done{Error: leak}, &SessionReport{})
+	}
+	cancel()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	jb, err := os.ReadFile(junitPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcome, _ := json.Marshal(r.out)
+	for name, out := range map[string]string{"text": text.String(), "JSON": js.String(), "JUnit": string(jb), "outcome": string(outcome)} {
+		if strings.Contains(out, key) {
+			t.Errorf("the %s shows the key:\n%s", name, out)
+		}
+		if !strings.Contains(out, "x ") {
+			t.Errorf("the %s shows no session:\n%s", name, out)
+		}
+	}
+	if r.out.Sessions != 3 {
+		t.Errorf("%d sessions", r.out.Sessions)
 	}
 }

@@ -44,6 +44,9 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// key is the secret the control API's paths begin with
+	// (/k/{key}/v1/…): only who was given CONNAUDIT_URL has it.
+	key  string
 	ends endings
 
 	mu       sync.Mutex
@@ -77,7 +80,7 @@ func New(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, specs: specs, sessions: map[string]*session{}, conns: map[connRef]*connRec{}}
+	s := &Server{cfg: cfg, specs: specs, key: newKey(), sessions: map[string]*session{}, conns: map[connRef]*connRec{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cert, s.caPEM, err = newCA()
 	if err != nil {
@@ -105,7 +108,7 @@ func New(opts ...Option) (*Server, error) {
 		s.closeFaults()
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	s.http = &http.Server{Handler: s.access(s.routes()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, ErrorLog: log.New(io.Discard, "", 0)}
 	s.wg.Add(2)
 	go func() {
@@ -119,8 +122,11 @@ func New(opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-// URL returns the control API's base URL, CONNAUDIT_URL: "http://host:port".
-func (s *Server) URL() string { return "http://" + s.ctl.Addr().String() }
+// URL returns the control API's base URL, CONNAUDIT_URL:
+// "http://host:port/k/{key}", whose path holds the server's secret key
+// (docs/serve.md, "Who may use the control API"). Give it only to the
+// kits that are to use the server.
+func (s *Server) URL() string { return "http://" + s.ctl.Addr().String() + "/k/" + s.key }
 
 // CA returns the PEM of the CA certificate that signs every HTTPS fault
 // listener: CONNAUDIT_CA's content.

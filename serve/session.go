@@ -130,9 +130,10 @@ func holdFor(sp *spec) time.Duration {
 	return time.Duration(sp.policy.PoolAcquireTimeoutMS*float64(time.Millisecond)) + time.Second
 }
 
-// sessionID returns a new session's id: its number and a random suffix.
+// sessionID returns a new session's id: its number and 128 random bits,
+// which no one guesses (the fault listeners' paths carry it).
 func sessionID(n int) string {
-	var b [3]byte
+	var b [16]byte
 	rand.Read(b[:])
 	return fmt.Sprintf("s%d-%s", n, hex.EncodeToString(b[:]))
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,4 +215,62 @@ func TestServeDeadlineLeavesNothing(t *testing.T) {
 	require.Equal(t, exitFail, code)
 	require.Contains(t, errOut, "was stopped")
 	require.False(t, running(pid), "the kit's child %d still runs", pid)
+}
+
+// keyInURL matches CONNAUDIT_URL's key in a text.
+var keyInURL = regexp.MustCompile(`/k/[0-9a-f]{32}`)
+
+// TestServeKeyOnlyInTheAddressLine: plain serve says CONNAUDIT_URL, key
+// included, once on stderr, for the user who runs a kit by hand; a kit
+// that quotes it in every text it sends gets it into no other output:
+// the text or JSON verdicts, the JUnit file, stderr's other lines. Under
+// serve -- CMD the key is in no output of serve's at all.
+func TestServeKeyOnlyInTheAddressLine(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(t.Context())
+		errOut := &lineSignal{want: "CONNAUDIT_URL=", got: make(chan string, 1)}
+		out := &lineSignal{want: "\x00", got: make(chan string, 1)}
+		junit := filepath.Join(t.TempDir(), "serve.xml")
+		args := []string{"serve", "-run", "^ok$", "-junit", junit}
+		if asJSON {
+			args = append(args, "-json")
+		}
+		code := make(chan int, 1)
+		go func() { code <- run(ctx, args, out, errOut) }()
+		var line string
+		select {
+		case line = <-errOut.got:
+		case <-time.After(testkit.WaitBound):
+			t.Fatal("no address said")
+		}
+		url := strings.Fields(strings.SplitN(line, "CONNAUDIT_URL=", 2)[1])[0]
+		key := keyInURL.FindString(url)
+		require.NotEmpty(t, key, "CONNAUDIT_URL %s has no key", url)
+		kit := servekit.New(url)
+		o, err := kit.Open(ctx, "x "+url, "^ok$")
+		require.NoError(t, err)
+		_, err = kit.Post(ctx, o.ReportURL, map[string]any{"scenario": "ok", "config": url,
+			"outcome": map[string]any{"error": map[string]string{"kind": "other", "message": "GET " + url + " failed"}}}, nil)
+		require.NoError(t, err)
+		_, err = kit.Post(ctx, o.DoneURL, map[string]any{"error": "gave up on " + url}, nil)
+		require.NoError(t, err)
+		cancel()
+		select {
+		case c := <-code:
+			require.Equal(t, exitFail, c)
+		case <-time.After(testkit.WaitBound):
+			t.Fatal("serve did not stop when interrupted")
+		}
+		b, err := os.ReadFile(junit)
+		require.NoError(t, err)
+		require.Equal(t, 1, strings.Count(errOut.String(), key), "stderr: %s", errOut.String())
+		require.Contains(t, line, key, "the key is in the address line")
+		for name, text := range map[string]string{"stdout": out.String(), "JUnit": string(b)} {
+			require.NotContains(t, text, key, "%s", name)
+			require.Contains(t, text, "REDACTED", "%s: the kit's texts, the key masked", name)
+		}
+	}
+	code, out, errOut := runCLI(t, append([]string{"serve", "-json", "--"}, selfKit(t, 3)...)...)
+	require.Equal(t, exitFail, code, errOut)
+	require.False(t, keyInURL.MatchString(out+errOut), "a key in serve -- CMD's output:\n%s\n%s", out, errOut)
 }
