@@ -30,10 +30,42 @@ func OnSessionEnd(f func(*SessionReport)) Option {
 	})
 }
 
-// endings delivers ended sessions' reports.
+// maxEndedIDs is how many ended sessions' ids a server remembers, so that
+// a kit's late call on one is told the session is done (409), not that it
+// never was (404).
+const maxEndedIDs = 1024
+
+// endings delivers ended sessions' reports and remembers their ids.
 type endings struct {
 	deliver sync.Mutex     // held while the callbacks run: one report at a time
 	pending sync.WaitGroup // sessions ending, whose report is not yet delivered
+
+	// ids is a ring of the last maxEndedIDs ended sessions' ids, indexed
+	// by set; guarded by the server's mutex.
+	ids  []string
+	next int
+	set  map[string]struct{}
+}
+
+// remember records the id of an ended session, forgetting the oldest past
+// maxEndedIDs; s.mu is held.
+func (e *endings) remember(id string) {
+	if e.set == nil {
+		e.set = make(map[string]struct{}, maxEndedIDs)
+		e.ids = make([]string, maxEndedIDs)
+	}
+	if old := e.ids[e.next]; old != "" {
+		delete(e.set, old)
+	}
+	e.ids[e.next] = id
+	e.set[id] = struct{}{}
+	e.next = (e.next + 1) % maxEndedIDs
+}
+
+// ended reports whether id is a session that ended lately; s.mu is held.
+func (e *endings) ended(id string) bool {
+	_, ok := e.set[id]
+	return ok
 }
 
 // begin notes a session that started ending; s.mu is held.

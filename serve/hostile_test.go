@@ -523,3 +523,107 @@ func TestKeyInNoOutput(t *testing.T) {
 		t.Errorf("%d sessions", r.out.Sessions)
 	}
 }
+
+// TestNumbersOutOfRange: every number a kit sends is range-checked with a
+// 400 that says the range: no 309-digit time is printed, no timeout
+// overflows a time.Duration into an immediate 408, and a timeout in range
+// is waited for.
+func TestNumbersOutOfRange(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var o Opened
+	ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Client: Client{Name: "x"}, Run: "^(ok|cancel-in-handler)$"}, &o)
+	var list Scenarios
+	ctlDo(t, "GET", o.ScenariosURL, nil, &list)
+	json := map[string]string{"Content-Type": "application/json"}
+	for _, c := range []struct{ body, says string }{
+		{`{"scenario":"ok","outcome":{"status":200},"elapsed_ms":1e308}`, "elapsed_ms 1e+308 is not a time in 0..3600000 ms"},
+		{`{"scenario":"ok","outcome":{"status":200},"elapsed_ms":3600001}`, "elapsed_ms 3.6e+06 is not a time"},
+		{`{"scenario":"ok","outcome":{"status":200,"elapsed_ms":1e300}}`, "outcome.elapsed_ms 1e+300 is not a time"},
+		{`{"scenario":"ok","outcome":{"status":200},"ok":{"status":200,"elapsed_ms":-0.5}}`, "ok.elapsed_ms -0.5 is not a time"},
+		{`{"scenario":"ok","outcome":{"status":200},"attempts":1001}`, "attempts 1001 is not in 0..1000"},
+		{`{"scenario":"ok","outcome":{"status":200},"attempts":1e20}`, "malformed JSON"},
+		{`{"scenario":"ok","outcome":{"status":1e10}}`, "malformed JSON"},
+	} {
+		code, body := ctl(t, "POST", o.ReportURL, json, c.body)
+		if code != 400 || !strings.Contains(body, c.says) {
+			t.Errorf("report %s: %d %s; want 400 saying %q", c.body, code, body, c.says)
+		}
+	}
+	entered := list.Scenarios[1].EnteredURL
+	for _, v := range []string{"Inf", "1e308", "NaN", "0", "-1", "10001", "x"} {
+		code, body := ctl(t, "GET", entered+"&timeout_ms="+v, nil, "")
+		if code != 400 || !strings.Contains(body, "is not a number of ms in (0, 10000]") {
+			t.Errorf("timeout_ms=%s: %d %s", v, code, body)
+		}
+	}
+	// In range, the wait is the one asked for: the long poll answers when
+	// the handler is entered.
+	answer := make(chan int, 1)
+	go func() {
+		code, _ := ctl(t, "GET", entered+"&timeout_ms=10000", nil, "")
+		answer <- code
+	}()
+	reqCtx, cancel := context.WithCancel(testkit.Bounded(t))
+	req, err := http.NewRequestWithContext(reqCtx, "GET", list.Scenarios[1].URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	called := make(chan struct{})
+	go func() {
+		defer close(called)
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	if code := <-answer; code != 200 {
+		t.Errorf("timeout_ms=10000 with the handler entered: %d", code)
+	}
+	cancel() // as a kit does in cancel-when-entered
+	<-called
+	ctlDo(t, "POST", o.DoneURL, Done{}, &SessionReport{})
+}
+
+// TestEndedSessionsRemembered: a late call on a session that ended is
+// told it is done (409), for the last maxEndedIDs sessions; the memory of
+// them is bounded: older ones are forgotten (404).
+func TestEndedSessionsRemembered(t *testing.T) {
+	var e endings
+	for i := range maxEndedIDs + 10 {
+		e.remember(fmt.Sprint(i))
+	}
+	if len(e.set) != maxEndedIDs || len(e.ids) != maxEndedIDs {
+		t.Fatalf("%d ids remembered, want %d", len(e.set), maxEndedIDs)
+	}
+	for i, want := range map[int]bool{0: false, 9: false, 10: true, maxEndedIDs + 9: true} {
+		if e.ended(fmt.Sprint(i)) != want {
+			t.Errorf("session %d remembered: %v, want %v", i, !want, want)
+		}
+	}
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	kit := servekit.New(srv.URL())
+	o, err := kit.Open(testkit.Bounded(t), "x", "^ok$")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kit.Done(testkit.Bounded(t), o); err != nil {
+		t.Fatal(err)
+	}
+	for u, body := range map[string]string{o.ReportURL: `{"scenario":"ok","outcome":{"status":200}}`, o.DoneURL: `{}`} {
+		code, answer := ctl(t, "POST", u, map[string]string{"Content-Type": "application/json"}, body)
+		if code != 409 || !strings.Contains(answer, o.Session+" is done") {
+			t.Errorf("POST %s after done: %d %s", u[strings.LastIndex(u, "/"):], code, answer)
+		}
+	}
+	if code, _ := ctl(t, "GET", o.ScenariosURL, nil, ""); code != 409 {
+		t.Errorf("scenarios after done: %d", code)
+	}
+}

@@ -296,6 +296,9 @@ func (s *Server) lookup(id string) (*session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	se := s.sessions[id]
+	if se == nil && s.ends.ended(id) {
+		return nil, sessionDone(id)
+	}
 	if se == nil {
 		return nil, &apiErr{code: 404, msg: fmt.Sprintf("no open session %q", printable(id))}
 	}
