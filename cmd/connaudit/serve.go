@@ -63,7 +63,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fs.usageError("%v", err)
 		}
 	}
-	cfg := serve.RunConfig{Deadline: *deadline, CAFile: *caPath, JUnitFile: *junit, CommandOutput: stderr}
+	// CMD's output is its own, not our lines: it goes to stderr as is, the
+	// file itself when stderr is one, so that nothing copies it (and no
+	// process CMD leaves holding it is waited for).
+	kitOut := stderr
+	if p, ok := stderr.(printableWriter); ok {
+		kitOut = p.w
+	}
+	cfg := serve.RunConfig{Deadline: *deadline, CAFile: *caPath, JUnitFile: *junit, CommandOutput: kitOut}
 	if dashed {
 		cfg.Command = cmdArgs
 	} else {

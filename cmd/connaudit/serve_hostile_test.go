@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -273,4 +274,40 @@ func TestServeKeyOnlyInTheAddressLine(t *testing.T) {
 	code, out, errOut := runCLI(t, append([]string{"serve", "-json", "--"}, selfKit(t, 3)...)...)
 	require.Equal(t, exitFail, code, errOut)
 	require.False(t, keyInURL.MatchString(out+errOut), "a key in serve -- CMD's output:\n%s\n%s", out, errOut)
+}
+
+// TestServeKitOutputAsIs: the kit's output is its own, not serve's
+// lines: it reaches stderr unescaped, the file itself when stderr is one,
+// so that nothing copies it and a process the kit leaves holding it is
+// not waited for (it is stopped once the kit exits). The time serve took
+// is logged.
+func TestServeKitOutputAsIs(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	got := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r) // to EOF: every writer of the pipe closed it
+		got <- string(b)
+	}()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	start := time.Now()
+	code := run(t.Context(), []string{"serve", "--", "sh", "-c",
+		`printf 'one\033[1m\ttwo\nthree\n' >&2; sleep 1000 & echo $! >"$1"`, "sh", pidFile}, io.Discard, w)
+	took := time.Since(start)
+	w.Close()
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	t.Logf("serve returned %v after it started", took.Round(time.Millisecond))
+	require.Equal(t, exitFail, code, "nothing judged")
+	require.False(t, running(pid), "the kit's child %d still runs", pid)
+	select {
+	case out := <-got:
+		require.True(t, strings.HasPrefix(out, "one\x1b[1m\ttwo\nthree\n"), "%q", out)
+	case <-time.After(testkit.WaitBound):
+		t.Fatal("stderr is still held open")
+	}
 }
