@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -625,5 +626,72 @@ func TestEndedSessionsRemembered(t *testing.T) {
 	}
 	if code, _ := ctl(t, "GET", o.ScenariosURL, nil, ""); code != 409 {
 		t.Errorf("scenarios after done: %d", code)
+	}
+}
+
+// stubListener is a net.Listener that only says its address.
+type stubListener struct{ net.Listener }
+
+func (stubListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4zero, Port: 4242} }
+
+// TestAllowedHost: the Host header must name the server: a loopback
+// address or localhost with its port, or the host -addr gave; an address
+// on every interface takes any IP address, never a name.
+func TestAllowedHost(t *testing.T) {
+	for addr, cases := range map[string]map[string]bool{
+		"127.0.0.1:0": {"127.0.0.1:4242": true, "localhost:4242": true, "LOCALHOST:4242": true, "[::1]:4242": true,
+			"127.0.0.1:4243": false, "127.0.0.1": false, "attacker.example:4242": false, "192.168.1.5:4242": false, "": false},
+		"box.lan:4242": {"box.lan:4242": true, "localhost:4242": true, "other.lan:4242": false, "192.168.1.5:4242": false},
+		"0.0.0.0:4242": {"192.168.1.5:4242": true, "[fe80::1]:4242": true, "attacker.example:4242": false},
+	} {
+		s := &Server{cfg: config{addr: addr}, ctl: stubListener{}}
+		for host, want := range cases {
+			if got := s.allowedHost(host); got != want {
+				t.Errorf("-addr %s, Host %q: allowed %v, want %v", addr, host, got, want)
+			}
+		}
+	}
+}
+
+// TestJUnitFile: the JUnit file is written beside its target and renamed
+// over it at the end (the target as it was until then, no temporary file
+// left); a file that is not regular is written in place; a directory is
+// refused at once.
+func TestJUnitFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "serve.xml")
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jf, err := createJUnit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jf.add(&SessionReport{Client: Client{Name: "x"}, Results: []Result{{Name: "ok", Pass: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Errorf("the target changed before the end: %q", b)
+	}
+	if err := jf.commit(); err != nil {
+		t.Fatal(err)
+	}
+	jf.discard()
+	b, _ := os.ReadFile(path)
+	st, _ := os.Stat(path)
+	entries, _ := os.ReadDir(dir)
+	if !strings.Contains(string(b), `<testsuite name="connaudit serve: x " tests="1"`) || st.Mode().Perm() != 0o600 || len(entries) != 1 {
+		t.Errorf("after the end: %q, mode %v, %d files", b, st.Mode().Perm(), len(entries))
+	}
+	if _, err := createJUnit(dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("a directory: %v", err)
+	}
+	jf, err = createJUnit(os.DevNull)
+	if err != nil || jf.tmp {
+		t.Fatalf("%s: %v, temporary %v", os.DevNull, err, jf != nil && jf.tmp)
+	}
+	jf.add(&SessionReport{})
+	if err := jf.commit(); err != nil {
+		t.Error(err)
 	}
 }
