@@ -57,9 +57,9 @@ type RunConfig struct {
 // defaultGrace is RunConfig.Grace's default.
 const defaultGrace = 3 * time.Second
 
-// RunOutcome is what a [Run] found. Of a session it keeps counts, and of a
-// failed one its counts, so that its memory does not grow with the
-// sessions' verdicts: those went to the outputs as each session ended.
+// RunOutcome is what a [Run] found: counts, and of each failed session a
+// line's worth for the final status. It does not grow with the sessions'
+// verdicts: those went to the outputs as each session ended.
 type RunOutcome struct {
 	// Sessions counts the sessions that ended; Judged the scenarios
 	// judged in them (passed or failed).
