@@ -31,7 +31,7 @@ var exportedTargets = map[string]int{
 	"pool/pooltest":   3,  // 2
 	"probe":           32, // 30
 	"retry":           11, // 9
-	"serve":           40, // 36: the server, its options, the protocol's types and error kinds, the table
+	"serve":           40, // 40: the server, its options, the protocol's types and error kinds, the table, Run
 	"otelconnaudit":   8,  // 6
 	"promconnaudit":   7,  // 5
 }

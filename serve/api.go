@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -159,12 +158,10 @@ func (s *Server) handleEntered(w http.ResponseWriter, r *http.Request) {
 	}
 	wait := maxEnteredWait
 	if t := q.Get("timeout_ms"); t != "" {
-		v, err := strconv.ParseFloat(t, 64)
-		if err != nil || v <= 0 || math.IsNaN(v) {
-			writeErr(w, badRequest("timeout_ms %q is not a positive number", printable(t)))
+		if wait, err = waitMS(t, maxEnteredWait); err != nil {
+			writeErr(w, err)
 			return
 		}
-		wait = min(wait, time.Duration(v*float64(time.Millisecond)))
 	}
 	path, on := st.faultPath, st.sp.on
 	if q.Get("what") == "hold" {
@@ -315,7 +312,12 @@ func (s *Server) handleDone(w http.ResponseWriter, r *http.Request) {
 	if d.Error != "" {
 		why = "the kit gave up: " + printable(d.Error)
 	}
-	writeJSON(w, http.StatusOK, s.end(se, why))
+	rep := s.end(se, why)
+	if rep == nil {
+		writeErr(w, sessionDone(se.id))
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // validOutcome checks an outcome of a report.
@@ -323,8 +325,8 @@ func validOutcome(name string, o *Outcome) error {
 	if o == nil {
 		return badRequest("%s is missing", name)
 	}
-	if bad := math.IsNaN(o.ElapsedMS) || math.IsInf(o.ElapsedMS, 0) || o.ElapsedMS < 0; bad {
-		return badRequest("%s.elapsed_ms is not a time", name)
+	if err := checkMS(name+".elapsed_ms", o.ElapsedMS); err != nil {
+		return err
 	}
 	switch {
 	case o.Error == nil && (o.Status < 100 || o.Status > 599):
@@ -363,11 +365,11 @@ func (s *Server) report(ctx context.Context, se *session, rep KitReport) (*Resul
 			}
 		}
 	}
-	if math.IsNaN(rep.ElapsedMS) || math.IsInf(rep.ElapsedMS, 0) || rep.ElapsedMS < 0 {
-		return nil, badRequest("elapsed_ms is not a time")
+	if err := checkMS("elapsed_ms", rep.ElapsedMS); err != nil {
+		return nil, err
 	}
-	if rep.Attempts != nil && (*rep.Attempts < 0 || *rep.Attempts > 1000) {
-		return nil, badRequest("attempts %d is not in 0..1000", *rep.Attempts)
+	if rep.Attempts != nil && (*rep.Attempts < 0 || *rep.Attempts > maxAttempts) {
+		return nil, badRequest("attempts %d is not in 0..%d", *rep.Attempts, maxAttempts)
 	}
 	rep.Config, rep.NotConfigurable, rep.Skipped = printable(rep.Config), printable(rep.NotConfigurable), printable(rep.Skipped)
 
@@ -410,21 +412,16 @@ func (s *Server) report(ctx context.Context, se *session, rep KitReport) (*Resul
 
 // end ends a session: it waits (at most a second) for the client's
 // connections to close, judges what was not reported, frees the session's
-// endpoints and listeners, and returns its report. A second call returns
-// the same report.
+// endpoints and listeners, hands its report to OnSessionEnd and returns
+// it. A second call returns nil: the session was ended already.
 func (s *Server) end(se *session, why string) *SessionReport {
 	s.mu.Lock()
 	if se.done {
-		for _, r := range s.ended {
-			if r.Session == se.id {
-				s.mu.Unlock()
-				return r
-			}
-		}
 		s.mu.Unlock()
-		return &SessionReport{Protocol: Protocol, Session: se.id, Kit: se.kit, Client: se.client, Error: "ended"}
+		return nil
 	}
 	se.done = true
+	s.beginEnd()
 	for _, st := range se.states {
 		if st.guard != nil {
 			st.guard.Stop()
@@ -450,22 +447,16 @@ func (s *Server) end(se *session, why string) *SessionReport {
 		}
 	}
 	delete(s.sessions, se.id)
-	s.ended = append(s.ended, rep)
-	if len(s.ended) > MaxSessions {
-		s.ended = s.ended[len(s.ended)-MaxSessions:]
-	}
+	s.ends.remember(se.id)
 	stall, hang := se.stall, se.hang
 	s.mu.Unlock()
-	select {
-	case s.endedCh <- struct{}{}:
-	default:
-	}
 	if stall != nil {
 		stall.Close()
 	}
 	if hang != nil {
 		hang.Close()
 	}
+	s.finishEnd(rep)
 	return rep
 }
 

@@ -22,6 +22,7 @@ func Example() {
 	ctl := func(method, url string, in, out any) {
 		b, _ := json.Marshal(in)
 		req, _ := http.NewRequest(method, url, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			panic(err)

@@ -53,7 +53,7 @@ func FuzzControlAPI(f *testing.F) {
 		}
 		done := httptest.NewRecorder()
 		h.ServeHTTP(done, httptest.NewRequest("POST", "/v1/sessions/"+o.Session+"/done", strings.NewReader(`{}`)))
-		if done.Code != http.StatusOK && done.Code != http.StatusNotFound {
+		if done.Code != http.StatusOK && done.Code != http.StatusConflict {
 			t.Fatalf("done: %d", done.Code)
 		}
 	})

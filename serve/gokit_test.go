@@ -39,6 +39,9 @@ func ctlDo(t *testing.T, method, url string, body any, out any) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -277,7 +280,7 @@ func TestBadInput(t *testing.T) {
 		{`{"scenario":"ok","outcome":{}}`, 400, "neither a status"},
 		{`{"scenario":"ok","outcome":{"status":200,"error":{"kind":"timeout"}}}`, 400, "both a status and an error"},
 		{`{"scenario":"ok","outcome":{"error":{"kind":"slow"}}}`, 400, `kind \"slow\" is not one of`},
-		{`{"scenario":"ok","outcome":{"status":200},"elapsed_ms":-1}`, 400, "elapsed_ms is not a time"},
+		{`{"scenario":"ok","outcome":{"status":200},"elapsed_ms":-1}`, 400, "elapsed_ms -1 is not a time in 0..3600000 ms"},
 		{`{"scenario":"ok","outcome":{"status":200},"attempts":-2}`, 400, "attempts -2"},
 		{`{"scenario":"nope","outcome":{"status":200}}`, 404, `no scenario \"nope\"`},
 		{`{"scenario":"ok","outcome":{"status":200},"ok":{"status":200}}`, 200, `"name": "ok"`},
@@ -311,8 +314,12 @@ func TestBadInput(t *testing.T) {
 	if code, body := post(strings.TrimPrefix(opened.DoneURL, srv.URL()), `{}`); code != 200 || !strings.Contains(body, `"passed": 0`) {
 		t.Errorf("done: %d %s", code, body)
 	}
-	if code, _ := post(reports, `{"scenario":"ok","outcome":{"status":200}}`); code != 404 {
-		t.Errorf("report after done: %d", code)
+	// After done, the session is done, not unknown: 409.
+	if code, body := post(reports, `{"scenario":"ok","outcome":{"status":200}}`); code != 409 || !strings.Contains(body, "is done") {
+		t.Errorf("report after done: %d %s", code, body)
+	}
+	if code, body := post(strings.TrimPrefix(opened.DoneURL, srv.URL()), `{}`); code != 409 || !strings.Contains(body, "is done") {
+		t.Errorf("done after done: %d %s", code, body)
 	}
 }
 

@@ -150,7 +150,8 @@ func TestTable(t *testing.T) {
 		t.Skip("runs every kit's example client")
 	}
 	r := root(t)
-	srv, err := New()
+	col := &collector{}
+	srv, err := New(OnSessionEnd(col.add))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestTable(t *testing.T) {
 		runExample(t.Context(), t, srv, argv)
 	}
 	srv.Close()
-	reports, _ := srv.Ended()
+	reports := col.all()
 	var sessions []*SessionReport
 	for _, ex := range examples {
 		for _, name := range ex.names() {
@@ -238,7 +239,8 @@ func TestBrokenConfigurationFailsItsContract(t *testing.T) {
 				}
 			}
 			for _, broken := range []bool{false, true} {
-				srv, err := New()
+				col := &collector{}
+				srv, err := New(OnSessionEnd(col.add))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -248,7 +250,7 @@ func TestBrokenConfigurationFailsItsContract(t *testing.T) {
 				}
 				runExample(t.Context(), t, srv, argv, env...)
 				srv.Close()
-				reports, _ := srv.Ended()
+				reports := col.all()
 				res := sessionOf(t, reports, c.ex).Results
 				if len(res) != 1 || res[0].Contract != "A5" {
 					t.Fatalf("results %+v", res)
@@ -296,7 +298,8 @@ func TestFourAtOnce(t *testing.T) {
 	// Scenarios whose counts do not wait on a timer of the client's.
 	env := "CONNAUDIT_SKIP=^(trickle-body|pool-acquire-timeout)$"
 	one := func(n int) ([]*SessionReport, time.Duration) {
-		srv, err := New()
+		col := &collector{}
+		srv, err := New(OnSessionEnd(col.add))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,7 +311,7 @@ func TestFourAtOnce(t *testing.T) {
 		wg.Wait()
 		took := time.Since(start)
 		srv.Close()
-		reports, _ := srv.Ended()
+		reports := col.all()
 		if len(reports) != n {
 			t.Fatalf("%d sessions ended, want %d", len(reports), n)
 		}
@@ -363,14 +366,15 @@ func TestJavaMutations(t *testing.T) {
 		t.Skip("runs the Java kit")
 	}
 	argv := javaKit(t, root(t), "-Dconnaudit.mutations=;RETRY_500;TOTAL_BEFORE_RETRY;KEEP_HIDDEN_RETRY")
-	srv, err := New(Select(regexp.MustCompile(`^(retry/500|retry/total-budget|reset-before-send|close-before-send|retry/hidden-retry|retry/hidden-retry-reset)$`), nil))
+	col := &collector{}
+	srv, err := New(OnSessionEnd(col.add), Select(regexp.MustCompile(`^(retry/500|retry/total-budget|reset-before-send|close-before-send|retry/hidden-retry|retry/hidden-retry-reset)$`), nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
 	out := runExample(t.Context(), t, srv, argv)
 	srv.Close()
-	reports, _ := srv.Ended()
+	reports := col.all()
 	if len(reports) != 6 {
 		t.Fatalf("%d sessions, want 6 (the source's and RETRY_500's for both clients, two more for WebClient):\n%s", len(reports), out)
 	}
@@ -441,4 +445,23 @@ func orNone(o *Outcome) *Outcome {
 		return &Outcome{Error: &ErrorOutcome{Kind: "none"}}
 	}
 	return o
+}
+
+// collector keeps the reports of a server's ended sessions (OnSessionEnd).
+type collector struct {
+	mu      sync.Mutex
+	reports []*SessionReport
+}
+
+func (c *collector) add(r *SessionReport) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reports = append(c.reports, r)
+}
+
+// all returns the reports of the sessions that ended so far.
+func (c *collector) all() []*SessionReport {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*SessionReport(nil), c.reports...)
 }

@@ -12,6 +12,8 @@ type config struct {
 	anyAddr       bool
 	run, skip     *regexp.Regexp
 	sourceNumbers bool
+	onEnd         []func(*SessionReport)
+	err           error // a bad option's
 }
 
 type optionFunc func(*config)

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -182,72 +181,71 @@ func wrap(s, prefix, indent string, width int) []string {
 // WriteJSON writes the reports as one JSON object:
 // {"protocol": …, "sessions": [ … ]}.
 func WriteJSON(w io.Writer, reports []*SessionReport) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if reports == nil {
-		reports = []*SessionReport{}
+	js := newJSONStream(w)
+	for _, r := range reports {
+		js.add(r)
 	}
-	return enc.Encode(struct {
-		Protocol string           `json:"protocol"`
-		Sessions []*SessionReport `json:"sessions"`
-	}{Protocol, reports})
+	return js.close()
 }
 
 // WriteJUnit writes the reports as JUnit XML: a test suite per session
 // (named for the client), a test case per scenario.
 func WriteJUnit(w io.Writer, reports []*SessionReport) error {
-	var out junit.Suites
+	st := junit.NewStream(w)
 	for _, r := range reports {
-		s := junit.Suite{Name: "connaudit serve: " + r.Client.Name + " " + r.Client.Version, Time: fmt.Sprintf("%.3f", r.ElapsedMS/1000)}
-		for _, res := range r.Results {
-			c := junit.Case{Name: res.Name, Classname: "connaudit.serve." + r.Client.Name, Time: fmt.Sprintf("%.3f", res.ElapsedMS/1000)}
-			switch {
-			case res.NotConfigurable != "":
-				c.Skipped = &junit.Skipped{Message: "not configurable: " + res.NotConfigurable}
-				s.Skipped++
-			case res.Skipped != "":
-				c.Skipped = &junit.Skipped{Message: res.Skipped}
-				s.Skipped++
-			case !res.Pass:
-				text := strings.Join(res.Mismatches, "\n")
-				if res.Fix != "" {
-					text += "\nfix: " + res.Fix
-				}
-				c.Failure = &junit.Failure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
-				s.Failures++
-			}
-			for _, f := range res.Findings {
-				c.SystemOut += "finding (" + f.Class + "): " + f.Text + "\n"
-			}
-			s.Cases = append(s.Cases, c)
-			s.Tests++
-		}
-		// The client as a whole: its failing findings and the session's
-		// error fail a case of their own, so that the XML fails when the
-		// session does.
-		var whole []string
-		for _, f := range r.Findings {
-			if f.Fails {
-				text := "finding (" + f.Class + "): " + f.Text
-				if f.Fix != "" {
-					text += "; fix: " + f.Fix
-				}
-				whole = append(whole, text)
-			}
-		}
-		if r.Error != "" {
-			whole = append(whole, r.Error)
-		}
-		if r.NotReported > 0 || len(whole) > 0 {
-			c := junit.Case{Name: "(the client as a whole)", Classname: "connaudit.serve." + r.Client.Name, Time: "0.000"}
-			if len(whole) > 0 {
-				c.Failure = &junit.Failure{Message: firstLine(whole[0]), Text: strings.Join(whole, "\n")}
-				s.Failures++
-			}
-			s.Cases = append(s.Cases, c)
-			s.Tests++
-		}
-		out.Suites = append(out.Suites, s)
+		st.Add(junitSuite(r))
 	}
-	return junit.Write(w, out)
+	return st.Close()
+}
+
+// junitSuite is a session's JUnit test suite.
+func junitSuite(r *SessionReport) junit.Suite {
+	s := junit.Suite{Name: "connaudit serve: " + r.Client.Name + " " + r.Client.Version, Time: fmt.Sprintf("%.3f", r.ElapsedMS/1000)}
+	for _, res := range r.Results {
+		c := junit.Case{Name: res.Name, Classname: "connaudit.serve." + r.Client.Name, Time: fmt.Sprintf("%.3f", res.ElapsedMS/1000)}
+		switch {
+		case res.NotConfigurable != "":
+			c.Skipped = &junit.Skipped{Message: "not configurable: " + res.NotConfigurable}
+			s.Skipped++
+		case res.Skipped != "":
+			c.Skipped = &junit.Skipped{Message: res.Skipped}
+			s.Skipped++
+		case !res.Pass:
+			text := strings.Join(res.Mismatches, "\n")
+			if res.Fix != "" {
+				text += "\nfix: " + res.Fix
+			}
+			c.Failure = &junit.Failure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
+			s.Failures++
+		}
+		for _, f := range res.Findings {
+			c.SystemOut += "finding (" + f.Class + "): " + f.Text + "\n"
+		}
+		s.Cases = append(s.Cases, c)
+		s.Tests++
+	}
+	// The client as a whole: its failing findings and the session's error
+	// fail a case of their own, so that the XML fails when the session
+	// does.
+	var whole []string
+	for _, f := range r.Findings {
+		if f.Fails {
+			text := "finding (" + f.Class + "): " + f.Text
+			if f.Fix != "" {
+				text += "; fix: " + f.Fix
+			}
+			whole = append(whole, text)
+		}
+	}
+	if r.Error != "" {
+		whole = append(whole, r.Error)
+	}
+	if len(whole) > 0 {
+		c := junit.Case{Name: "(the client as a whole)", Classname: "connaudit.serve." + r.Client.Name, Time: "0.000",
+			Failure: &junit.Failure{Message: firstLine(whole[0]), Text: strings.Join(whole, "\n")}}
+		s.Cases = append(s.Cases, c)
+		s.Tests++
+		s.Failures++
+	}
+	return s
 }

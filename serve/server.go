@@ -44,12 +44,15 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// key is the secret the control API's paths begin with
+	// (/k/{key}/v1/…): only who was given CONNAUDIT_URL has it.
+	key  string
+	ends endings
+
 	mu       sync.Mutex
 	sessions map[string]*session
 	conns    map[connRef]*connRec // connections of the fault listeners, by listener and id
 	next     int
-	ended    []*SessionReport // reports of ended sessions not yet taken
-	endedCh  chan struct{}    // signalled when a session ends
 	closed   bool
 }
 
@@ -70,8 +73,11 @@ func New(opts ...Option) (*Server, error) {
 		}
 		o.apply(&cfg)
 	}
-	s := &Server{cfg: cfg, specs: catalogue(cfg.sourceNumbers), sessions: map[string]*session{}, conns: map[connRef]*connRec{},
-		endedCh: make(chan struct{}, 1)}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	s := &Server{cfg: cfg, specs: catalogue(cfg.sourceNumbers), key: newKey(), sessions: map[string]*session{},
+		conns: map[connRef]*connRec{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.cert, s.caPEM, err = newCA()
@@ -100,7 +106,7 @@ func New(opts ...Option) (*Server, error) {
 		s.closeFaults()
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	s.http = &http.Server{Handler: s.access(s.routes()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, ErrorLog: log.New(io.Discard, "", 0)}
 	s.wg.Add(2)
 	go func() {
@@ -114,16 +120,19 @@ func New(opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-// URL returns the control API's base URL, CONNAUDIT_URL: "http://host:port".
-func (s *Server) URL() string { return "http://" + s.ctl.Addr().String() }
+// URL returns the control API's base URL, CONNAUDIT_URL:
+// "http://host:port/k/{key}", whose path holds the server's secret key
+// (docs/serve.md, "Who may use the control API"). Give it only to the
+// kits that are to use the server.
+func (s *Server) URL() string { return "http://" + s.ctl.Addr().String() + "/k/" + s.key }
 
 // CA returns the PEM of the CA certificate that signs every HTTPS fault
 // listener: CONNAUDIT_CA's content.
 func (s *Server) CA() []byte { return append([]byte(nil), s.caPEM...) }
 
-// Close ends every open session (their reports are kept for [Server.Ended]),
-// stops the control API and the fault listeners, and waits for their
-// goroutines.
+// Close ends every open session (their reports go to [OnSessionEnd]'s
+// functions), waits for every session ending to be delivered, stops the
+// control API and the fault listeners, and waits for their goroutines.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -141,6 +150,7 @@ func (s *Server) Close() error {
 		ends.Go(func() { s.end(se, "the server stopped before the kit said done") })
 	}
 	ends.Wait()
+	s.ends.pending.Wait() // sessions a kit's done or the reaper was ending
 	s.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -159,17 +169,6 @@ func (s *Server) closeFaults() {
 			f.Close() // a handler cut here is a kit gone mid-scenario: said in its session
 		}
 	}
-}
-
-// Ended returns the reports of the sessions that ended since the last
-// call, in the order they ended, and a channel signalled when another
-// ends.
-func (s *Server) Ended() ([]*SessionReport, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.ended
-	s.ended = nil
-	return out, s.endedCh
 }
 
 // reapIdle ends the sessions idle for longer than idleSession.

@@ -126,9 +126,10 @@ func holdFor(sp *spec) time.Duration {
 	return time.Duration(sp.policy.PoolAcquireTimeoutMS*float64(time.Millisecond)) + time.Second
 }
 
-// sessionID returns a new session's id: its number and a random suffix.
+// sessionID returns a new session's id: its number and 128 random bits,
+// which no one guesses (the fault listeners' paths carry it).
 func sessionID(n int) string {
-	var b [3]byte
+	var b [16]byte
 	rand.Read(b[:])
 	return fmt.Sprintf("s%d-%s", n, hex.EncodeToString(b[:]))
 }
@@ -298,6 +299,9 @@ func (s *Server) lookup(id string) (*session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	se := s.sessions[id]
+	if se == nil && s.ends.ended(id) {
+		return nil, sessionDone(id)
+	}
 	if se == nil {
 		return nil, &apiErr{code: 404, msg: fmt.Sprintf("no open session %q", printable(id))}
 	}

@@ -1,14 +1,23 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/connaudit/connaudit/internal/servekit"
 	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
-func TestMain(m *testing.M) { testkit.Main(m) }
+// TestMain runs the tests; run by connaudit serve with servekit's
+// environment, the test binary is a kit instead.
+func TestMain(m *testing.M) {
+	if os.Getenv(servekit.EnvSessions) != "" {
+		os.Exit(servekit.Main())
+	}
+	testkit.Main(m)
+}
 
 func TestVersion(t *testing.T) {
 	code, out, errOut := runCLI(t, "version")

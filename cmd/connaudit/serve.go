@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"time"
 
@@ -25,7 +22,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sourceNumbers := fs.Bool("source-numbers", false, "serve A6, A8 and A9 at the source's own numbers, not scaled down")
 	asJSON := fs.Bool("json", false, "write the verdicts as JSON")
 	junit := fs.String("junit", "", "also write the verdicts as JUnit XML to this file")
-	deadline := fs.Duration("deadline", 20*time.Minute, "bound on CMD: it is interrupted then")
+	deadline := fs.Duration("deadline", 20*time.Minute, "bound on CMD: its process group is sent SIGTERM then, SIGKILL 3s later")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -58,134 +55,61 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if host, _, err := net.SplitHostPort(*addr); err != nil {
 		return fs.usageError("-addr %q: %v", *addr, err)
 	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		fmt.Fprintf(stderr, "connaudit serve: warning: the control API listens on %s, not loopback: anyone who reaches it can open sessions\n", *addr)
+		fmt.Fprintf(stderr, "connaudit serve: warning: %s is not loopback: CONNAUDIT_URL and its key travel in clear text\n", *addr)
 		opts = append(opts, serve.AllowRemote())
-	}
-	var junitFile *outputFile
-	if *junit != "" {
-		var err error
-		if junitFile, err = openOutput(*junit); err != nil {
-			return fs.usageError("-junit: %v", err)
-		}
 	}
 	if dashed {
 		if _, err := exec.LookPath(cmdArgs[0]); err != nil {
 			return fs.usageError("%v", err)
 		}
 	}
-	srv, err := serve.New(opts...)
+	// CMD's output is its own, not our lines: it goes to stderr as is, the
+	// file itself when stderr is one, so that nothing copies it (and no
+	// process CMD leaves holding it is waited for).
+	kitOut := stderr
+	if p, ok := stderr.(printableWriter); ok {
+		kitOut = p.w
+	}
+	cfg := serve.RunConfig{Deadline: *deadline, CAFile: *caPath, JUnitFile: *junit, CommandOutput: kitOut}
+	if dashed {
+		cfg.Command = cmdArgs
+	} else {
+		cfg.Listening = func(url, ca string) {
+			fmt.Fprintf(stderr, "connaudit serve: CONNAUDIT_URL=%s CONNAUDIT_CA=%s (interrupt to stop)\n", url, ca)
+		}
+	}
+	if *asJSON {
+		cfg.JSON = stdout
+	} else {
+		cfg.Text = stdout
+	}
+	out, err := serve.Run(ctx, cfg, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "connaudit serve: %v\n", err)
 		return exitUsage
 	}
-	defer srv.Close()
-	ca := *caPath
-	if ca == "" {
-		dir, err := os.MkdirTemp("", "connaudit-serve-")
-		if err != nil {
-			fmt.Fprintf(stderr, "connaudit serve: %v\n", err)
-			return exitFail
-		}
-		defer os.RemoveAll(dir)
-		ca = filepath.Join(dir, "ca.pem")
-	}
-	if err := os.WriteFile(ca, srv.CA(), 0o644); err != nil {
-		fmt.Fprintf(stderr, "connaudit serve: writing the CA: %v\n", err)
-		return exitUsage
-	}
-
-	var reports []*serve.SessionReport
-	write := func(rs []*serve.SessionReport) {
-		if *asJSON {
-			return
-		}
-		for _, r := range rs {
-			r.WriteText(stdout)
-			fmt.Fprintln(stdout)
-		}
-	}
-	cmdFailed := ""
-	if dashed {
-		cmdFailed = runKit(ctx, *deadline, cmdArgs, srv.URL(), ca)
-		srv.Close() // ends the sessions CMD left open
-		reports, _ = srv.Ended()
-		write(reports)
-	} else {
-		fmt.Fprintf(stderr, "connaudit serve: CONNAUDIT_URL=%s CONNAUDIT_CA=%s (interrupt to stop)\n", srv.URL(), ca)
-		for {
-			rs, next := srv.Ended()
-			write(rs)
-			reports = append(reports, rs...)
-			select {
-			case <-next:
-				continue
-			case <-ctx.Done():
-			}
-			break
-		}
-		srv.Close()
-		rs, _ := srv.Ended()
-		write(rs)
-		reports = append(reports, rs...)
-	}
-	if *asJSON {
-		if err := serve.WriteJSON(stdout, reports); err != nil {
-			fmt.Fprintf(stderr, "connaudit serve: %v\n", err)
-		}
-	}
-	if junitFile != nil {
-		if err := junitFile.write(func(w io.Writer) error { return serve.WriteJUnit(w, reports) }); err != nil {
-			fmt.Fprintf(stderr, "connaudit serve: writing %s: %v\n", *junit, err)
-			return exitFail
-		}
-	}
-	return serveExit(dashed, cmdFailed, reports, stderr)
+	return serveExit(dashed, out, stderr)
 }
 
 // serveExit says the outcome on stderr and returns the exit code.
-func serveExit(dashed bool, cmdFailed string, reports []*serve.SessionReport, stderr io.Writer) int {
-	code := exitOK
-	judged := 0
-	for _, r := range reports {
-		judged += r.Passed + r.Failed
-		if !r.OK {
-			code = exitFail
-			fmt.Fprintf(stderr, "connaudit serve: %s %s: %d of %d scenarios failed, %d not reported\n",
-				r.Client.Name, r.Session, r.Failed, len(r.Results), r.NotReported)
-		}
+func serveExit(dashed bool, out *serve.RunOutcome, stderr io.Writer) int {
+	for _, r := range out.Failed {
+		fmt.Fprintf(stderr, "connaudit serve: %s %s: %d of %d scenarios failed, %d not reported\n",
+			r.Client.Name, r.Session, r.Failed, r.Passed+r.Failed+r.NotConfigurable+r.Skipped+r.NotReported, r.NotReported)
 	}
-	if cmdFailed != "" {
-		fmt.Fprintf(stderr, "connaudit serve: %s\n", cmdFailed)
-		code = exitFail
+	if out.Command != "" {
+		fmt.Fprintf(stderr, "connaudit serve: %s\n", out.Command)
 	}
-	if dashed && judged == 0 {
+	if dashed && out.Judged == 0 {
 		fmt.Fprintf(stderr, "connaudit serve: the command audited no scenario: nothing was judged\n")
-		code = exitFail
 	}
-	return code
-}
-
-// runKit runs the kit's command with the server's address and CA in its
-// environment, its output to ours, and says how it failed ("" if not).
-func runKit(ctx context.Context, deadline time.Duration, args []string, url, ca string) string {
-	ctx, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), "CONNAUDIT_URL="+url, "CONNAUDIT_CA="+ca)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return ""
-	case ctx.Err() != nil:
-		return fmt.Sprintf("%s was stopped: %v", args[0], context.Cause(ctx))
-	case errors.As(err, &ee):
-		return fmt.Sprintf("%s failed: %v", args[0], ee)
+	if out.Output != nil {
+		fmt.Fprintf(stderr, "connaudit serve: writing the verdicts: %v\n", out.Output)
 	}
-	return fmt.Sprintf("%s: %v", args[0], err)
+	if out.OK(dashed) {
+		return exitOK
+	}
+	return exitFail
 }
 
 func compileOrNil(p string) *regexp.Regexp {

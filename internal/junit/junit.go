@@ -46,14 +46,9 @@ type Skipped struct {
 
 // Write writes s to w as an indented XML document.
 func Write(w io.Writer, s Suites) error {
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
+	st := NewStream(w)
+	for _, suite := range s.Suites {
+		st.Add(suite)
 	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(s); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return st.Close()
 }

@@ -1,6 +1,7 @@
 package junit_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -35,4 +36,35 @@ func TestWrite(t *testing.T) {
   </testsuite>
 </testsuites>
 `, b.String())
+}
+
+// TestWriteEmpty: a document of no suite.
+func TestWriteEmpty(t *testing.T) {
+	var b strings.Builder
+	require.NoError(t, junit.Write(&b, junit.Suites{}))
+	require.Equal(t, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites></testsuites>\n", b.String())
+}
+
+// TestStreamWriteError: after a failed write a stream writes nothing more
+// and says the error.
+func TestStreamWriteError(t *testing.T) {
+	w := &failAfter{n: 1}
+	s := junit.NewStream(w)
+	require.ErrorIs(t, s.Add(junit.Suite{Name: "a"}), errFull)
+	require.ErrorIs(t, s.Add(junit.Suite{Name: "b"}), errFull)
+	require.ErrorIs(t, s.Close(), errFull)
+	require.Equal(t, 2, w.calls)
+}
+
+var errFull = errors.New("full")
+
+// failAfter fails every write after its first n.
+type failAfter struct{ n, calls int }
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	f.calls++
+	if f.calls > f.n {
+		return 0, errFull
+	}
+	return len(p), nil
 }

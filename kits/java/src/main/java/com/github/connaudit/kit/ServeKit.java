@@ -95,7 +95,8 @@ public final class ServeKit {
         open.putObject("client").put("name", factory.name()).put("version", cut(factory.version(), 200))
                 .put("config", cut(factory.config(), 200));
         open.putArray("protocols").add("http1");
-        JsonNode session = call("POST", control.resolve("/v1/sessions"), open);
+        // CONNAUDIT_URL has a path of its own (its key): append, never resolve "/v1/…".
+        JsonNode session = call("POST", URI.create(control + "/v1/sessions"), open);
         URI scenariosUrl = URI.create(session.path("scenarios_url").asText());
         JsonNode scenarios = call("GET", scenariosUrl, null);
         warmUp(factory, scenariosUrl);
