@@ -2,15 +2,12 @@ package serve
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"regexp"
-	"strconv"
-	"time"
 
 	"github.com/connaudit/connaudit/internal/redact"
 )
@@ -99,6 +96,9 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
+// The handlers route: each reads its request, calls the session, and
+// writes what it answers (calls.go).
+
 func (s *Server) handleOpen(w http.ResponseWriter, r *http.Request) {
 	var req OpenRequest
 	if err := decode(r, &req); err != nil {
@@ -121,21 +121,8 @@ func (s *Server) handleScenarios(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	s.mu.Lock()
-	out := Scenarios{Protocol: Protocol, Session: se.id}
-	for _, st := range se.states {
-		out.Scenarios = append(out.Scenarios, st.spec)
-	}
-	if !se.fetched {
-		se.fetched = true
-		s.current(se, -1)
-	}
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, se.scenarios())
 }
-
-// maxEnteredWait bounds a long poll of entered_url.
-const maxEnteredWait = 10 * time.Second
 
 func (s *Server) handleEntered(w http.ResponseWriter, r *http.Request) {
 	se, err := s.lookup(r.PathValue("id"))
@@ -144,16 +131,9 @@ func (s *Server) handleEntered(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	idx, err := strconv.Atoi(q.Get("scenario"))
-	s.mu.Lock()
-	n := len(se.states)
-	var st *scenarioState
-	if err == nil && idx >= 0 && idx < n {
-		st = se.states[idx]
-	}
-	s.mu.Unlock()
-	if st == nil {
-		writeErr(w, &apiErr{code: http.StatusNotFound, msg: fmt.Sprintf("no scenario %q in session %s", printable(q.Get("scenario")), se.id)})
+	st, err := se.scenarioAt(q.Get("scenario"))
+	if err != nil {
+		writeErr(w, err)
 		return
 	}
 	wait := maxEnteredWait
@@ -163,69 +143,14 @@ func (s *Server) handleEntered(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	path, on := st.faultPath, st.sp.on
-	if q.Get("what") == "hold" {
-		path, on = st.holdPath, onPlain
-	}
-	if on > onRawH2 {
-		writeErr(w, badRequest("scenario %s has no handler to enter", st.sp.Name))
+	n, err := s.entered(r.Context(), st, q.Get("what") == "hold", wait)
+	if err != nil {
+		writeErr(w, err)
 		return
 	}
-	fs := s.faults[on]
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	entered := fs.Entered(path)
-	for fs.Counters(path).HandlersEntered == 0 {
-		select {
-		case <-entered:
-		case <-t.C:
-			writeJSON(w, http.StatusRequestTimeout, apiError{Protocol: Protocol,
-				Error: fmt.Sprintf("the handler of %s was not entered within %v", st.sp.Name, wait)})
-			return
-		case <-r.Context().Done():
-			return
-		case <-s.ctx.Done():
-			writeErr(w, &apiErr{code: 503, msg: "the server is stopping"})
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"protocol": Protocol, "entered": fs.Counters(path).HandlersEntered})
+	writeJSON(w, http.StatusOK, map[string]any{"protocol": Protocol, "entered": n})
 }
 
-// scenarioOf returns the scenario of se that the query parameter
-// "scenario" names, or answers 404 and returns nil.
-func (s *Server) scenarioOf(w http.ResponseWriter, r *http.Request, se *session) *scenarioState {
-	q := r.URL.Query().Get("scenario")
-	idx, err := strconv.Atoi(q)
-	s.mu.Lock()
-	var st *scenarioState
-	if err == nil && idx >= 0 && idx < len(se.states) {
-		st = se.states[idx]
-	}
-	s.mu.Unlock()
-	if st == nil {
-		writeErr(w, &apiErr{code: http.StatusNotFound, msg: fmt.Sprintf("no scenario %q in session %s", printable(q), se.id)})
-	}
-	return st
-}
-
-// clientCloseWait bounds how long close_url waits for the client to close
-// its side of a connection the server closed with a FIN.
-const clientCloseWait = time.Second
-
-// Closed answers POST …/close: how the server closed the scenario's
-// kept-alive connection, and whether the client had closed its side by
-// then (after a FIN the server waits for it, at most a second; after an
-// RST it cannot see it).
-type Closed struct {
-	Protocol     string `json:"protocol"`
-	Closed       string `json:"closed"`
-	ClientClosed bool   `json:"client_closed"`
-}
-
-// handleClose closes, as the scenario says (FIN or RST), the kept-alive
-// connection its warm-up request came on, once; a second call answers as
-// the first did.
 func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 	se, err := s.lookup(r.PathValue("id"))
 	if err != nil {
@@ -233,48 +158,16 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	io.Copy(io.Discard, io.LimitReader(r.Body, maxBody))
-	st := s.scenarioOf(w, r, se)
-	if st == nil {
+	st, err := se.scenarioAt(r.URL.Query().Get("scenario"))
+	if err != nil {
+		writeErr(w, err)
 		return
 	}
-	s.mu.Lock()
-	how := st.sp.Close
-	switch {
-	case how == "":
-		s.mu.Unlock()
-		writeErr(w, badRequest("scenario %s has no connection for the server to close", st.sp.Name))
-		return
-	case st.closed == nil && len(st.fault) == 0:
-		s.mu.Unlock()
-		writeErr(w, &apiErr{code: http.StatusConflict, msg: fmt.Sprintf("scenario %s: the warm-up request was not seen, so no kept-alive connection is there to close", st.sp.Name)})
+	out, err := s.closeWarm(r.Context(), se, st)
+	if err != nil {
+		writeErr(w, err)
 		return
 	}
-	first := st.closed == nil
-	if first {
-		st.closed = st.fault[0].conn
-	}
-	c := st.closed
-	s.mu.Unlock()
-	if first {
-		fs := s.faults[st.sp.on]
-		switch how {
-		case "rst":
-			fs.ResetConn(c.ref.id)
-		case "fin":
-			fs.CloseWriteConn(c.ref.id)
-			s.waitFor(r.Context(), se, clientCloseWait, func() bool { return c.closed })
-		case "idle":
-			// The server's own idle timeout (the scenario's wait) closes
-			// it: wait for that, and for the client's close.
-			s.waitFor(r.Context(), se, st.sp.wait+clientCloseWait, func() bool { return c.closed })
-		}
-		s.mu.Lock()
-		st.clientClosed = how != "rst" && c.closed
-		s.mu.Unlock()
-	}
-	s.mu.Lock()
-	out := Closed{Protocol: Protocol, Closed: how, ClientClosed: st.clientClosed}
-	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -286,6 +179,10 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	}
 	var rep KitReport
 	if err := decode(r, &rep); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if err := validReport(&rep); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -344,8 +241,8 @@ func validOutcome(name string, o *Outcome) error {
 	return nil
 }
 
-// report records a kit's report and judges the scenario.
-func (s *Server) report(ctx context.Context, se *session, rep KitReport) (*Result, error) {
+// validReport checks a kit's report, and makes its texts printable.
+func validReport(rep *KitReport) error {
 	given := 0
 	for _, v := range []bool{rep.Outcome != nil, rep.NotConfigurable != "", rep.Skipped != ""} {
 		if v {
@@ -353,144 +250,24 @@ func (s *Server) report(ctx context.Context, se *session, rep KitReport) (*Resul
 		}
 	}
 	if given != 1 {
-		return nil, badRequest("a report has exactly one of outcome, not_configurable, skipped")
+		return badRequest("a report has exactly one of outcome, not_configurable, skipped")
 	}
 	if rep.Outcome != nil {
 		if err := validOutcome("outcome", rep.Outcome); err != nil {
-			return nil, err
+			return err
 		}
 		if rep.OK != nil {
 			if err := validOutcome("ok", rep.OK); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	if err := checkMS("elapsed_ms", rep.ElapsedMS); err != nil {
-		return nil, err
+		return err
 	}
 	if rep.Attempts != nil && (*rep.Attempts < 0 || *rep.Attempts > maxAttempts) {
-		return nil, badRequest("attempts %d is not in 0..%d", *rep.Attempts, maxAttempts)
+		return badRequest("attempts %d is not in 0..%d", *rep.Attempts, maxAttempts)
 	}
 	rep.Config, rep.NotConfigurable, rep.Skipped = printable(rep.Config), printable(rep.NotConfigurable), printable(rep.Skipped)
-
-	s.mu.Lock()
-	if se.done {
-		s.mu.Unlock()
-		return nil, &apiErr{code: http.StatusConflict, msg: "the session is done"}
-	}
-	var st *scenarioState
-	for _, x := range se.states {
-		if x.spec.Name == rep.Scenario {
-			st = x
-		}
-	}
-	if st == nil {
-		s.mu.Unlock()
-		return nil, &apiErr{code: http.StatusNotFound, msg: fmt.Sprintf("no scenario %q in session %s", printable(rep.Scenario), se.id)}
-	}
-	if st.report != nil {
-		s.mu.Unlock()
-		return nil, &apiErr{code: http.StatusConflict, msg: fmt.Sprintf("scenario %s was reported already", st.sp.Name)}
-	}
-	st.report = &rep
-	if st.guard != nil {
-		st.guard.Stop()
-	}
-	s.current(se, st.idx)
-	s.mu.Unlock()
-
-	// What the client does to its connections after the call (closing
-	// the one a timeout left, say) may come a little after the report:
-	// wait for it, bounded.
-	fs := s.faults[min(st.sp.on, onRawH2)]
-	s.waitFor(ctx, se, time.Second, func() bool { return settled(st, fs) })
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st.result = judge(se, st, fs)
-	return st.result, nil
-}
-
-// end ends a session: it waits (at most a second) for the client's
-// connections to close, judges what was not reported, frees the session's
-// endpoints and listeners, hands its report to OnSessionEnd and returns
-// it. A second call returns nil: the session was ended already.
-func (s *Server) end(se *session, why string) *SessionReport {
-	s.mu.Lock()
-	if se.done {
-		s.mu.Unlock()
-		return nil
-	}
-	se.done = true
-	s.beginEnd()
-	for _, st := range se.states {
-		if st.guard != nil {
-			st.guard.Stop()
-		}
-	}
-	s.mu.Unlock()
-	s.waitFor(s.ctx, se, time.Second, func() bool { return openConns(se) == 0 })
-
-	s.mu.Lock()
-	rep := sessionReport(se, why, s.faults)
-	for _, st := range se.states {
-		for _, f := range s.faults {
-			f.Remove(st.faultPath)
-			f.Remove(st.okPath)
-			f.Remove(st.holdPath)
-			f.Remove(st.warmPath)
-		}
-	}
-	for ref, c := range s.conns {
-		if c.se == se {
-			c.se = nil // the rest of its life is no session's
-			_ = ref
-		}
-	}
-	delete(s.sessions, se.id)
-	s.ends.remember(se.id)
-	stall, hang := se.stall, se.hang
-	s.mu.Unlock()
-	if stall != nil {
-		stall.Close()
-	}
-	if hang != nil {
-		hang.Close()
-	}
-	s.finishEnd(rep)
-	return rep
-}
-
-func openConns(se *session) int {
-	n := 0
-	for _, c := range se.conns {
-		if !c.closed {
-			n++
-		}
-	}
-	return n
-}
-
-// waitFor waits, at most d, until cond (called with s.mu held) holds: it
-// wakes at every change of the session's connections, and every 5 ms for
-// the fault servers' counters, which signal no change of the session's.
-func (s *Server) waitFor(ctx context.Context, se *session, d time.Duration, cond func() bool) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		s.mu.Lock()
-		if cond() {
-			s.mu.Unlock()
-			return
-		}
-		ch := se.changes.Next()
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
+	return nil
 }

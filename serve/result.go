@@ -185,7 +185,7 @@ func sessionReport(se *session, why string, faults [3]*faultserver.Server) *Sess
 			r.Findings = append(r.Findings, f)
 		}
 	}
-	r.OpenAtDone = openConns(se)
+	r.OpenAtDone = se.openConns()
 	if r.OpenAtDone > 0 {
 		var names []string
 		for _, c := range se.conns {

@@ -184,9 +184,11 @@ func (s *Server) reapIdle() {
 		s.mu.Lock()
 		var idle []*session
 		for _, se := range s.sessions {
+			se.mu.Lock()
 			if time.Since(se.touched) > idleSession {
 				idle = append(idle, se)
 			}
+			se.mu.Unlock()
 		}
 		s.mu.Unlock()
 		for _, se := range idle {

@@ -2,13 +2,13 @@ package serve
 
 import (
 	"crypto/rand"
-	"math"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
@@ -21,14 +21,18 @@ import (
 // day, longer than any a client sets.
 const maxIdleTimeoutMS = 24 * 60 * 60 * 1000
 
-// session is one kit's audit of one client. Its state is guarded by the
-// server's mutex.
+// session is one kit's audit of one client. Its id, kit, client,
+// protocols, start, spec and srv do not change once it is open; the rest,
+// and the connections attributed to it (connRec), are guarded by mu.
 type session struct {
 	id        string
 	kit       string
 	client    Client
 	protocols []string
 	started   time.Time
+	srv       *Server
+
+	mu        sync.Mutex
 	touched   time.Time
 	states    []*scenarioState
 	stall     *faultserver.TLSStall
@@ -75,7 +79,8 @@ type reqRec struct {
 }
 
 // connRec is a connection of a fault listener, attributed to the session
-// of the first request it carried.
+// of the first request it carried: which session is guarded by the
+// server's mutex; the rest, once attributed, by the session's.
 type connRec struct {
 	ref      connRef
 	accepted time.Time
@@ -195,7 +200,7 @@ func (s *Server) open(req OpenRequest) (*session, error) {
 	now := time.Now()
 	se := &session{id: sessionID(s.next), kit: printable(req.Kit), client: Client{Name: printable(req.Client.Name),
 		Version: printable(req.Client.Version), Config: printable(req.Client.Config), IdleTimeoutMS: req.Client.IdleTimeoutMS},
-		protocols: protos, started: now, touched: now}
+		protocols: protos, started: now, touched: now, srv: s}
 	s.sessions[se.id] = se
 	s.mu.Unlock()
 
@@ -288,9 +293,9 @@ func (s *Server) listen(se *session, chosen []*spec) error {
 		}
 		states = append(states, st)
 	}
-	s.mu.Lock()
+	se.mu.Lock()
 	se.states = states
-	s.mu.Unlock()
+	se.mu.Unlock()
 	return nil
 }
 
@@ -305,158 +310,8 @@ func (s *Server) lookup(id string) (*session, error) {
 	if se == nil {
 		return nil, &apiErr{code: 404, msg: fmt.Sprintf("no open session %q", printable(id))}
 	}
+	se.mu.Lock()
 	se.touched = time.Now()
+	se.mu.Unlock()
 	return se, nil
-}
-
-// parsePath splits a fault listener's path /s/{session}/{index}/{what}.
-func parsePath(p string) (id string, idx int, what string, ok bool) {
-	rest, found := strings.CutPrefix(p, "/s/")
-	if !found {
-		return "", 0, "", false
-	}
-	parts := strings.Split(rest, "/")
-	if len(parts) != 3 {
-		return "", 0, "", false
-	}
-	idx, err := strconv.Atoi(parts[1])
-	if err != nil || idx < 0 {
-		return "", 0, "", false
-	}
-	return parts[0], idx, parts[2], true
-}
-
-// connEvent records an event of a fault listener's connection.
-func (s *Server) connEvent(on listener, ev faultserver.ConnEvent) {
-	ref := connRef{on: on, id: ev.Conn}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch ev.Kind {
-	case faultserver.ConnAccepted:
-		s.conns[ref] = &connRec{ref: ref, accepted: ev.At}
-	case faultserver.ConnRequest:
-		c := s.conns[ref]
-		id, idx, what, ok := parsePath(ev.Path)
-		se := s.sessions[id]
-		if c == nil || !ok || se == nil || se.done || idx >= len(se.states) {
-			return
-		}
-		s.request(se, c, se.states[idx], what, ev.At)
-	case faultserver.ConnClosed:
-		c := s.conns[ref]
-		delete(s.conns, ref)
-		if c == nil {
-			return
-		}
-		c.closed, c.closedBy, c.how, c.closedAt = true, ev.ClosedBy, ev.How, ev.At
-		if c.se != nil {
-			c.se.changes.Signal()
-		}
-	}
-}
-
-// request records a request of st read on c; s.mu is held.
-func (s *Server) request(se *session, c *connRec, st *scenarioState, what string, at time.Time) {
-	if c.se == nil {
-		if len(se.conns) >= maxConnsPerSession {
-			se.extraConn++
-			return
-		}
-		c.se, c.scenario = se, st.idx
-		se.conns = append(se.conns, c)
-	}
-	if c.se != se {
-		return
-	}
-	c.requests++
-	c.lastReq = at
-	se.touched = at
-	if se.reqs >= maxReqsPerSession {
-		se.extraReqs++
-		return
-	}
-	se.reqs++
-	r := reqRec{conn: c, at: at}
-	switch what {
-	case "fault":
-		st.fault = append(st.fault, r)
-		if !st.fromReq && st.report == nil && !st.cut {
-			st.fromReq = true
-			s.startGuard(se, st, at)
-		}
-	case "ok":
-		st.ok = append(st.ok, r)
-	case "hold":
-		st.hold = append(st.hold, r)
-		if !st.fromReq && st.report == nil && !st.cut {
-			st.fromReq = true
-			s.startGuard(se, st, at)
-		}
-	}
-	se.changes.Signal()
-}
-
-// startGuard (re)starts the guard of st from now; s.mu is held.
-func (s *Server) startGuard(se *session, st *scenarioState, from time.Time) {
-	if st.guard != nil {
-		st.guard.Stop()
-	}
-	st.guardFrom = from
-	st.guard = time.AfterFunc(guardFor(st.sp)-time.Since(from), func() { s.fireGuard(se, st) })
-}
-
-// belowHTTPGuard is the guard of a scenario below HTTP (a full accept
-// queue, a stalled handshake), which no request starts: it runs from the
-// moment the kit moves on to the scenario, so it must also cover the kit's
-// own time before its call, on a loaded machine too.
-const belowHTTPGuard = 20 * time.Second
-
-// current starts the guard of the first scenario after idx not reported,
-// when the kit moves on to it, if that scenario is below HTTP (the guard
-// of any other starts with its first request); s.mu is held.
-func (s *Server) current(se *session, after int) {
-	for _, st := range se.states[after+1:] {
-		if st.report == nil {
-			if st.guard == nil && st.sp.on >= onTLSStall {
-				st.guardFrom = time.Now()
-				st.guard = time.AfterFunc(guardFor(st.sp), func() { s.fireGuard(se, st) })
-			}
-			return
-		}
-	}
-}
-
-// fireGuard cuts a scenario whose call outlived its guard: its connections
-// are closed, its listener of its own emptied, so the kit's client gets an
-// error and the kit goes on.
-func (s *Server) fireGuard(se *session, st *scenarioState) {
-	s.mu.Lock()
-	if st.report != nil || st.cut || se.done {
-		s.mu.Unlock()
-		return
-	}
-	st.cut, st.cutAt = true, time.Now()
-	var ids []connRef
-	for _, r := range append(append([]reqRec(nil), st.fault...), st.hold...) {
-		if !r.conn.closed && !slices.Contains(ids, r.conn.ref) {
-			ids = append(ids, r.conn.ref)
-		}
-	}
-	on := st.sp.on
-	stall, hang := se.stall, se.hang
-	se.changes.Signal()
-	s.mu.Unlock()
-	switch on {
-	case onTLSStall:
-		if stall != nil {
-			stall.Close()
-		}
-	case onConnectHang:
-		if hang != nil {
-			hang.Close()
-		}
-	}
-	for _, id := range ids {
-		s.faults[id.on].CloseConn(id.id)
-	}
 }
