@@ -25,7 +25,7 @@ var exportedTargets = map[string]int{
 	".":               0,  // documentation only
 	"audit":           30, // 28: the runner and its options, the results, and the catalogue as data (Scenario, Expect, Steps, Listener, Request, Policy, Source)
 	"audit/audittest": 3,  // 2
-	"faultserver":     34, // 33: a type per fault (14 and Fault), the server, its options and hung listeners, and serve's connection events and shared certificate
+	"faultserver":     38, // 37: a type per fault (18 and Fault), the server, its options and hung listeners, and serve's connection events and shared certificate
 	"httptrace":       33, // 31
 	"pool":            35, // 33
 	"pool/pooltest":   3,  // 2

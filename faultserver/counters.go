@@ -28,8 +28,16 @@ type Counters struct {
 	// cancellation. Each is also signalled on [Server.CancelObserved].
 	CancelsObserved int64
 	// WritesCommitted counts side effects the endpoint committed (see
-	// [Write]).
+	// [Write], and the Write field of [CloseBeforeResponse] and [Reset]).
 	WritesCommitted int64
+	// Unread counts requests the server closed a connection on without
+	// reading them ([CloseBeforeRead]; a request racing the close of
+	// [RequestLimit] without Announce or of [IdleClose]), counted for the
+	// path whose fault armed the connection, whatever the request's own
+	// path. They are not in RequestsRead.
+	Unread int64
+	// DarkConns counts the connections that went dark ([GoDark]).
+	DarkConns int64
 }
 
 // signalCap is the buffer of the Entered and CancelObserved channels.
@@ -44,6 +52,8 @@ type endpoint struct {
 	handlersEntered atomic.Int64
 	cancels         atomic.Int64
 	writes          atomic.Int64
+	unread          atomic.Int64
+	dark            atomic.Int64
 
 	mu    sync.Mutex
 	fault Fault               // nil: answer 404
@@ -129,6 +139,8 @@ func (ep *endpoint) snapshot() Counters {
 		HandlersEntered: ep.handlersEntered.Load(),
 		CancelsObserved: ep.cancels.Load(),
 		WritesCommitted: ep.writes.Load(),
+		Unread:          ep.unread.Load(),
+		DarkConns:       ep.dark.Load(),
 	}
 }
 

@@ -9,12 +9,38 @@
 // plain values of this package's types, all implementing the sealed [Fault]
 // interface: answer normally ([OK], [Status], [LargeBody]); close the
 // connection after the response ([ConnectionClose]); never answer ([Hang]);
-// close or reset the connection instead of answering
-// ([CloseBeforeResponse], [Reset]); cut, stall or trickle the body
-// ([CloseMidBody], [StallMidBody], [Trickle]); commit a side effect once per
-// idempotency key ([Write]); or take the next of a list of faults with each
-// request ([Sequence]). [Server.Handle] maps a path, matched exactly, to a
-// fault, before or while the server runs; other paths answer 404.
+// close or reset the connection instead of answering, after committing a
+// write if asked ([CloseBeforeResponse], [Reset]); cut, stall or trickle the
+// body ([CloseMidBody], [StallMidBody], [Trickle]); commit a side effect once
+// per idempotency key ([Write]); or take the next of a list of faults with
+// each request ([Sequence]). [Server.Handle] maps a path, matched exactly,
+// to a fault, before or while the server runs; other paths answer 404.
+//
+// Some faults act on the connection after their response, between
+// requests, where HTTP clients keep connections they believe alive: close
+// it just as the client sends its next request, without reading that
+// request ([CloseBeforeRead]); stop answering and reading anything while
+// keeping it open, as a forgotten NAT flow ([GoDark]); close it after the
+// N-th response, with or without saying so ([RequestLimit]); close it once
+// idle ([IdleClose]). A request the server closed a connection on without
+// reading it is counted in [Counters].Unread and reported as a [ConnUnread]
+// event.
+//
+// Not every fault can be produced in every mode; each fault's doc says
+// where it can:
+//
+//	fault                   HTTP/1  HTTPS 1.1  standard h2     RawHTTP2
+//	CloseBeforeRead         yes     no         no              yes
+//	GoDark                  yes     yes        yes             yes
+//	RequestLimit, Announce  yes     yes        yes (GOAWAY)    yes (GOAWAY)
+//	RequestLimit, silent    yes     yes        no              yes
+//	IdleClose               yes     yes        FIN, no GOAWAY  GOAWAY, FIN
+//	GoAway, RSTStream       no      no         no              yes
+//	Trickle, Status.After   yes     yes        yes             no
+//
+// [Server.Handle] panics for a fault its server's mode cannot produce; over
+// [TLS], where a client may negotiate either protocol, an HTTP/2 request for
+// a fault only HTTP/1 can produce there is answered 501.
 //
 // # Starting a server
 //
@@ -53,8 +79,9 @@
 //
 // The server counts what it observes, per path: [Server.Counters] returns a
 // [Counters] snapshot of the connections that delivered a request, the
-// requests read, the handlers entered, the client cancellations observed
-// and the writes committed. [Server.Totals] adds them up over all paths and
+// requests read, the handlers entered, the client cancellations observed,
+// the writes committed, the requests left unread and the connections gone
+// dark. [Server.Totals] adds them up over all paths and
 // counts every TCP connection accepted. Comparing the requests the server
 // read with the attempts the client made shows the net/http Transport's
 // hidden retries. A test waits for events instead of sleeping:

@@ -47,6 +47,40 @@ func Example() {
 	// client requests: 2, server read: 3 on 2 connections
 }
 
+// A kept-alive connection closed just as the client sends its next request
+// on it: the server never reads that request, and the Transport sends it
+// again on a new connection. The caller sees two successes; the server read
+// two requests and left one unread, on two connections.
+func ExampleCloseBeforeRead() {
+	s, err := faultserver.New()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	s.Handle("/x", faultserver.CloseBeforeRead{After: 1})
+
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	for range 2 {
+		resp, err := client.Get(s.URL() + "/x")
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.Status)
+	}
+	c := s.Counters("/x")
+	fmt.Printf("read %d, unread %d, on %d connections\n", c.RequestsRead, c.Unread, c.ConnsAccepted)
+	// Output:
+	// 200 OK
+	// 200 OK
+	// read 2, unread 1, on 2 connections
+}
+
 // A retry test: the endpoint answers 503 twice, then 200.
 func ExampleSequence() {
 	s, err := faultserver.New()
@@ -156,7 +190,7 @@ func ExampleServer_Entered() {
 	fmt.Println(s.Close())
 	// Output:
 	// true
-	// {ConnsAccepted:1 RequestsRead:1 HandlersEntered:1 CancelsObserved:1 WritesCommitted:0}
+	// {ConnsAccepted:1 RequestsRead:1 HandlersEntered:1 CancelsObserved:1 WritesCommitted:0 Unread:0 DarkConns:0}
 	// <nil>
 }
 

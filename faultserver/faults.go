@@ -17,8 +17,16 @@ import (
 // can produce; [Server.Handle] panics for the others in that mode.
 type Fault interface {
 	// validate reports whether the fault is well formed and can be produced
-	// by a server in the given mode.
-	validate(raw bool) error
+	// by a server in mode m.
+	validate(m mode) error
+}
+
+// mode is what a server speaks, for the faults to say whether they can be
+// produced there.
+type mode struct {
+	raw    bool // RawHTTP2: this package's HTTP/2 server
+	tls    bool // TLS (RawHTTP2 implies it)
+	h2only bool // HTTP2Only (RawHTTP2 implies it): no HTTP/1 at all
 }
 
 // OK answers 200 with Body as text/plain ("ok" if Body is empty).
@@ -57,10 +65,21 @@ type Hang struct{}
 // the next one. On a kept-alive HTTP/1 connection, After: 1 triggers the
 // net/http Transport's hidden retry: the caller sees one successful
 // request, the server reads two. Supported by [RawHTTP2].
+//
+// With Write set, every request for the path whose method is not GET or
+// HEAD commits a write, as [Write] does (counted in
+// [Counters].WritesCommitted, deduplicated by Idempotency-Key, its key
+// recorded for [Server.IdempotencyKeys]), after its body is read and before
+// it is answered or cut. So a POST read on a kept-alive connection and then
+// cut has been committed: a client that sends it again commits it twice,
+// unless it carries an Idempotency-Key the endpoint has already seen.
 type CloseBeforeResponse struct {
 	// After is how many requests for the path on each connection are
 	// answered before the close; 0 closes on the first. After >= 0.
 	After int
+	// Write makes each request other than GET and HEAD commit a write
+	// before it is answered or cut.
+	Write bool
 }
 
 // Reset reads the request and aborts it abruptly. Over HTTP/1 the connection
@@ -71,10 +90,133 @@ type CloseBeforeResponse struct {
 // With After > 0 the first After requests for its path on each connection
 // are answered 200 "ok", and the connection is reset right after reading
 // the next one: [CloseBeforeResponse]'s After with an RST for the FIN.
+//
+// With Write set, a request other than GET and HEAD commits a write before
+// it is answered or reset, as with [CloseBeforeResponse]'s Write.
 type Reset struct {
 	// After is how many requests for the path on each connection are
 	// answered before the reset; 0 resets on the first. After >= 0.
 	After int
+	// Write makes each request other than GET and HEAD commit a write
+	// before it is answered or reset.
+	Write bool
+}
+
+// CloseBeforeRead answers the first After requests for its path on each
+// connection 200 "ok"; then, when the first bytes of the connection's next
+// request arrive, the server closes the connection without reading that
+// request: it is never counted in [Counters].RequestsRead, never handed to a
+// handler and commits nothing. It models a server or a load balancer that
+// closed an idle kept-alive connection just as the client sent its next
+// request on it.
+//
+// The close is a FIN: the server half-closes the TCP connection and reads
+// and discards what the client still sends until the client closes or 2 s
+// pass, so that the client reads a clean EOF, not an RST caused by unread
+// data. With Reset it is an RST (linger 0) instead. Over TLS the close is
+// the TCP connection's, with no close_notify.
+//
+// The request is counted in [Counters].Unread of the path whose fault armed
+// the connection, and reported as a [ConnUnread] event with that path, so
+// that a listener of [OnConnEvent] can tell that the client sent something
+// on the doomed connection.
+//
+// Over plain HTTP/1 the connection is armed once the After-th response is
+// written, and the first bytes read after that trip it. Supported by
+// [RawHTTP2], where the next HEADERS frame of a new stream after the
+// After-th response trips it (a WINDOW_UPDATE, a SETTINGS acknowledgement
+// or a PING before it does not). The standard server over TLS cannot
+// produce it: the connection under it sees encrypted records, in which a
+// request cannot be told from a PING or from the client's close_notify;
+// [Server.Handle] panics with [TLS] and [HTTP2Only].
+type CloseBeforeRead struct {
+	// After is how many requests for the path on each connection are
+	// answered before the close. After >= 1: the connection is armed by a
+	// request it answered.
+	After int
+	// Reset closes with a TCP RST instead of a FIN.
+	Reset bool
+}
+
+// GoDark answers the first After requests for its path on each connection
+// 200 "ok"; once the After-th response is written the connection goes dark,
+// as a flow a NAT or a load balancer forgot: the server delivers nothing
+// the client sends afterwards to HTTP (it reads and discards it, so no
+// request is read and no PING answered), writes nothing, and never closes
+// the connection, until the client closes it, the connection is cut
+// ([Server.CloseConn], [Server.ResetConn], [Server.CloseClientConnections]),
+// the server closes, or 60 s pass (a bound on the resources a forgotten
+// connection holds; the server then closes it with a FIN).
+//
+// Each connection that went dark is counted in [Counters].DarkConns of the
+// path whose fault darkened it, and each read that returned bytes on a dark
+// connection is reported as a [ConnUnread] event with that path (requests
+// in the dark are not counted: bytes cannot be told apart as requests).
+//
+// Over HTTP/1 the connection goes dark once the response is written. Over
+// the standard HTTP/2 server, once the last open stream's response is
+// written (the write that carries its END_STREAM); the frame reader's read
+// in flight then discards what it returns. Supported by [RawHTTP2].
+type GoDark struct {
+	// After is how many requests for the path on each connection are
+	// answered before the connection goes dark. After >= 1.
+	After int
+}
+
+// RequestLimit answers every request for its path 200 "ok", and makes the
+// N-th one on each connection the connection's last, as nginx's
+// keepalive_requests does.
+//
+// With Announce the N-th response carries "Connection: close": over HTTP/1
+// the server closes the connection after it; over HTTP/2 the server sends
+// GOAWAY after it, as net/http's server does for Connection: close, and
+// closes the connection once it is idle.
+//
+// Without Announce the server closes the connection right after the N-th
+// response with no warning. Over HTTP/1 the response is whole (with its
+// Content-Length) and written; then the server half-closes the TCP
+// connection and reads and discards what the client still sends until the
+// client closes or 2 s pass (see [CloseBeforeRead]); a request that arrives
+// meanwhile, sent by a client that took the connection for reusable, is
+// counted in [Counters].Unread and reported as a [ConnUnread] event. Over
+// HTTP/2 it needs [RawHTTP2]: the response's frames, then the connection
+// half-closed (TLS close_notify and TCP FIN), with no GOAWAY; [Server.Handle]
+// panics with [HTTP2Only], and over [TLS] a request that negotiated HTTP/2
+// is answered 501.
+type RequestLimit struct {
+	// N is the number of requests for the path each connection serves.
+	// N >= 1.
+	N int
+	// Announce says so in the N-th response (Connection: close, GOAWAY).
+	Announce bool
+}
+
+// IdleClose answers every request for its path 200 "ok"; a connection that
+// then sits idle for Idle (no request in progress, none arriving) is closed
+// by the server, as a server's keep-alive timeout does (Apache's
+// KeepAliveTimeout, nginx's keepalive_timeout, a load balancer's idle
+// timeout). Idle > 0.
+//
+// Over HTTP/1 the close is a FIN; the server then reads and discards what
+// the client still sends until the client closes (so its close is seen, as
+// with [Server.CloseWriteConn]) or 2 s pass. A request that arrives after
+// the FIN, sent by a client that raced the close, is not read: it is
+// counted in [Counters].Unread and reported as a [ConnUnread] event. Any
+// byte the client sends before the timer fires is activity: the connection
+// is not idle.
+//
+// Over the standard HTTP/2 server the close is the same half-close of the
+// TCP connection, with no GOAWAY: the standard server sends GOAWAY for its
+// own IdleTimeout only, which is one setting for the whole server, and
+// gives no way to send one on a connection from outside. Any frame the
+// client sends (a PING too) counts as activity, and bytes that arrive after
+// the FIN are reported as a [ConnUnread] event but not counted as a request.
+// [RawHTTP2] does what net/http's server does at its IdleTimeout: GOAWAY
+// (NO_ERROR, naming the last stream it processed), then the half-close; there
+// only a new stream counts as activity, and a HEADERS frame after the close
+// is counted in Unread.
+type IdleClose struct {
+	Idle time.Duration
 }
 
 // CloseMidBody answers 200 with Content-Length: Length, writes Send bytes,
@@ -168,50 +310,50 @@ type RSTStream struct {
 
 var errRawOnly = errors.New("needs RawHTTP2")
 
-func (OK) validate(bool) error { return nil }
+func (OK) validate(mode) error { return nil }
 
-func (f Status) validate(raw bool) error {
+func (f Status) validate(m mode) error {
 	if f.Code < 200 || f.Code > 599 {
 		return fmt.Errorf("Status.Code %d is not in 200..599", f.Code)
 	}
-	if f.After < 0 || (raw && f.After > 0) {
+	if f.After < 0 || (m.raw && f.After > 0) {
 		return fmt.Errorf("Status.After %v: must not be negative, and 0 with RawHTTP2", f.After)
 	}
 	return nil
 }
 
-func (Hang) validate(bool) error { return nil }
+func (Hang) validate(mode) error { return nil }
 
-func (f CloseBeforeResponse) validate(bool) error {
+func (f CloseBeforeResponse) validate(mode) error {
 	if f.After < 0 {
 		return fmt.Errorf("CloseBeforeResponse.After %d is negative", f.After)
 	}
 	return nil
 }
 
-func (f Reset) validate(bool) error {
+func (f Reset) validate(mode) error {
 	if f.After < 0 {
 		return fmt.Errorf("Reset.After %d is negative", f.After)
 	}
 	return nil
 }
 
-func (f CloseMidBody) validate(bool) error {
+func (f CloseMidBody) validate(mode) error {
 	if f.Send < 0 || f.Send >= f.Length {
 		return fmt.Errorf("CloseMidBody needs 0 <= Send < Length, got Send %d, Length %d", f.Send, f.Length)
 	}
 	return nil
 }
 
-func (f StallMidBody) validate(bool) error {
+func (f StallMidBody) validate(mode) error {
 	if f.Send < 0 || f.Send >= f.Length {
 		return fmt.Errorf("StallMidBody needs 0 <= Send < Length, got Send %d, Length %d", f.Send, f.Length)
 	}
 	return nil
 }
 
-func (f Trickle) validate(raw bool) error {
-	if raw {
+func (f Trickle) validate(m mode) error {
+	if m.raw {
 		return errors.New("Trickle is not supported by RawHTTP2; use TLS for it over HTTP/2")
 	}
 	if f.Bytes < 0 || f.Interval < 0 {
@@ -220,16 +362,52 @@ func (f Trickle) validate(raw bool) error {
 	return nil
 }
 
-func (f LargeBody) validate(bool) error {
+func (f LargeBody) validate(mode) error {
 	if f.Size < 0 {
 		return fmt.Errorf("LargeBody.Size %d is negative", f.Size)
 	}
 	return nil
 }
 
-func (ConnectionClose) validate(bool) error { return nil }
+func (ConnectionClose) validate(mode) error { return nil }
 
-func (f Sequence) validate(raw bool) error {
+func (f CloseBeforeRead) validate(m mode) error {
+	if f.After < 1 {
+		return fmt.Errorf("CloseBeforeRead.After %d is below 1: the connection is armed by a request it answered", f.After)
+	}
+	if m.tls && !m.raw {
+		return errors.New("CloseBeforeRead needs plain HTTP/1 or RawHTTP2: over TLS the standard server's " +
+			"connection sees encrypted records, in which a request cannot be told from a PING or a close_notify")
+	}
+	return nil
+}
+
+func (f GoDark) validate(mode) error {
+	if f.After < 1 {
+		return fmt.Errorf("GoDark.After %d is below 1: the connection goes dark after a response", f.After)
+	}
+	return nil
+}
+
+func (f RequestLimit) validate(m mode) error {
+	if f.N < 1 {
+		return fmt.Errorf("RequestLimit.N %d is below 1", f.N)
+	}
+	if !f.Announce && m.h2only && !m.raw {
+		return errors.New("RequestLimit without Announce over HTTP/2 needs RawHTTP2: the standard server " +
+			"cannot close a connection after a response without a GOAWAY")
+	}
+	return nil
+}
+
+func (f IdleClose) validate(mode) error {
+	if f.Idle <= 0 {
+		return fmt.Errorf("IdleClose.Idle %v is not positive", f.Idle)
+	}
+	return nil
+}
+
+func (f Sequence) validate(m mode) error {
 	if len(f.Faults) == 0 {
 		return errors.New("empty Sequence")
 	}
@@ -240,29 +418,29 @@ func (f Sequence) validate(raw bool) error {
 		case Sequence, *Sequence:
 			return fmt.Errorf("Sequence.Faults[%d] is a nested Sequence", i)
 		}
-		if err := g.validate(raw); err != nil {
+		if err := g.validate(m); err != nil {
 			return fmt.Errorf("Sequence.Faults[%d]: %w", i, err)
 		}
 	}
 	return nil
 }
 
-func (f Write) validate(bool) error {
+func (f Write) validate(mode) error {
 	if f.Status != 0 && (f.Status < 200 || f.Status > 599) {
 		return fmt.Errorf("Write.Status %d is not 0 or in 200..599", f.Status)
 	}
 	return nil
 }
 
-func (GoAway) validate(raw bool) error {
-	if !raw {
+func (GoAway) validate(m mode) error {
+	if !m.raw {
 		return fmt.Errorf("GoAway %w", errRawOnly)
 	}
 	return nil
 }
 
-func (RSTStream) validate(raw bool) error {
-	if !raw {
+func (RSTStream) validate(m mode) error {
+	if !m.raw {
 		return fmt.Errorf("RSTStream %w", errRawOnly)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -84,6 +85,13 @@ type h2conn struct {
 	goneAway    bool   // GOAWAY sent: ignore streams above lastStream
 	lastStream  uint32 // last-stream-id of our GOAWAY
 	writeClosed bool   // half-closed: write nothing more
+	maxStream   uint32 // the highest stream whose request was read
+
+	wire      *plan     // armed CloseBeforeRead: the next HEADERS trips it
+	idle      *plan     // IdleClose: close once idle
+	idleSince time.Time // when the last stream ended or request was read
+	deadline  bool      // a read deadline is set for the idle close
+	doomed    *plan     // the close of RequestLimit or IdleClose: a HEADERS after it is unread
 }
 
 // h2stream is a response in progress.
@@ -107,13 +115,21 @@ func (c *h2conn) run() {
 		return
 	}
 	for {
+		c.idleDeadline()
 		f, err := c.fr.ReadFrame()
 		var se http2.StreamError
 		switch {
 		case errors.As(err, &se):
 			err = c.rst(se.StreamID, se.Code)
 		case err == nil:
+			_, headers := f.(*http2.MetaHeadersFrame)
+			busy := len(c.streams) > 0
 			err = c.handle(f)
+			if headers || busy || len(c.streams) > 0 {
+				c.idleSince = time.Now() // a stream is open, or just ended
+			}
+		case c.deadline && isTimeout(err):
+			err = c.idleClose()
 		}
 		if err != nil {
 			return
@@ -121,10 +137,45 @@ func (c *h2conn) run() {
 	}
 }
 
+// idleDeadline sets the read deadline of IdleClose while the connection is
+// idle (no stream open), and clears it otherwise.
+func (c *h2conn) idleDeadline() {
+	switch {
+	case c.idle != nil && !c.writeClosed && len(c.streams) == 0:
+		c.tls.SetReadDeadline(c.idleSince.Add(c.idle.idle))
+		c.deadline = true
+	case c.deadline:
+		c.tls.SetReadDeadline(time.Time{})
+		c.deadline = false
+	}
+}
+
+// idleClose closes an idle connection as net/http's server does at its
+// IdleTimeout: GOAWAY(NO_ERROR) naming the last stream processed, then the
+// half-close.
+func (c *h2conn) idleClose() error {
+	c.deadline = false
+	c.tc.peer.serverFirst()
+	c.goneAway, c.lastStream = true, c.maxStream
+	if err := c.fr.WriteGoAway(c.maxStream, http2.ErrCodeNo, nil); err != nil {
+		return err
+	}
+	c.doomed = c.idle
+	c.cutBounded()
+	return nil
+}
+
 // handle processes one frame; an error ends the connection.
 func (c *h2conn) handle(f http2.Frame) error {
 	if c.writeClosed {
-		return nil // read until the client closes
+		// Read until the client closes; a request that raced the close of
+		// RequestLimit or IdleClose is counted, unread.
+		if _, ok := f.(*http2.MetaHeadersFrame); ok && c.doomed != nil {
+			c.doomed.ep.unread.Add(1)
+			c.tc.unreadEvent(c.doomed)
+			c.doomed = nil
+		}
+		return nil
 	}
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
@@ -191,6 +242,20 @@ func (c *h2conn) request(f *http2.MetaHeadersFrame) error {
 	if c.goneAway && id > c.lastStream {
 		return nil // refused by our GOAWAY: not processed
 	}
+	if p := c.wire; p != nil {
+		// CloseBeforeRead: the request is not read.
+		c.wire = nil
+		p.ep.unread.Add(1)
+		c.tc.unreadEvent(p)
+		if p.reset {
+			c.tc.cut.Store(true)
+			c.tc.reset()
+			return net.ErrClosed
+		}
+		c.cutBounded()
+		return nil
+	}
+	c.maxStream = max(c.maxStream, id)
 	path := f.PseudoValue("path")
 	if u, err := url.ParseRequestURI(path); err == nil {
 		path = u.Path
@@ -217,11 +282,12 @@ func (c *h2conn) request(f *http2.MetaHeadersFrame) error {
 		// the client can observe anything (see handler.finish).
 		c.s.exit(c.tc)
 	}
-	return c.runFault(st, fault, header, n)
+	return c.runFault(st, fault, f.PseudoValue("method"), header, path, n)
 }
 
-// runFault produces fault on stream st; header is the request's.
-func (c *h2conn) runFault(st *h2stream, fault Fault, header http.Header, n int) error {
+// runFault produces fault on stream st; method, header and path are the
+// request's.
+func (c *h2conn) runFault(st *h2stream, fault Fault, method string, header http.Header, path string, n int) error {
 	switch f := fault.(type) {
 	case OK:
 		return c.respondText(st, f.Body)
@@ -237,12 +303,18 @@ func (c *h2conn) runFault(st *h2stream, fault Fault, header http.Header, n int) 
 	case Hang:
 		c.streams[st.id] = st
 	case CloseBeforeResponse:
+		if f.Write && method != http.MethodGet && method != http.MethodHead {
+			st.ep.commitWrite(header)
+		}
 		if n > f.After {
 			c.cut()
 			return nil
 		}
 		return c.respondText(st, "")
 	case Reset:
+		if f.Write && method != http.MethodGet && method != http.MethodHead {
+			st.ep.commitWrite(header)
+		}
 		if n <= f.After {
 			return c.respondText(st, "")
 		}
@@ -264,14 +336,49 @@ func (c *h2conn) runFault(st *h2stream, fault Fault, header http.Header, n int) 
 	case LargeBody:
 		return c.respond(st, http.StatusOK, octets(f.Size), xs(f.Size), true)
 	case ConnectionClose:
-		c.tc.peer.serverFirst() // the GOAWAY: the close is the server's
+		return c.goAwayAfter(st)
+	case CloseBeforeRead:
 		if err := c.respondText(st, ""); err != nil {
 			return err
 		}
-		c.goneAway, c.lastStream = true, st.id
-		return c.fr.WriteGoAway(st.id, http2.ErrCodeNo, nil)
+		if n >= f.After {
+			c.wire = &plan{kind: planUnread, ep: st.ep, path: path, reset: f.Reset, count: true}
+		}
+	case GoDark:
+		if err := c.respondText(st, ""); err != nil {
+			return err
+		}
+		if n >= f.After {
+			c.tc.goDark(&plan{kind: planDark, ep: st.ep, path: path})
+		}
+	case RequestLimit:
+		switch {
+		case n < f.N:
+			return c.respondText(st, "")
+		case f.Announce:
+			return c.goAwayAfter(st)
+		}
+		if err := c.respondText(st, ""); err != nil {
+			return err
+		}
+		c.doomed = &plan{kind: planClose, ep: st.ep, path: path, count: true}
+		c.cutBounded()
+	case IdleClose:
+		c.idle = &plan{kind: planIdle, ep: st.ep, path: path, idle: f.Idle, count: true}
+		return c.respondText(st, "")
 	}
 	return nil
+}
+
+// goAwayAfter answers st 200 "ok" and sends GOAWAY covering it, as the
+// standard server does for Connection: close.
+func (c *h2conn) goAwayAfter(st *h2stream) error {
+	c.tc.peer.serverFirst() // the GOAWAY: the close is the server's
+	if err := c.respondText(st, ""); err != nil {
+		return err
+	}
+	c.goneAway, c.lastStream = true, st.id
+	return c.fr.WriteGoAway(st.id, http2.ErrCodeNo, nil)
 }
 
 func octets(n int) http.Header {
@@ -396,6 +503,13 @@ func (c *h2conn) cut() {
 	c.writeClosed = true
 	c.tls.CloseWrite()
 	c.tc.CloseWrite()
+}
+
+// cutBounded is cut, with the reads that follow bounded by drainBound.
+func (c *h2conn) cutBounded() {
+	c.cut()
+	c.tls.SetReadDeadline(time.Now().Add(drainBound))
+	c.deadline = false
 }
 
 // endHang ends a hanging stream's handler, counting a cancellation if the

@@ -94,6 +94,7 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 		drain(r)
 		return s.wait(r, h)
 	case CloseBeforeResponse:
+		commit(r, ep, f.Write)
 		if n > f.After {
 			s.cut(w, r, h)
 		} else {
@@ -101,6 +102,7 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 			writeText(w, "")
 		}
 	case Reset:
+		commit(r, ep, f.Write)
 		if n <= f.After {
 			h.finish()
 			writeText(w, "")
@@ -144,6 +146,42 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 		h.finish()
 		w.Header().Set("Connection", "close")
 		writeText(w, "")
+	case CloseBeforeRead:
+		drain(r)
+		if n >= f.After {
+			h.tc.plan(&plan{kind: planUnread, ep: ep, path: r.URL.Path, reset: f.Reset, count: true})
+		}
+		h.finish()
+		writeText(w, "")
+	case GoDark:
+		drain(r)
+		if n >= f.After {
+			h.tc.plan(&plan{kind: planDark, ep: ep, path: r.URL.Path, h2: h2})
+		}
+		h.finish()
+		writeText(w, "")
+	case RequestLimit:
+		drain(r)
+		if n >= f.N && f.Announce {
+			h.tc.peer.serverFirst() // as ConnectionClose
+			h.finish()
+			w.Header().Set("Connection", "close")
+			writeText(w, "")
+			break
+		}
+		if n >= f.N {
+			if h2 {
+				return s.unsupported(w, h, "RequestLimit without Announce over HTTP/2 needs RawHTTP2")
+			}
+			h.tc.plan(&plan{kind: planClose, ep: ep, path: r.URL.Path, count: !h.tc.tls})
+		}
+		h.finish()
+		writeText(w, "")
+	case IdleClose:
+		drain(r)
+		h.tc.plan(&plan{kind: planIdle, ep: ep, path: r.URL.Path, idle: f.Idle, h2: h2, count: !h.tc.tls})
+		h.finish()
+		writeText(w, "")
 	case Write:
 		drain(r)
 		n := ep.commitWrite(r.Header)
@@ -158,6 +196,24 @@ func (s *Server) runFault(w http.ResponseWriter, r *http.Request, h *handler, ep
 		}
 		w.WriteHeader(writeStatus(f))
 	}
+	return outDone
+}
+
+// commit commits a write for r, after reading its body, if write is set
+// and r's method is not GET or HEAD (the Write field of CloseBeforeResponse
+// and Reset).
+func commit(r *http.Request, ep *endpoint, write bool) {
+	if write && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		drain(r)
+		ep.commitWrite(r.Header)
+	}
+}
+
+// unsupported answers 501: a fault the standard HTTP/2 server cannot
+// produce, reached by a client that negotiated HTTP/2 over TLS.
+func (s *Server) unsupported(w http.ResponseWriter, h *handler, why string) outcome {
+	h.finish()
+	http.Error(w, "faultserver: "+why, http.StatusNotImplemented)
 	return outDone
 }
 

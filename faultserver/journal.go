@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"sync"
 	"syscall"
 	"time"
@@ -23,6 +22,13 @@ const (
 	// ConnClosed: the connection is closed; ClosedBy and How say by whom
 	// and how.
 	ConnClosed
+	// ConnUnread: the client sent bytes the server will not read as a
+	// request, on a connection a fault has doomed: the request that trips
+	// [CloseBeforeRead], one that races the close of [RequestLimit] or
+	// [IdleClose], each read on a connection gone dark ([GoDark]). Path is
+	// the path whose fault armed the connection. It comes before the
+	// connection's ConnClosed.
+	ConnUnread
 )
 
 // A ConnEvent is one event of a connection's life, as the server saw it
@@ -34,7 +40,8 @@ type ConnEvent struct {
 	Conn uint64
 	// At is when the server saw the event.
 	At time.Time
-	// Path is the path of the request read (ConnRequest).
+	// Path is the path of the request read (ConnRequest), or of the
+	// fault that armed the connection (ConnUnread).
 	Path string
 	// ClosedBy is "client" when the client closed the connection first
 	// (the server read its FIN or RST, or the client had sent its TLS
@@ -46,7 +53,8 @@ type ConnEvent struct {
 }
 
 // OnConnEvent makes the server call f with every event of every
-// connection it accepts: accepted, each request read, closed. f is called
+// connection it accepts: accepted, each request read, bytes left unread,
+// closed. f is called
 // synchronously from the connection's goroutines, possibly concurrently,
 // never with a lock of the server's held (it may call the server's
 // methods): it must be quick and safe for concurrent use.
@@ -71,7 +79,7 @@ func (s *Server) CloseConn(id uint64) bool {
 		return false
 	}
 	tc.cut.Store(true)
-	tc.Close()
+	tc.closeNow()
 	return true
 }
 
@@ -186,12 +194,16 @@ func (p *peerState) sawPeer(err error) {
 // probePeer looks, for at most d, whether the client has closed c already:
 // a TLS client's close_notify ends the server's reads before its FIN is
 // read, so the server would otherwise take its own close for the first.
-func (p *peerState) probePeer(c net.Conn, d time.Duration) {
-	c.SetReadDeadline(time.Now().Add(d))
+// It reads the TCP connection itself, whatever a fault made of c's reads.
+func (p *peerState) probePeer(c *trackedConn, d time.Duration) {
+	c.Conn.SetReadDeadline(time.Now().Add(d))
 	var b [512]byte
 	for range 8 {
-		if _, err := c.Read(b[:]); err != nil {
-			return // sawPeer ran in Read
+		if _, err := c.Conn.Read(b[:]); err != nil {
+			if !c.cut.Load() {
+				p.sawPeer(err)
+			}
+			return
 		}
 	}
 }

@@ -127,7 +127,7 @@ func (s *Server) Handle(path string, f Fault) {
 	}
 	f, err := normalize(f)
 	if err == nil {
-		err = f.validate(s.cfg.rawH2)
+		err = f.validate(mode{raw: s.cfg.rawH2, tls: s.cfg.tls, h2only: s.cfg.h2only})
 	}
 	if err != nil {
 		panic(fmt.Sprintf("faultserver: Handle(%q): %v", path, err))
@@ -293,6 +293,8 @@ func (s *Server) Totals() Counters {
 		t.HandlersEntered += c.HandlersEntered
 		t.CancelsObserved += c.CancelsObserved
 		t.WritesCommitted += c.WritesCommitted
+		t.Unread += c.Unread
+		t.DarkConns += c.DarkConns
 	}
 	t.ConnsAccepted = s.accepted.Load()
 	return t
@@ -342,13 +344,24 @@ func (s *Server) connDone(tc *trackedConn) {
 	})
 }
 
-// connState is the standard server's ConnState hook.
+// connState is the standard server's ConnState hook. Over HTTP/2 it is
+// called from the connection's serving goroutine, StateIdle once the last
+// open stream's END_STREAM is written into the connection's buffer and
+// before that buffer is flushed.
 func (s *Server) connState(c net.Conn, st http.ConnState) {
-	if st != http.StateClosed && st != http.StateHijacked {
+	tc := trackedOf(c)
+	if tc == nil {
 		return
 	}
-	if tc := trackedOf(c); tc != nil {
-		s.connDone(tc)
+	switch st {
+	case http.StateIdle:
+		tc.responded()
+	case http.StateActive:
+		tc.active()
+	case http.StateClosed, http.StateHijacked:
+		if !tc.holdOpen() {
+			s.connDone(tc)
+		}
 	}
 }
 
@@ -431,7 +444,7 @@ func (s *Server) closeConns() map[*trackedConn]bool {
 	s.mu.Unlock()
 	for tc := range conns {
 		tc.cut.Store(true)
-		tc.Close()
+		tc.closeNow()
 	}
 	return conns
 }
