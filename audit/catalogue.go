@@ -39,6 +39,20 @@ const (
 	// acquireBound is how long a second caller waits for the pool's one
 	// connection: the source's pendingAcquireTimeout.
 	acquireBound = time.Second
+	// keepAliveRequests is how many requests a connection serves before a
+	// server with a keep-alive request limit closes it (nginx's
+	// keepalive_requests, small).
+	keepAliveRequests = 3
+	// serverIdle is the idle timeout of the catalogue's server: short, to
+	// keep the catalogue fast; what a client's own idle timeout is judged
+	// against is the servers' the runner is told (ServerIdleTimeout).
+	serverIdle = 250 * time.Millisecond
+	// pingAfter and pingTimeout are HTTP/2's health check on the
+	// reference pool: a PING after that long without a frame read, the
+	// connection closed when its answer takes longer. Both well past the
+	// header bound, which ends the request on a dark connection first.
+	pingAfter   = 300 * time.Millisecond
+	pingTimeout = 300 * time.Millisecond
 )
 
 func n(v int64) *int64 { return &v }
@@ -55,6 +69,20 @@ func ok(status int) Expect {
 
 func failed(class httptrace.Class, stage httptrace.Stage, serverRequests int64) Expect {
 	return Expect{Class: class, Stage: stage, ClientAttempts: 1, ServerRequests: serverRequests, Dials: n(1)}
+}
+
+// fixHealthCheck is what a client whose HTTP/2 connection went dark, and
+// kept taking requests, must do.
+const fixHealthCheck = "check an HTTP/2 connection's health: a PING after a while without a frame read, the " +
+	"connection closed when no answer comes (Go: Transport.HTTP2 = &http.HTTP2Config{SendPingTimeout: …, " +
+	"PingTimeout: …}); without it a connection that went dark keeps taking requests, each of which hangs " +
+	"until its own bound"
+
+// once makes f, a fault that arms the connection its warm-up came on, arm
+// that one only: the request the client sends again, on a new connection,
+// and what follows it are answered 200 "ok".
+func once(f faultserver.Fault) faultserver.Fault {
+	return faultserver.Sequence{Faults: []faultserver.Fault{f, faultserver.OK{}}}
 }
 
 // read is a policy that bounds the read interval only.
@@ -74,6 +102,17 @@ const (
 	// noteResentUnwritten: the request was sent again on a new connection
 	// when none of it had reached the server.
 	noteResentUnwritten = "the request was sent again on a new connection, which is safe: none of it had reached the server"
+	// noteResentPOST: a POST none of which the server read was sent
+	// again: safe here, and the same client sends it again when the server
+	// had read it.
+	noteResentPOST = "the POST was sent again on a new connection, which is safe here: the server had read none of it; " +
+		"a client that does so cannot tell this from a POST the server read (stale-post-close-after-read), where it " +
+		"commits the write twice"
+	// noteKeyedReplay: a POST the server read and committed was sent again
+	// by the client itself, its Idempotency-Key letting the server commit
+	// it once.
+	noteKeyedReplay = "the client sent the POST again by itself after the server had read it; its Idempotency-Key " +
+		"let the server commit it once"
 	// noteHiddenReplay: a replayable request the server had read was sent
 	// again by the client itself.
 	noteHiddenReplay = "the client sent the request again by itself after the server had read it: a hidden retry, " +
@@ -104,7 +143,7 @@ func http1Scenarios() []Scenario {
 	closeBefore := failed(httptrace.ClassServerClosed, httptrace.StageAwaitHeaders, 1)
 	closeBefore.Fate = closedFate(pool.ClosedByServer, pool.ReasonServerEOF)
 	hidden := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(2), HiddenRetry: true,
-		Fate: reusedFate(), Note: noteHiddenReplay,
+		Fate: reusedFate(), Note: noteHiddenReplay, OnWarmConn: true,
 		Or: &Expect{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}}
 	hiddenReset := hidden
 	hiddenReset.Or = &Expect{Class: httptrace.ClassReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
@@ -156,6 +195,49 @@ func http1Scenarios() []Scenario {
 			Fate: reusedFate(), Note: noteResentUnwritten,
 			Or: &Expect{Class: class, ServerRequests: 0, Note: noteLossToCaller}}
 	}
+	// A kept-alive connection the server closed as the client's next
+	// request arrived, reading none of it: a GET goes again on a new
+	// connection (net/http does so), or its loss reaches the caller.
+	staleGet := func(class httptrace.Class) Expect {
+		return Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 1, Dials: n(2),
+			Unread: n(1), Fate: reusedFate(), Note: noteResentUnwritten, OnWarmConn: true,
+			Or: &Expect{Class: class, Stage: httptrace.StageAwaitHeaders, ServerRequests: 0, Note: noteLossToCaller}}
+	}
+	// The same for a POST: net/http gives the caller the loss (it cannot
+	// tell that the server read none of it); a client that sends it again
+	// is safe here.
+	stalePost := func(class httptrace.Class) Expect {
+		e := failed(class, httptrace.StageAwaitHeaders, 0)
+		e.Unread, e.Note, e.OnWarmConn = n(1), noteLossToCaller, true
+		e.Fate = closedFate(pool.ClosedByServer, map[httptrace.Class]pool.CloseReason{
+			httptrace.ClassServerClosed: pool.ReasonServerEOF, httptrace.ClassReset: pool.ReasonServerReset}[class])
+		e.Or = &Expect{Class: httptrace.ClassOK, Status: 200, ServerRequests: 1, Note: noteResentPOST}
+		return e
+	}
+	// A POST the server read and committed before it closed the
+	// connection: sent again, it is committed twice; its loss must reach
+	// the caller.
+	committed := func(class httptrace.Class) Expect {
+		e := failed(class, httptrace.StageAwaitHeaders, 1)
+		e.Writes, e.OnWarmConn = n(1), true
+		e.Fate = closedFate(pool.ClosedByServer, map[httptrace.Class]pool.CloseReason{
+			httptrace.ClassServerClosed: pool.ReasonServerEOF, httptrace.ClassReset: pool.ReasonServerReset}[class])
+		return e
+	}
+	// With an Idempotency-Key net/http sends the POST again by itself, and
+	// the server commits it once.
+	keyedReplay := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Writes: n(1), Dials: n(2),
+		HiddenRetry: true, Fate: reusedFate(), Note: noteKeyedReplay, OnWarmConn: true,
+		Or: &Expect{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1, Writes: n(1)}}
+	// A dark connection: the request's bound ends it, the server having
+	// read nothing; the connection is the client's to close, and /ok goes
+	// on a new one.
+	dark := failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 0)
+	dark.Fate, dark.OnWarmConn = closedFate(pool.ClosedByClient, pool.ReasonRequestError), true
+	// The keep-alive limit: the request after it goes on a new connection
+	// and succeeds, and no request is read twice.
+	limited := ok(200)
+	limited.Dials, limited.Fate = n(2), reusedFate()
 	return []Scenario{
 		{Name: "ok", Proto: HTTP1, Fault: `200 "ok"`, Bound: "-", Expect: okExp, Serve: faultserver.OK{}},
 		status(503), status(500), status(404),
@@ -201,6 +283,39 @@ func http1Scenarios() []Scenario {
 		{Name: "close-before-send", Proto: HTTP1, Fault: "closes (FIN) the kept-alive connection the client holds for a POST not yet written",
 			Bound: "-", Expect: held(httptrace.ClassServerClosed), Serve: faultserver.OK{}, Steps: StepsWarmThenHeldBody, Close: "fin",
 			Request: post(""), ServedOnly: heldServedOnly},
+		{Name: "stale-close-before-read", Proto: HTTP1, Fault: "closes (FIN) a kept-alive connection as its 2nd request arrives, reading none of it",
+			Bound: "GET on a reused connection", Expect: staleGet(httptrace.ClassServerClosed), Steps: StepsWarmThenRequest,
+			Serve: once(faultserver.CloseBeforeRead{After: 1})},
+		{Name: "stale-reset-before-read", Proto: HTTP1, Fault: "resets (RST) a kept-alive connection as its 2nd request arrives, reading none of it",
+			Bound: "GET on a reused connection", Expect: staleGet(httptrace.ClassReset), Steps: StepsWarmThenRequest,
+			Serve: once(faultserver.CloseBeforeRead{After: 1, Reset: true})},
+		{Name: "stale-post-close-before-read", Proto: HTTP1, Fault: "closes (FIN) a kept-alive connection as its 2nd request, a POST, arrives, reading none of it",
+			Bound: "POST on a reused connection", Expect: stalePost(httptrace.ClassServerClosed), Steps: StepsWarmThenRequest,
+			Serve: once(faultserver.CloseBeforeRead{After: 1}), Request: post("")},
+		{Name: "stale-post-reset-before-read", Proto: HTTP1, Fault: "resets (RST) a kept-alive connection as its 2nd request, a POST, arrives, reading none of it",
+			Bound: "POST on a reused connection", Expect: stalePost(httptrace.ClassReset), Steps: StepsWarmThenRequest,
+			Serve: once(faultserver.CloseBeforeRead{After: 1, Reset: true}), Request: post("")},
+		{Name: "stale-post-close-after-read", Proto: HTTP1, Fault: "reads a kept-alive connection's 2nd request, a POST, commits it, closes (FIN)",
+			Bound: "POST on a reused connection", Expect: committed(httptrace.ClassServerClosed), Steps: StepsWarmThenRequest,
+			Serve: faultserver.CloseBeforeResponse{After: 1, Write: true}, Request: post("")},
+		{Name: "stale-post-reset-after-read", Proto: HTTP1, Fault: "reads a kept-alive connection's 2nd request, a POST, commits it, resets (RST)",
+			Bound: "POST on a reused connection", Expect: committed(httptrace.ClassReset), Steps: StepsWarmThenRequest,
+			Serve: faultserver.Reset{After: 1, Write: true}, Request: post("")},
+		{Name: "stale-post-key-after-read", Proto: HTTP1, Fault: "reads a kept-alive connection's 2nd request, a POST with an Idempotency-Key, commits it, closes (FIN)",
+			Bound: "POST with Idempotency-Key on a reused connection", Expect: keyedReplay, Steps: StepsWarmThenRequest,
+			Serve: faultserver.CloseBeforeResponse{After: 1, Write: true}, Request: post("order-7")},
+		{Name: "go-dark", Proto: HTTP1, Fault: "a kept-alive connection goes dark after its 1st response: nothing read, answered or closed",
+			Bound: "ResponseHeaderTimeout 150ms", Wait: boundShort, Expect: dark, Steps: StepsWarmThenRequest, Policy: read(boundShort),
+			Serve: faultserver.GoDark{After: 1}},
+		{Name: "request-limit", Proto: HTTP1, Fault: "each connection serves 3 requests, the 3rd with Connection: close",
+			Bound: "-", Expect: limited, Steps: StepsWarmThenRequest, Warm: keepAliveRequests,
+			Serve: faultserver.RequestLimit{N: keepAliveRequests, Announce: true}},
+		{Name: "request-limit-silent", Proto: HTTP1, Fault: "each connection serves 3 requests, then the server closes it with no warning",
+			Bound: "-", Expect: limited, Steps: StepsWarmCloseThenRequest, Warm: keepAliveRequests, Close: "limit",
+			Serve: faultserver.RequestLimit{N: keepAliveRequests}},
+		{Name: "server-idle-timeout", Proto: HTTP1, Fault: "closes (FIN) a connection idle for 250ms, its keep-alive timeout",
+			Bound: "IdleConnTimeout below the servers' keep-alive timeout", Wait: serverIdle, Expect: idleClosed,
+			Steps: StepsWarmCloseThenRequest, Close: "idle", Serve: faultserver.IdleClose{Idle: serverIdle}},
 		{Name: "tls-handshake-stall", Proto: HTTP1, Fault: "TCP accept, then silence", Bound: "TLSHandshakeTimeout 150ms",
 			Wait: boundShort, Expect: tlsStallExp, Policy: Policy{TLSTimeout: boundShort}, Listener: ListenTLSStall},
 		{Name: "connect-hang", Proto: HTTP1, Fault: "accept queue full", Bound: "Dialer.Timeout 150ms",
@@ -254,6 +369,19 @@ func http2Scenarios() []Scenario {
 	refused := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 2, Dials: n(1), HiddenRetry: true,
 		Fate: reusedFate(), Note: noteResentUnwritten,
 		Or: &Expect{Class: httptrace.ClassStreamReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1, Note: noteLossToCaller}}
+	// A reused connection closed as the next stream arrives: the GET goes
+	// again on a new connection, or its loss reaches the caller.
+	staleGet := Expect{Class: httptrace.ClassOK, Status: 200, ClientAttempts: 1, ServerRequests: 1, Dials: n(2),
+		Unread: n(1), Fate: reusedFate(), Note: noteResentUnwritten, OnWarmConn: true,
+		Or: &Expect{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 0, Note: noteLossToCaller}}
+	// A dark connection: the request's bound ends it; the health check
+	// (a PING unanswered) closes the connection, so /ok goes on a new one.
+	dark := failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 0)
+	dark.Fate, dark.OnWarmConn = closedFate(pool.ClosedByClient, pool.ReasonPingTimeout), true
+	limited := ok(200)
+	limited.Dials, limited.Fate = n(2), reusedFate()
+	idleClosed := ok(200)
+	idleClosed.Dials, idleClosed.Fate = n(2), reusedFate()
 	return []Scenario{
 		{Name: "h2/ok", Proto: HTTP2, Fault: `200 "ok"`, Bound: "-", Expect: okExp, Serve: faultserver.OK{}},
 		status(503), status(500), status(404),
@@ -280,6 +408,22 @@ func http2Scenarios() []Scenario {
 		{Name: "h2/unclosed-body", Proto: HTTP2, Fault: `200 "ok"`, Bound: "body never closed (until the check)",
 			Expect: unclosed, Serve: faultserver.OK{}, Steps: StepsLeaveBodyOpen,
 			InProcessOnly: "a leak inside the client's process: only an in-process pool check sees the open body"},
+		{Name: "h2/stale-close-before-read", Proto: HTTP2, Fault: "closes the connection as a 2nd stream's HEADERS arrive, reading none of it",
+			Bound: "GET on a reused connection", Expect: staleGet, Steps: StepsWarmThenRequest, Listener: ListenRawHTTP2,
+			Serve: once(faultserver.CloseBeforeRead{After: 1})},
+		{Name: "h2/go-dark", Proto: HTTP2, Fault: "the connection goes dark after its 1st response: nothing read, answered or closed",
+			Bound: "ResponseHeaderTimeout 150ms; HTTP/2 PING after 300ms, answered within 300ms", Wait: boundShort + pingAfter + pingTimeout,
+			Expect: dark, Steps: StepsWarmThenRequest, Serve: faultserver.GoDark{After: 1}, Fix: fixHealthCheck, Settle: true,
+			Policy: Policy{ReadTimeout: boundShort, SendPingTimeout: pingAfter, PingTimeout: pingTimeout}},
+		{Name: "h2/request-limit", Proto: HTTP2, Fault: "each connection serves 3 requests, then GOAWAY",
+			Bound: "-", Expect: limited, Steps: StepsWarmThenRequest, Warm: keepAliveRequests,
+			Serve: faultserver.RequestLimit{N: keepAliveRequests, Announce: true}},
+		{Name: "h2/request-limit-silent", Proto: HTTP2, Fault: "each connection serves 3 requests, then the server closes it with no GOAWAY",
+			Bound: "-", Expect: limited, Steps: StepsWarmCloseThenRequest, Warm: keepAliveRequests, Close: "limit",
+			Listener: ListenRawHTTP2, Serve: faultserver.RequestLimit{N: keepAliveRequests}},
+		{Name: "h2/server-idle-timeout", Proto: HTTP2, Fault: "closes a connection idle for 250ms, its keep-alive timeout",
+			Bound: "IdleConnTimeout below the servers' keep-alive timeout", Wait: serverIdle, Expect: idleClosed,
+			Steps: StepsWarmCloseThenRequest, Close: "idle", Serve: faultserver.IdleClose{Idle: serverIdle}},
 		{Name: "h2/goaway", Proto: HTTP2, Fault: "GOAWAY below the request's stream", Bound: "-", Expect: goaway, Listener: ListenRawHTTP2,
 			Serve: faultserver.Sequence{Faults: []faultserver.Fault{faultserver.GoAway{}, faultserver.OK{}}}},
 		{Name: "h2/refused-stream", Proto: HTTP2, Fault: "RST_STREAM(REFUSED_STREAM), then 200", Bound: "-", Expect: refused,
@@ -358,7 +502,7 @@ func retryScenarios() []Scenario {
 		return e
 	}
 	hidden := exp(httptrace.ClassOK, 200, 1, 2)
-	hidden.HiddenRetry, hidden.Dials, hidden.Note = true, n(2), noteHiddenReplay
+	hidden.HiddenRetry, hidden.Dials, hidden.Note, hidden.OnWarmConn = true, n(2), noteHiddenReplay, true
 	hidden.Or = &Expect{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}
 	hiddenReset := hidden
 	hiddenReset.Or = &Expect{Class: httptrace.ClassReset, Stage: httptrace.StageAwaitHeaders, ServerRequests: 1}

@@ -122,6 +122,9 @@ func (m *mismatches) counts(e Expect, o Observed) {
 	if e.Writes != nil && o.Writes != *e.Writes {
 		m.add("writes committed: expected %d, observed %d", *e.Writes, o.Writes)
 	}
+	if e.Unread != nil && o.Unread != *e.Unread {
+		m.add("requests sent on a connection the server was closing, unread: expected %d, observed %d", *e.Unread, o.Unread)
+	}
 	if e.HandlersEntered != nil && o.HandlersEntered != *e.HandlersEntered {
 		m.add("handler entries: expected %d, observed %d", *e.HandlersEntered, o.HandlersEntered)
 	}

@@ -279,8 +279,9 @@ func earlyClose(ctx context.Context, e *env) error {
 }
 
 // closeThen has the server close the warm-up's connection as the scenario
-// says ("fin", "rst", or "idle": the server's own idle timeout, the
-// scenario's Wait), waits until the server has closed it and seen the
+// says ("fin", "rst"; "idle" and "limit": the server by itself, its idle
+// timeout after the scenario's Wait, its request limit at once), waits
+// until the server has closed it and seen the
 // client close its side (a second at most after the server's close), then
 // makes the faulted request by drive.
 func closeThen(drive func(context.Context, *env) error) func(context.Context, *env) error {
@@ -305,8 +306,8 @@ func closeThen(drive func(context.Context, *env) error) func(context.Context, *e
 const clientCloseWait = time.Second
 
 // closeWarm closes the connection the warm-up came on, as the scenario
-// says, and returns its id (the server's); "idle" leaves the close to the
-// server's own idle timeout.
+// says, and returns its id (the server's); "idle" and "limit" leave the
+// close to the server.
 func (e *env) closeWarm() (uint64, error) {
 	id, ok := e.serverConns.first()
 	if !ok {
@@ -317,7 +318,8 @@ func (e *env) closeWarm() (uint64, error) {
 		e.Server.ResetConn(id)
 	case "fin":
 		e.Server.CloseWriteConn(id)
-	case "idle":
+	case "idle", "limit":
+		// The server closes it by itself.
 	default:
 		return 0, fmt.Errorf("unknown close %q", e.scenario.Close)
 	}

@@ -161,6 +161,12 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 // fateFixes names the setting that explains the connection's fate, and a
 // hidden retry the scenario did not expect.
 func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed) {
+	if f := s.Expect.Fate; f != nil && f.Reason == pool.ReasonPingTimeout && o.Fate.Reason != pool.ReasonPingTimeout &&
+		!o.Unbounded {
+		// The dark connection stayed in the pool: nothing checked its
+		// health.
+		fs.add(s.Fix)
+	}
 	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
 		switch o.Fate.Reason {
 		case pool.ReasonKeepAlivesOff:

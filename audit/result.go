@@ -44,6 +44,10 @@ type Observed struct {
 	// HandlersEntered counts the times the server entered the faulted
 	// path's handler.
 	HandlersEntered int64 `json:"handlers_entered,omitempty"`
+	// Unread counts the requests the server closed a connection on
+	// without reading them: requests the client sent on a connection
+	// already being closed.
+	Unread int64 `json:"unread,omitempty"`
 	// ConnsAccepted counts the TCP connections a server below HTTP
 	// accepted (tls-handshake-stall).
 	ConnsAccepted int64 `json:"conns_accepted,omitempty"`

@@ -535,6 +535,9 @@ func referenceBounds(p Policy) []pool.Option {
 	if p.TLSTimeout > 0 {
 		opts = append(opts, pool.TLSHandshakeTimeout(p.TLSTimeout))
 	}
+	if p.SendPingTimeout > 0 {
+		opts = append(opts, pool.HTTP2(http.HTTP2Config{SendPingTimeout: p.SendPingTimeout, PingTimeout: p.PingTimeout}))
+	}
 	return opts
 }
 
@@ -656,6 +659,7 @@ func observeServer(s Scenario, e *env) {
 		}
 	}
 	obs.HandlersEntered = c.HandlersEntered - e.counters.HandlersEntered
+	obs.Unread = c.Unread - e.counters.Unread
 	if e.accepted != nil {
 		obs.ConnsAccepted = e.accepted()
 	}

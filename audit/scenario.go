@@ -123,6 +123,10 @@ type Expect struct {
 	// before it cut the body, all of a trickle's, or those the client
 	// read before it closed the body early.
 	BodyBytes *int64 `json:"body_bytes,omitempty"`
+	// OnWarmConn is set when the faulted request must first go on the
+	// kept-alive connection the warm-ups left: the fault meets it only
+	// there. A client that opens a new one instead did not reuse it.
+	OnWarmConn bool `json:"on_warm_conn,omitempty"`
 	// FateNetHTTP is set when Fate is net/http's choice among correct
 	// ones (drain or close a body closed early, keep or close a connection
 	// whose stream was cancelled): another client may choose otherwise,
@@ -203,11 +207,18 @@ type Scenario struct {
 	Warm      int
 	WarmAside bool
 	ReadBytes int
-	// Close is how the server closes the warm-up's connection at the
-	// caller's asking (StepsWarmCloseThenRequest, StepsWarmThenHeldBody):
-	// "fin", "rst", or "idle" (the server's own idle timeout, Serve's
-	// IdleClose fault, closes it; the caller waits for that).
+	// Close is how the server closes the warm-up's connection
+	// (StepsWarmCloseThenRequest, StepsWarmThenHeldBody): at the caller's
+	// asking with a FIN ("fin") or an RST ("rst"), or by itself, the caller
+	// waiting for it: its idle timeout ("idle", Serve's IdleClose fault,
+	// after Wait) or its keep-alive request limit ("limit", Serve's
+	// RequestLimit fault, after the last warm-up's response).
 	Close string
+	// Settle, when set, has the caller wait, after the faulted call and
+	// before /ok, until the client has closed the connection the fault
+	// made unusable (a connection gone dark, which only the client's own
+	// health check notices), at most the scenario's Wait and a second.
+	Settle bool
 	// Request is the faulted request; Policy the client's configuration
 	// for it.
 	Request Request

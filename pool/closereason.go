@@ -127,6 +127,21 @@ func (p *Pool) h2CloseLocked(c *connState, prev ConnState, reqs []*request) (Clo
 		c.CloseDetail = "never used: HTTP/2 takes one connection per host"
 		return vocab.ClosedByClient, vocab.ReasonH2Unused, true
 	}
+	if h := p.tr.HTTP2; h != nil && h.SendPingTimeout > 0 {
+		// The health check: a PING after SendPingTimeout without a frame
+		// read, the connection closed when no answer came within
+		// PingTimeout (15s when 0, as net/http has it). Nothing was read
+		// for as long: the server did not answer.
+		pt := h.PingTimeout
+		if pt <= 0 {
+			pt = 15 * time.Second
+		}
+		if d, ok := c.io.sinceRead(time.Since(ioEpoch), 0); ok && timedOut(d, h.SendPingTimeout+pt) {
+			c.CloseDetail = fmt.Sprintf("nothing read for %v: a PING sent after SendPingTimeout (%v) went unanswered "+
+				"for PingTimeout (%v)", d.Round(time.Millisecond), h.SendPingTimeout, pt)
+			return vocab.ClosedByClient, vocab.ReasonPingTimeout, true
+		}
+	}
 	// An HTTP/2 client closes a connection itself once the server
 	// sent GOAWAY and its last stream ended. The frame is not visible
 	// here (the bytes are encrypted); infer it: the connection was not

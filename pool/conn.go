@@ -90,6 +90,7 @@ const (
 	ReasonClient           CloseReason = vocab.ReasonClient           // client: closed for another reason
 	ReasonProtocolError    CloseReason = vocab.ReasonProtocolError    // client: gave it up over the server's protocol violation
 	ReasonH2Unused         CloseReason = vocab.ReasonH2Unused         // client: an HTTP/2 connection dialed beside another and closed unused
+	ReasonPingTimeout      CloseReason = vocab.ReasonPingTimeout      // client: its HTTP/2 health check's PING went unanswered
 	ReasonConnectionClose  CloseReason = vocab.ReasonConnectionClose  // server: "Connection: close"
 	ReasonHTTP10           CloseReason = vocab.ReasonHTTP10           // server: HTTP/1.0 without keep-alive
 	ReasonServerClosedIdle CloseReason = vocab.ReasonServerClosedIdle // server: closed while the connection was idle

@@ -31,6 +31,7 @@ type config struct {
 	tlsConfig           *tls.Config
 	protocols           *http.Protocols
 	disableKeepAlives   *bool
+	http2               *http.HTTP2Config
 	resolver            *net.Resolver
 	// trace holds the options of the pool's tracer, which package
 	// httptrace declares and validates.
@@ -136,6 +137,22 @@ func Protocols(p http.Protocols) Option {
 			return errors.New("pool: Protocols allows no protocol")
 		}
 		c.protocols = &p
+		return nil
+	})
+}
+
+// HTTP2 sets the Transport's HTTP/2 configuration (http.Transport.HTTP2,
+// copied): its health check above all, SendPingTimeout (a PING after that
+// long without a frame read) and PingTimeout (the connection closed when
+// the PING's answer takes longer), without which a connection that went
+// dark keeps taking requests.
+func HTTP2(cfg http.HTTP2Config) Option {
+	return optionFunc(func(c *config) error {
+		if cfg.SendPingTimeout < 0 || cfg.PingTimeout < 0 {
+			return fmt.Errorf("pool: HTTP2: SendPingTimeout %v and PingTimeout %v must not be negative",
+				cfg.SendPingTimeout, cfg.PingTimeout)
+		}
+		c.http2 = &cfg
 		return nil
 	})
 }

@@ -44,6 +44,10 @@ func (cfg config) setTransport(tr *http.Transport, dial dialFunc, dialer *net.Di
 	if cfg.disableKeepAlives != nil {
 		tr.DisableKeepAlives = *cfg.disableKeepAlives
 	}
+	if cfg.http2 != nil {
+		h := *cfg.http2
+		tr.HTTP2 = &h
+	}
 	if pr := cfg.protocols; pr != nil {
 		if pr.HTTP2() || pr.UnencryptedHTTP2() {
 			enableHTTP2(tr)

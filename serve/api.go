@@ -50,6 +50,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{id}/scenarios", s.handleScenarios)
 	mux.HandleFunc("GET /v1/sessions/{id}/entered", s.handleEntered)
 	mux.HandleFunc("POST /v1/sessions/{id}/close", s.handleClose)
+	mux.HandleFunc("POST /v1/sessions/{id}/settle", s.handleSettle)
 	mux.HandleFunc("POST /v1/sessions/{id}/reports", s.handleReport)
 	mux.HandleFunc("POST /v1/sessions/{id}/done", s.handleDone)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -164,6 +165,26 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.closeWarm(r.Context(), se, st)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request) {
+	se, err := s.lookup(r.PathValue("id"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	io.Copy(io.Discard, io.LimitReader(r.Body, maxBody))
+	st, err := se.scenarioAt(r.URL.Query().Get("scenario"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out, err := se.settle(r.Context(), st)
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -139,6 +139,9 @@ func fullKitScenario(t *testing.T, srv *Server, sc ScenarioSpec) KitReport {
 	if p.TLSTimeoutMS > 0 {
 		opts = append(opts, pool.TLSHandshakeTimeout(ms2d(p.TLSTimeoutMS)))
 	}
+	if p.SendPingTimeoutMS > 0 {
+		opts = append(opts, pool.HTTP2(http.HTTP2Config{SendPingTimeout: ms2d(p.SendPingTimeoutMS), PingTimeout: ms2d(p.PingTimeoutMS)}))
+	}
 	pl, err := pool.New(opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +274,12 @@ func fullKitScenario(t *testing.T, srv *Server, sc ScenarioSpec) KitReport {
 		t.Fatalf("%s: steps %s unknown to the test kit", sc.Name, sc.Steps)
 	}
 	elapsed := ms(time.Since(start))
+	if sc.SettleURL != "" {
+		var settled Settled
+		if code := ctlDo(t, "POST", sc.SettleURL, struct{}{}, &settled); code != 200 {
+			t.Fatalf("settle %s: %d", sc.Name, code)
+		}
+	}
 	okOut := Outcome{Status: 200}
 	if err := get(ctx, sc.OKURL); err != nil {
 		okOut = Outcome{Error: &ErrorOutcome{Kind: KindConnection, Message: err.Error()}}

@@ -120,6 +120,10 @@ func (s *Server) closeWarm(ctx context.Context, se *session, st *scenarioState) 
 			// The server's own idle timeout (the scenario's wait) closes
 			// it: wait for that, and for the client's close.
 			se.waitFor(ctx, st.sp.wait+clientCloseWait, isClosed)
+		case "limit":
+			// The server closed it after its last response: wait for the
+			// client's close.
+			se.waitFor(ctx, clientCloseWait, isClosed)
 		}
 		se.mu.Lock()
 		st.clientClosed = how != "rst" && c.closed
@@ -128,6 +132,32 @@ func (s *Server) closeWarm(ctx context.Context, se *session, st *scenarioState) 
 	se.mu.Lock()
 	defer se.mu.Unlock()
 	return Closed{Protocol: Protocol, Closed: how, ClientClosed: st.clientClosed}, nil
+}
+
+// Settled answers POST …/settle: whether the client had closed the
+// connection the fault made unusable by then.
+type Settled struct {
+	Protocol     string `json:"protocol"`
+	ClientClosed bool   `json:"client_closed"`
+}
+
+// settle waits, at most the scenario's wait and a second, until the client
+// has closed the connection its warm-ups came on, which the fault made
+// unusable.
+func (se *session) settle(ctx context.Context, st *scenarioState) (Settled, error) {
+	se.mu.Lock()
+	w := warmUps(st.sp)
+	if !st.sp.Settle || w == 0 || len(st.fault) < w {
+		se.mu.Unlock()
+		return Settled{}, &apiErr{code: http.StatusConflict,
+			msg: fmt.Sprintf("scenario %s: no warm-up connection to settle (the warm-ups were not seen, or it has none)", st.sp.Name)}
+	}
+	c := st.fault[w-1].conn
+	se.mu.Unlock()
+	se.waitFor(ctx, st.sp.wait+clientCloseWait, func() bool { return c.closed })
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	return Settled{Protocol: Protocol, ClientClosed: c.closed}, nil
 }
 
 // report records a kit's report, checked (validReport), and judges the

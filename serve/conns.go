@@ -59,6 +59,15 @@ func (s *Server) connEvent(on listener, ev faultserver.ConnEvent) {
 			se.conns = append(se.conns, c)
 		}
 		se.request(c, se.states[idx], what, ev.At)
+	case faultserver.ConnUnread:
+		c := s.conns[ref]
+		if c == nil || c.se == nil {
+			return
+		}
+		c.se.mu.Lock()
+		c.unread++
+		c.se.changes.Signal()
+		c.se.mu.Unlock()
 	case faultserver.ConnClosed:
 		c := s.conns[ref]
 		delete(s.conns, ref)

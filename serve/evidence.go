@@ -27,6 +27,7 @@ func evidence(se *session, st *scenarioState, fs *faultserver.Server) Evidence {
 	if sp.on <= onRawH2 {
 		c := fs.Counters(st.faultPath)
 		ev.Requests, ev.HandlersEntered, ev.CancelsObserved, ev.Writes = c.RequestsRead, c.HandlersEntered, c.CancelsObserved, c.WritesCommitted
+		ev.Unread = c.Unread
 		w := int64(warmUps(sp))
 		ev.Requests = max(0, ev.Requests-w)
 		ev.HandlersEntered = max(0, ev.HandlersEntered-w)

@@ -89,6 +89,7 @@ var rules = []rule{
 	serverRequests,
 	budgetEnds,
 	writes,
+	unread,
 	keyKept,
 	handlerEntries,
 	cancelSeen,
@@ -135,6 +136,11 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 	}
 	if !res.Pass {
 		res.Fix = fixFor(se.client.Name, sp, f.fails)
+		if sp.Policy.SendPingTimeout > 0 && slices.Contains(f.fails, failRecovery) && sp.Fix != "" {
+			// A connection that went dark kept taking requests: what
+			// checks its health is the scenario's fix.
+			res.Fix = sp.Fix + "; " + res.Fix
+		}
 	}
 	return res
 }
@@ -211,11 +217,13 @@ func endedByClient(st *scenarioState) int {
 func warmReused(f *facts) {
 	st, sp := f.st, f.sp
 	w := warmUps(sp)
-	if w == 0 || sp.Close != "" || len(st.fault) <= w || f.res.Unbounded {
+	if w == 0 || !sp.Expect.OnWarmConn || len(st.fault) < w || f.res.Unbounded {
 		return
 	}
 	warm := st.fault[w-1].conn
-	if st.fault[w].conn != warm {
+	// The request came on it: the server read it there, or closed it
+	// there unread.
+	if warm.unread == 0 && (len(st.fault) == w || st.fault[w].conn != warm) {
 		f.fresh = true
 		f.add(failFate, "the request came on a new connection, not on the kept-alive one the warm-up left: "+
 			"the client did not reuse it, so the fault on reuse never met it")
@@ -297,7 +305,8 @@ func closedConnection(f *facts) {
 			onNew++
 		}
 	}
-	how := map[string]string{"fin": "closed (FIN)", "rst": "reset (RST)", "idle": "closed (FIN) when idle"}[sp.Close]
+	how := map[string]string{"fin": "closed (FIN)", "rst": "reset (RST)", "idle": "closed (FIN) when idle",
+		"limit": "closed after its last response"}[sp.Close]
 	switch {
 	case sp.Steps == audit.StepsWarmThenHeldBody && onClosed > 0:
 		f.add(failOutcome, "the server read the POST on the connection before it %s it: the client wrote it before "+
@@ -374,6 +383,14 @@ func writes(f *facts) {
 	}
 }
 
+// unread: the client sent as many requests on a connection the server was
+// closing as the scenario expects.
+func unread(f *facts) {
+	if e := f.exp.Unread; e != nil && f.ev.Unread != *e && !f.fresh {
+		f.add(failStale, "requests sent on a connection the server was closing, unread: expected %d, observed %d", *e, f.ev.Unread)
+	}
+}
+
 // keyKept: an idempotency key the caller set is the same on every attempt.
 func keyKept(f *facts) {
 	r := f.sp.request
@@ -429,8 +446,8 @@ func connectionFate(f *facts) {
 	want, got := f.exp.Fate, f.fate
 	ok := want.ClosedBy == got.ClosedBy && want.Reason == got.Reason && want.Reused == got.Reused && want.None == got.None
 	switch {
-	case want.ClosedBy != "" && want.Reason == vocab.ReasonRequestError:
-		ok = got.ClosedBy == vocab.ClosedByClient // how the client closes it is its choice
+	case want.ClosedBy == vocab.ClosedByClient && (want.Reason == vocab.ReasonRequestError || want.Reason == vocab.ReasonPingTimeout):
+		ok = got.ClosedBy == vocab.ClosedByClient // what makes the client close it is its own
 	case want.Reason == vocab.ReasonServerGoAway, want.Reason == vocab.ReasonConnectionClose:
 		// After a GOAWAY or a "Connection: close" either side may close
 		// the connection first (a client that read the response may beat

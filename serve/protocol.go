@@ -116,16 +116,20 @@ type ScenarioSpec struct {
 	// WarmURL and WarmRequests: the warm-ups' URL (url itself, or one of
 	// their own) and how many (warm-then-request, warm-close-then-request,
 	// warm-then-held-body).
-	WarmURL      string      `json:"warm_url,omitempty"`
-	WarmRequests int         `json:"warm_requests,omitempty"`
-	EnteredURL   string      `json:"entered_url,omitempty"`
-	HoldURL      string      `json:"hold_url,omitempty"`
-	CloseURL     string      `json:"close_url,omitempty"`
-	ReadBytes    int         `json:"read_bytes,omitempty"`
-	Request      Request     `json:"request"`
-	Policy       Policy      `json:"policy"`
-	Expect       Expectation `json:"expect"`
-	GuardMS      float64     `json:"guard_ms"`
+	WarmURL      string `json:"warm_url,omitempty"`
+	WarmRequests int    `json:"warm_requests,omitempty"`
+	EnteredURL   string `json:"entered_url,omitempty"`
+	HoldURL      string `json:"hold_url,omitempty"`
+	CloseURL     string `json:"close_url,omitempty"`
+	// SettleURL, when present, is POSTed after the faulted call and before
+	// /ok: the server answers once the client has closed the connection
+	// the fault made unusable (one gone dark), or after its bound.
+	SettleURL string      `json:"settle_url,omitempty"`
+	ReadBytes int         `json:"read_bytes,omitempty"`
+	Request   Request     `json:"request"`
+	Policy    Policy      `json:"policy"`
+	Expect    Expectation `json:"expect"`
+	GuardMS   float64     `json:"guard_ms"`
 }
 
 // Scenarios answers GET /v1/sessions/{session}/scenarios.

@@ -66,8 +66,11 @@ type Result struct {
 type Evidence struct {
 	// Requests counts the requests read for the faulted URL (a warm-up
 	// left out), every attempt and hidden replay included.
-	Requests        int64    `json:"requests"`
-	HandlersEntered int64    `json:"handlers_entered"`
+	Requests        int64 `json:"requests"`
+	HandlersEntered int64 `json:"handlers_entered"`
+	// Unread counts the requests the server closed a connection on
+	// without reading them (sent on a connection already being closed).
+	Unread          int64    `json:"unread,omitempty"`
 	CancelsObserved int64    `json:"cancels_observed"`
 	Writes          int64    `json:"writes"`
 	IdempotencyKeys []string `json:"idempotency_keys,omitempty"`

@@ -87,6 +87,9 @@ type connRec struct {
 	se       *session
 	scenario int // index of the first scenario it served
 	requests int
+	// unread counts the reads of bytes the server did not read as a
+	// request: sent on a connection it was closing, or gone dark.
+	unread   int
 	lastReq  time.Time
 	closed   bool
 	closedBy string
@@ -290,6 +293,9 @@ func (s *Server) listen(se *session, chosen []*spec) error {
 		}
 		if sp.Close != "" {
 			st.spec.CloseURL = ctl + "/close?scenario=" + strconv.Itoa(i)
+		}
+		if sp.Settle {
+			st.spec.SettleURL = ctl + "/settle?scenario=" + strconv.Itoa(i)
 		}
 		states = append(states, st)
 	}

@@ -188,6 +188,7 @@ const (
 	ReasonClient           CloseReason = "client-close"           // client: closed for another reason
 	ReasonProtocolError    CloseReason = "protocol-error"         // client: gave it up over the server's protocol violation
 	ReasonH2Unused         CloseReason = "h2-unused"              // client: an HTTP/2 connection dialed beside another and closed unused
+	ReasonPingTimeout      CloseReason = "ping-timeout"           // client: its HTTP/2 health check's PING went unanswered
 	ReasonConnectionClose  CloseReason = "connection-close"       // server: "Connection: close"
 	ReasonHTTP10           CloseReason = "http1.0-no-keep-alive"  // server: HTTP/1.0 without keep-alive
 	ReasonServerClosedIdle CloseReason = "server-closed-idle"     // server: closed while the connection was idle
