@@ -67,7 +67,7 @@ func TestSettingNamesExist(t *testing.T) {
 	for _, n := range declaredNames(t, filepath.Join(strings.TrimSpace(string(goroot)), "src", "net", "http", "httptrace")) {
 		declared["httptrace"][n] = true
 	}
-	for _, v := range []any{http.Transport{}, net.Dialer{}, tls.Config{}, retry.Policy{}, retry.Backoff{}} {
+	for _, v := range []any{http.Transport{}, http.HTTP2Config{}, net.Dialer{}, tls.Config{}, retry.Policy{}, retry.Backoff{}} {
 		for f := range reflect.TypeOf(v).Fields() {
 			all[f.Name] = true
 		}

@@ -275,7 +275,7 @@ func fullKitScenario(t *testing.T, srv *Server, sc ScenarioSpec) KitReport {
 	}
 	elapsed := ms(time.Since(start))
 	if sc.SettleURL != "" {
-		var settled Settled
+		var settled Closed
 		if code := ctlDo(t, "POST", sc.SettleURL, struct{}{}, &settled); code != 200 {
 			t.Fatalf("settle %s: %d", sc.Name, code)
 		}

@@ -21,9 +21,11 @@ const maxEnteredWait = 10 * time.Second
 const clientCloseWait = time.Second
 
 // Closed answers POST …/close: how the server closed the scenario's
-// kept-alive connection, and whether the client had closed its side by
-// then (after a FIN the server waits for it, at most a second; after an
-// RST it cannot see it).
+// kept-alive connection ("fin", "rst", "idle", "limit"), and whether the
+// client had closed its side by then (after a FIN the server waits for it,
+// at most a second; after an RST it cannot see it); and POST …/settle,
+// Closed empty: whether the client had closed the connection the fault
+// made unusable.
 type Closed struct {
 	Protocol     string `json:"protocol"`
 	Closed       string `json:"closed"`
@@ -134,22 +136,15 @@ func (s *Server) closeWarm(ctx context.Context, se *session, st *scenarioState) 
 	return Closed{Protocol: Protocol, Closed: how, ClientClosed: st.clientClosed}, nil
 }
 
-// Settled answers POST …/settle: whether the client had closed the
-// connection the fault made unusable by then.
-type Settled struct {
-	Protocol     string `json:"protocol"`
-	ClientClosed bool   `json:"client_closed"`
-}
-
 // settle waits, at most the scenario's wait and a second, until the client
 // has closed the connection its warm-ups came on, which the fault made
 // unusable.
-func (se *session) settle(ctx context.Context, st *scenarioState) (Settled, error) {
+func (se *session) settle(ctx context.Context, st *scenarioState) (Closed, error) {
 	se.mu.Lock()
 	w := warmUps(st.sp)
 	if !st.sp.Settle || w == 0 || len(st.fault) < w {
 		se.mu.Unlock()
-		return Settled{}, &apiErr{code: http.StatusConflict,
+		return Closed{}, &apiErr{code: http.StatusConflict,
 			msg: fmt.Sprintf("scenario %s: no warm-up connection to settle (the warm-ups were not seen, or it has none)", st.sp.Name)}
 	}
 	c := st.fault[w-1].conn
@@ -157,7 +152,7 @@ func (se *session) settle(ctx context.Context, st *scenarioState) (Settled, erro
 	se.waitFor(ctx, st.sp.wait+clientCloseWait, func() bool { return c.closed })
 	se.mu.Lock()
 	defer se.mu.Unlock()
-	return Settled{Protocol: Protocol, ClientClosed: c.closed}, nil
+	return Closed{Protocol: Protocol, ClientClosed: c.closed}, nil
 }
 
 // report records a kit's report, checked (validReport), and judges the

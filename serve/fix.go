@@ -46,8 +46,9 @@ type fixes struct {
 	retriedStatus, retriedError, notRetried, tooMany, budget, post, key, lastStatus string
 	cancel, hidden, recovery, fate                                                  string
 	// stale: a connection the server closed while idle was used;
-	// openAtDone says what holds connections open after done.
-	stale, openAtDone string
+	// openAtDone says what holds connections open after done; idle: the
+	// client keeps idle connections as long as the servers do, or longer.
+	stale, openAtDone, idle string
 }
 
 // clientFixes are the clients whose fixes are said in their own terms.
@@ -232,6 +233,7 @@ var generic = fixes{
 	cancel: "close the connection when the call is cancelled or times out", hidden: "say which requests the client replays by itself",
 	recovery: "send /ok through the same client", fate: "see the connection's fate",
 	stale:      "check a pooled connection before reusing it, or close idle connections before the server does (an idle timeout below the server's keep-alive timeout)",
+	idle:       "close idle connections before the servers do: an idle timeout below their keep-alive timeout (connaudit serve -server-idle-timeout states it; connaudit probe -find-idle-timeout measures it)",
 	openAtDone: "close the client (its pool) when done",
 }
 
@@ -249,6 +251,9 @@ func fixFor(client string, sp *spec, fails []failure) string {
 	}
 	if f.stale == "" {
 		f.stale = generic.stale
+	}
+	if f.idle == "" {
+		f.idle = generic.idle
 	}
 	for _, x := range fails {
 		switch x {
@@ -282,6 +287,8 @@ func fixFor(client string, sp *spec, fails []failure) string {
 			addf(f.fate)
 		case failStale:
 			addf(f.stale)
+		case failIdle:
+			addf(f.idle)
 		case failOutcome:
 			if b := boundOf(sp); sp.caller.Error == KindTimeout || sp.caller.Error == KindPool {
 				addf(f.bounds[b])

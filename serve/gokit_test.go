@@ -323,7 +323,7 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestTooManySessions: past MaxSessions a session is refused with 429.
+// TestTooManySessions: past maxSessions a session is refused with 429.
 func TestTooManySessions(t *testing.T) {
 	srv, err := New()
 	if err != nil {
@@ -331,7 +331,7 @@ func TestTooManySessions(t *testing.T) {
 	}
 	defer srv.Close()
 	open := OpenRequest{Protocol: Protocol, Client: Client{Name: "x"}, Run: "^ok$"}
-	for i := range MaxSessions {
+	for i := range maxSessions {
 		if code := ctlDo(t, "POST", srv.URL()+"/v1/sessions", open, &Opened{}); code != 201 {
 			t.Fatalf("session %d: %d", i, code)
 		}

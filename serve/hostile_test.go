@@ -404,7 +404,7 @@ func TestControlAPIAccess(t *testing.T) {
 	}
 	// Another process, without the key, opens no session: the kit is
 	// never locked out.
-	for range MaxSessions + 1 {
+	for range maxSessions + 1 {
 		if code, _ := ctl(t, "POST", root+"/v1/sessions", jsonCT, open); code != 404 {
 			t.Fatalf("a session opened without the key: %d", code)
 		}

@@ -36,6 +36,7 @@ const (
 	failFate          failure = "fate"           // the connection's fate
 	failPool          failure = "pool"           // the pool of one did not hold
 	failStale         failure = "stale"          // a connection the server had closed was used
+	failIdle          failure = "idle"           // the client keeps idle connections as long as the servers, or longer
 )
 
 // facts are what the rules judge.
@@ -86,6 +87,7 @@ var rules = []rule{
 	lateTimeout,
 	hiddenReplay,
 	closedConnection,
+	idleTimeout,
 	serverRequests,
 	budgetEnds,
 	writes,
@@ -322,6 +324,29 @@ func closedConnection(f *facts) {
 			f.add(failStale, "the client sent the request on the idle connection the server had %s: %s on it, %d on a new one",
 				how, plural(int64(onClosed), "request"), onNew)
 		}
+	}
+}
+
+// idleTimeout: where the server closes idle connections by itself, the
+// client's own idle timeout, as its kit declares it, must be shorter than
+// the servers' keep-alive timeout ([ServerIdleTimeout]): a client that
+// keeps one as long or longer sends a request as the server closes it.
+func idleTimeout(f *facts) {
+	if f.sp.Close != "idle" {
+		return
+	}
+	server := f.se.srv.cfg.serverIdle
+	d := f.se.client.IdleTimeoutMS
+	switch {
+	case d == nil:
+		f.res.Notes = append(f.res.Notes, fmt.Sprintf("the kit did not say its client's idle timeout "+
+			"(client.idle_timeout_ms): not judged against the servers' keep-alive timeout (%v)", server))
+	case *d == 0:
+		f.add(failIdle, "idle timeout: the client keeps an idle connection until the server closes it; the "+
+			"servers' keep-alive timeout is %v: a request sent as the server closes one is lost", server)
+	case time.Duration(*d*float64(time.Millisecond)) >= server:
+		f.add(failIdle, "idle timeout: the client keeps an idle connection for %v, as long as the servers do, or "+
+			"longer (%v): a request sent as the server closes one is lost", time.Duration(*d*float64(time.Millisecond)), server)
 	}
 }
 

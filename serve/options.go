@@ -1,6 +1,11 @@
 package serve
 
-import "regexp"
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
 
 // An Option configures a [Server] at [New].
 type Option interface {
@@ -12,6 +17,7 @@ type config struct {
 	anyAddr       bool
 	run, skip     *regexp.Regexp
 	sourceNumbers bool
+	serverIdle    time.Duration
 	onEnd         []func(*SessionReport)
 	err           error // a bad option's
 }
@@ -47,4 +53,26 @@ func Select(run, skip *regexp.Regexp) Option {
 // the source's.
 func SourceNumbers() Option {
 	return optionFunc(func(c *config) { c.sourceNumbers = true })
+}
+
+// defaultServerIdle is the keep-alive timeout assumed of the servers a
+// client talks to when [ServerIdleTimeout] says none, as the in-process
+// audit assumes it: a load balancer's common idle timeout (AWS's
+// Application Load Balancer's default).
+const defaultServerIdle = 60 * time.Second
+
+// ServerIdleTimeout says how long the servers the clients talk to keep an
+// idle connection open (60s unless said): the keep-alive timeout that
+// `connaudit probe -find-idle-timeout` measures on a real host. A client
+// whose kit declares an idle timeout as long or longer (client.idle_timeout_ms,
+// 0 for none) fails the scenarios whose server closes idle connections by
+// itself: a request it sends as the server closes one is lost.
+func ServerIdleTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.err = errors.Join(c.err, fmt.Errorf("serve: ServerIdleTimeout %v must be positive", d))
+			return
+		}
+		c.serverIdle = d
+	})
 }

@@ -67,7 +67,7 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 			}
 		}
 		for _, f := range res.Findings {
-			under = append(under, wrap(firstLine(f.Text), "  finding ("+f.Class+"): ", "    ", textWidth)...)
+			under = append(under, wrap(firstLine(f.Text), "  finding ("+string(f.Class)+"): ", "    ", textWidth)...)
 		}
 		rows, unders = append(rows, row), append(unders, under)
 	}
@@ -80,7 +80,7 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 		if f.Fix != "" {
 			text += "; fix: " + f.Fix
 		}
-		b.WriteString(strings.Join(wrap(text, "FINDING ("+f.Class+"): ", "    ", textWidth), "\n") + "\n")
+		b.WriteString(strings.Join(wrap(text, "FINDING ("+string(f.Class)+"): ", "    ", textWidth), "\n") + "\n")
 	}
 	if r.Error != "" {
 		b.WriteString(strings.Join(wrap(r.Error, "ERROR: ", "    ", textWidth), "\n") + "\n")
@@ -219,7 +219,7 @@ func junitSuite(r *SessionReport) junit.Suite {
 			s.Failures++
 		}
 		for _, f := range res.Findings {
-			c.SystemOut += "finding (" + f.Class + "): " + f.Text + "\n"
+			c.SystemOut += "finding (" + string(f.Class) + "): " + f.Text + "\n"
 		}
 		s.Cases = append(s.Cases, c)
 		s.Tests++
@@ -230,7 +230,7 @@ func junitSuite(r *SessionReport) junit.Suite {
 	var whole []string
 	for _, f := range r.Findings {
 		if f.Fails {
-			text := "finding (" + f.Class + "): " + f.Text
+			text := "finding (" + string(f.Class) + "): " + f.Text
 			if f.Fix != "" {
 				text += "; fix: " + f.Fix
 			}

@@ -106,9 +106,8 @@ type ConnEvidence struct {
 // Finding is something a verdict shows whether its scenario passed or not,
 // or a problem of the client as a whole.
 type Finding struct {
-	// Class says what kind of finding it is: [FindingHiddenRetry],
-	// [FindingLossToCaller], [FindingOpenAtDone].
-	Class string `json:"class"`
+	// Class says what kind of finding it is.
+	Class FindingClass `json:"class"`
 	// Scenario is the scenario it is about ("" for the client as a whole).
 	Scenario string `json:"scenario,omitempty"`
 	Text     string `json:"text"`
@@ -117,18 +116,21 @@ type Finding struct {
 	Fails bool `json:"fails,omitempty"`
 }
 
+// FindingClass says what kind of finding a [Finding] is.
+type FindingClass string
+
 // The classes of findings.
 const (
 	// FindingHiddenRetry: the server read more requests than the attempts
 	// the kit reported: the client sent a request again by itself.
-	FindingHiddenRetry = "hidden-retry"
+	FindingHiddenRetry FindingClass = "hidden-retry"
 	// FindingLossToCaller: the caller got a lost connection's error where
 	// the server had read none of the request, so sending it again would
 	// have been safe.
-	FindingLossToCaller = "loss-to-caller"
+	FindingLossToCaller FindingClass = "loss-to-caller"
 	// FindingOpenAtDone: the client still held connections open after its
 	// kit said done.
-	FindingOpenAtDone = "open-at-done"
+	FindingOpenAtDone FindingClass = "open-at-done"
 )
 
 // SessionReport is the verdicts on one client: one [Result] per scenario

@@ -19,7 +19,7 @@ import (
 
 // Limits of a server, per session and in all (docs/serve.md, "Limits").
 const (
-	MaxSessions        = 64
+	maxSessions        = 64
 	maxConnsPerSession = 256
 	maxReqsPerSession  = 4096
 	maxBody            = 64 << 10
@@ -66,7 +66,7 @@ type connRef struct {
 // (127.0.0.1 with a free port by default) and the fault listeners on
 // 127.0.0.1. The caller must call [Server.Close].
 func New(opts ...Option) (*Server, error) {
-	cfg := config{addr: "127.0.0.1:0"}
+	cfg := config{addr: "127.0.0.1:0", serverIdle: defaultServerIdle}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("serve: nil option")

@@ -195,9 +195,9 @@ func (s *Server) open(req OpenRequest) (*session, error) {
 		s.mu.Unlock()
 		return nil, &apiErr{code: 503, msg: "the server is stopping"}
 	}
-	if len(s.sessions) >= MaxSessions {
+	if len(s.sessions) >= maxSessions {
 		s.mu.Unlock()
-		return nil, &apiErr{code: 429, msg: fmt.Sprintf("%d sessions are open, the most this server holds", MaxSessions)}
+		return nil, &apiErr{code: 429, msg: fmt.Sprintf("%d sessions are open, the most this server holds", maxSessions)}
 	}
 	s.next++
 	now := time.Now()

@@ -14,7 +14,7 @@ import (
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stdout, stderr, "[-addr HOST:PORT] [-ca FILE] [-run P] [-skip P] [-source-numbers] [-json]\n"+
-		"                       [-junit FILE] [-deadline D] [-- CMD ARGS…]")
+		"                       [-junit FILE] [-deadline D] [-server-idle-timeout D] [-- CMD ARGS…]")
 	addr := fs.String("addr", "127.0.0.1:0", "the control API's address (CONNAUDIT_URL); faults stay on 127.0.0.1")
 	caPath := fs.String("ca", "", "write the HTTPS listeners' CA certificate here (default: a temporary file)")
 	run := fs.String("run", "", "offer only the scenarios whose name matches this regular expression")
@@ -23,6 +23,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	asJSON := fs.Bool("json", false, "write the verdicts as JSON")
 	junit := fs.String("junit", "", "also write the verdicts as JUnit XML to this file")
 	deadline := fs.Duration("deadline", 20*time.Minute, "bound on CMD: its process group is sent SIGTERM then, SIGKILL 3s later")
+	serverIdle := fs.Duration("server-idle-timeout", 60*time.Second, "the servers' keep-alive timeout a client's idle timeout is judged against\n(connaudit probe -find-idle-timeout measures it)")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -37,7 +38,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *deadline <= 0 {
 		return fs.usageError("-deadline %v must be positive", *deadline)
 	}
-	opts := []serve.Option{serve.Addr(*addr)}
+	if *serverIdle <= 0 {
+		return fs.usageError("-server-idle-timeout %v must be positive", *serverIdle)
+	}
+	opts := []serve.Option{serve.Addr(*addr), serve.ServerIdleTimeout(*serverIdle)}
 	for _, p := range []struct {
 		name, v string
 	}{{"run", *run}, {"skip", *skip}} {
