@@ -48,9 +48,12 @@ import (
 // where it is written in s.
 //
 // Text that names a secret without giving one stays readable: "token
-// bucket", "the password field was empty", "Basic auth failed". A line
-// unquoted after a secret's name and ':' is masked whole: "token:
+// bucket", "the password field was empty", "Basic auth failed". The rest
+// of a line after a secret's unquoted name and ':' is masked: "token:
 // expired, retrying" shows as "token: REDACTED".
+//
+// Its work grows with the length of s, not with its square, whatever s
+// holds.
 func Text(s string) string {
 	return Printable(maskText(s))
 }
@@ -93,9 +96,10 @@ func maskText(s string) string {
 
 // secretsIn returns where the values in t that [Text] masks are.
 func secretsIn(t string) []span {
-	out := urlSecrets(t)
-	out = append(out, pairSecrets(t)...)
-	out = append(out, flagSecrets(t)...)
+	sc := &scanner{t: t}
+	out := urlSecrets(sc)
+	out = append(out, pairSecrets(sc)...)
+	out = append(out, flagSecrets(sc)...)
 	out = append(out, schemeSecrets(t)...)
 	for _, m := range jwt.FindAllStringIndex(t, -1) {
 		out = append(out, span{m[0], m[1]})
@@ -104,23 +108,36 @@ func secretsIn(t string) []span {
 }
 
 // urlSecrets returns the user information, query values and keys written
-// alone, and fragment of every URL in t.
-func urlSecrets(t string) []span {
+// alone, and fragment of every URL in sc's text.
+func urlSecrets(sc *scanner) []span {
+	t := sc.t
 	var out []span
+	runEnd := -1 // where the run of the URL before ends
 	for i := 0; ; {
 		k := strings.Index(t[i:], "://")
 		if k < 0 {
 			return out
 		}
 		p := i + k + 3
-		e := p
-		for e < len(t) && !endsURL(t[e]) {
-			e++
+		i = p
+		// A URL within the run of the one before (in its path or its
+		// query) has that one's query and fragment, masked already, or
+		// none.
+		inRun := p <= runEnd
+		if !inRun {
+			runEnd = sc.next(&sc.urlEnd, p, endsURL)
 		}
-		authEnd := p + strings.IndexByte(t[p:e]+"/", '/')
+		e := runEnd
+		authEnd := e
+		if slash := strings.IndexByte(t[p:e], '/'); slash >= 0 {
+			authEnd = p + slash
+		}
 		if at := strings.LastIndexByte(t[p:authEnd], '@'); at >= 0 {
 			out = append(out, span{p, p + at})
 			p += at + 1
+		}
+		if inRun {
+			continue
 		}
 		if h := strings.IndexByte(t[p:e], '#'); h >= 0 {
 			out = append(out, span{p + h + 1, e})
@@ -129,7 +146,6 @@ func urlSecrets(t string) []span {
 		if q := strings.IndexByte(t[p:e], '?'); q >= 0 {
 			out = append(out, querySecrets(t, p+q+1, e)...)
 		}
-		i = p
 	}
 }
 
@@ -165,12 +181,14 @@ var (
 	flag = regexp.MustCompile(`(--?[A-Za-z][A-Za-z0-9_.\-]*)[ \t+]+`)
 	// scheme is an authorization scheme whose credentials follow it.
 	scheme = regexp.MustCompile(`(?i)(bearer|basic)[ \t+]+([^\s"'<>\\,;()\[\]{}` + "`" + `]+)`)
-	jwt    = regexp.MustCompile(`eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`)
+	// jwt is a JSON Web Token: a JSON header, a payload and a signature.
+	jwt = regexp.MustCompile(`eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`)
 )
 
 // pairSecrets returns the values after the names that hold a secret's
 // word.
-func pairSecrets(t string) []span {
+func pairSecrets(sc *scanner) []span {
+	t := sc.t
 	var out []span
 	for _, m := range pair.FindAllStringSubmatchIndex(t, -1) {
 		name := t[m[2]:m[3]]
@@ -189,13 +207,14 @@ func pairSecrets(t string) []span {
 		case sep == ":" && strings.HasPrefix(t[vs:], "//"):
 			continue // a URL's scheme
 		}
-		out = append(out, valueAt(t, vs, headerName(name) || sep == ":" && !closed))
+		out = append(out, sc.value(vs, headerName(name) || sep == ":" && !closed))
 	}
 	return out
 }
 
 // flagSecrets returns the values of the options that carry a secret.
-func flagSecrets(t string) []span {
+func flagSecrets(sc *scanner) []span {
+	t := sc.t
 	var out []span
 	for _, m := range flag.FindAllStringSubmatchIndex(t, -1) {
 		name := t[m[2]:m[3]]
@@ -209,7 +228,7 @@ func flagSecrets(t string) []span {
 				continue
 			}
 		}
-		out = append(out, valueAt(t, m[1], false))
+		out = append(out, sc.value(m[1], false))
 	}
 	return out
 }
@@ -232,11 +251,13 @@ func schemeSecrets(t string) []span {
 var secretWords = []string{"password", "passwd", "passphrase", "pwd", "secret", "token", "apikey", "accesskey",
 	"privatekey", "credential", "authorization", "cookie", "sessionid", "sessid", "jwt", "signature", "bearer"}
 
+var nameJoins = strings.NewReplacer("-", "", "_", "", ".", "")
+
 // secretName reports whether name is a secret's: it holds one of
 // secretWords, or is auth, key, pw, sig or sid, whatever its letter case
 // and its '-', '_' and '.'.
 func secretName(name string) bool {
-	n := strings.ToLower(strings.NewReplacer("-", "", "_", "", ".", "").Replace(name))
+	n := strings.ToLower(nameJoins.Replace(name))
 	switch n {
 	case "auth", "key", "pw", "sig", "sid":
 		return true
@@ -257,88 +278,6 @@ func headerName(name string) bool {
 }
 
 func isQuote(c byte) bool { return c == '"' || c == '\'' || c == '`' }
-
-// valueAt returns where the value that starts at t[i] is: inside its
-// quotes (after a b, u, r or f prefix) or brackets, or else to the end of
-// its line if toLine, to the next space or delimiter if not.
-func valueAt(t string, i int, toLine bool) span {
-	if i == len(t) {
-		return span{i, i}
-	}
-	j := i
-	if strings.IndexByte("bBuUrRfF", t[j]) >= 0 && j+1 < len(t) && isQuote(t[j+1]) {
-		j++
-	}
-	switch c := t[j]; c {
-	case '"', '\'', '`':
-		return span{j + 1, closingQuote(t, j+1, c)}
-	case '[', '(', '{':
-		return span{j + 1, closingBracket(t, j+1, c)}
-	}
-	if toLine {
-		return span{i, lineEnd(t, i, true)}
-	}
-	k := i
-	for k < len(t) && !endsValue(t[k]) {
-		k++
-	}
-	return span{i, k}
-}
-
-// closingQuote returns where the quote q that ends the text from t[i] is:
-// the first q on the line not escaped by an odd count of backslashes,
-// else the line's end.
-func closingQuote(t string, i int, q byte) int {
-	end := lineEnd(t, i, false)
-	for k := i; k < end; k++ {
-		if t[k] != q {
-			continue
-		}
-		n := 0
-		for k-n-1 >= i && t[k-n-1] == '\\' {
-			n++
-		}
-		if n%2 == 0 {
-			return k
-		}
-	}
-	return end
-}
-
-// closingBracket returns where the bracket that closes open, opened before
-// t[i], is on the line, else the line's end.
-func closingBracket(t string, i int, open byte) int {
-	shut := map[byte]byte{'[': ']', '(': ')', '{': '}'}[open]
-	end := lineEnd(t, i, false)
-	depth := 1
-	for k := i; k < end; k++ {
-		switch t[k] {
-		case open:
-			depth++
-		case shut:
-			if depth--; depth == 0 {
-				return k
-			}
-		}
-	}
-	return end
-}
-
-// lineEnd returns where the line that t[i] is on ends: at a line break,
-// or, if escaped, at one written escaped (\n, \r), or at the end of t.
-func lineEnd(t string, i int, escaped bool) int {
-	for k := i; k < len(t); k++ {
-		switch t[k] {
-		case '\n', '\r':
-			return k
-		case '\\':
-			if escaped && k+1 < len(t) && (t[k+1] == 'n' || t[k+1] == 'r') {
-				return k
-			}
-		}
-	}
-	return len(t)
-}
 
 // endsValue reports whether c ends an unquoted value that does not run to
 // the end of its line.

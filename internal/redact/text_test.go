@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,4 +95,62 @@ func TestTextEncoded(t *testing.T) {
 		assert.Equal(t, want, got, "%q", in)
 		assert.False(t, strings.Contains(got, "S3") || strings.Contains(got, "kr1t"), "%q: %q", in, got)
 	}
+}
+
+// FuzzScannerMemo: a scanner that remembers its last answers finds the
+// same ends as one asked afresh, for values asked in order.
+func FuzzScannerMemo(f *testing.F) {
+	for _, s := range []string{
+		`password="a\"b" token='c' x=(d(e)f) y=[g] z={h}` + "\nX-Api-Key: i\\nj",
+		`"\\\"\\"` + "'`" + `((()))[[]` + "\r\n" + `a=b;c=d&e`, "://a://b/?c=d#e://f@g/",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 512 {
+			t.Skip()
+		}
+		memo := &scanner{t: s}
+		for _, toLine := range []bool{false, true} {
+			for i := range len(s) + 1 {
+				fresh := &scanner{t: s}
+				if got, want := memo.value(i, toLine), fresh.value(i, toLine); got != want {
+					t.Fatalf("%q at %d (toLine %v): %v, afresh %v", s, i, toLine, got, want)
+				}
+			}
+		}
+		if got, want := urlSecrets(&scanner{t: s}), naiveURLSecrets(s); !coveredBy(want, got) {
+			t.Fatalf("%q: URLs masked %v, each alone %v", s, got, want)
+		}
+	})
+}
+
+// naiveURLSecrets returns the spans of every URL in s, each read alone
+// from its "://".
+func naiveURLSecrets(s string) []span {
+	var out []span
+	for i := 0; ; {
+		k := strings.Index(s[i:], "://")
+		if k < 0 {
+			return out
+		}
+		for _, sp := range urlSecrets(&scanner{t: s[i+k:]}) {
+			if sp.lo < sp.hi {
+				out = append(out, span{i + k + sp.lo, i + k + sp.hi})
+			}
+		}
+		i += k + 3
+	}
+}
+
+// coveredBy reports whether every byte of want is in some span of got.
+func coveredBy(want, got []span) bool {
+	for _, w := range want {
+		for k := w.lo; k < w.hi; k++ {
+			if !slices.ContainsFunc(got, func(g span) bool { return g.lo <= k && k < g.hi }) {
+				return false
+			}
+		}
+	}
+	return true
 }
