@@ -19,8 +19,9 @@ import (
 //
 //   - A URL of any scheme ("scheme://", found even when glued to the word
 //     before it): its user information (up to the last '@' before the
-//     first '/'), each query value and each query key written without a
-//     value, and its fragment.
+//     first '/'; all of an authority whose port is not digits, as a
+//     password cut before its '@' is), each query value and each query
+//     key written without a value, and its fragment.
 //   - A value after a name that holds a secret's word — password, passwd,
 //     passphrase, pwd, secret, token, api key, access key, private key,
 //     credential, authorization, cookie, session id, jwt, signature,
@@ -135,6 +136,9 @@ func urlSecrets(sc *scanner) []span {
 		if at := strings.LastIndexByte(t[p:authEnd], '@'); at >= 0 {
 			out = append(out, span{p, p + at})
 			p += at + 1
+		} else if bad := badPort(t[p:authEnd]); bad > 0 {
+			// "user:password" cut before its '@'.
+			out = append(out, span{p, p + bad})
 		}
 		if inRun {
 			continue
@@ -147,6 +151,39 @@ func urlSecrets(sc *scanner) []span {
 			out = append(out, querySecrets(t, p+q+1, e)...)
 		}
 	}
+}
+
+// badPort returns the length of the authority a, written without '@',
+// up to its query or fragment, if it is not a host and a port (a name, or
+// an IPv6 address in brackets, then digits after one ':'), as a password
+// is when a text was cut before the '@' that ends it; else 0.
+func badPort(a string) int {
+	if end := strings.IndexAny(a, "?#"); end >= 0 {
+		a = a[:end]
+	}
+	port := ""
+	if strings.HasPrefix(a, "[") {
+		shut := strings.IndexByte(a, ']')
+		if shut < 0 || !ipv6(a[1:shut]) {
+			return len(a)
+		}
+		port = a[shut+1:]
+		if port != "" && port[0] != ':' {
+			return len(a)
+		}
+	} else if colon := strings.IndexByte(a, ':'); colon >= 0 {
+		port = a[colon:]
+	}
+	if strings.Trim(strings.TrimPrefix(port, ":"), "0123456789") != "" {
+		return len(a)
+	}
+	return 0
+}
+
+// ipv6 reports whether a is written as an IPv6 address is: hex digits,
+// ':' and '.', or with a zone after '%'.
+func ipv6(a string) bool {
+	return strings.Trim(a, "0123456789abcdefABCDEF:.") == "" || strings.Contains(a, "%")
 }
 
 // endsURL reports whether c ends a URL written in a text.

@@ -64,7 +64,8 @@ var plantings = []func(s string, bits uint16) planting{
 			return planting{text: `"` + name + `"` + sep + `"` + jsonInner(s) + `"`, forms: []string{s, jsonInner(s)}, word: false}
 		}
 	},
-	// scheme://user:s@host/ and scheme://s@host/, any scheme.
+	// scheme://user:s@host/ and scheme://s@host/, any scheme, and
+	// scheme://user:s cut before its '@'.
 	func(s string, bits uint16) planting {
 		var ui *url.Userinfo
 		if bits>>8&1 == 0 {
@@ -74,6 +75,11 @@ var plantings = []func(s string, bits uint16) planting{
 		}
 		written := strings.TrimPrefix(ui.String(), "user:")
 		u := flipCase(pick(schemes, bits), bits) + "://" + ui.String() + "@127.0.0.1:8080/api/items?limit=5"
+		if bits>>9&1 == 1 {
+			ui = url.UserPassword("user", s)
+			written = strings.TrimPrefix(ui.String(), "user:")
+			u = flipCase(pick(schemes, bits), bits) + "://" + ui.String()
+		}
 		return planting{text: u, forms: []string{s, written}}
 	},
 	// A query value, a query key alone and a fragment.
