@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 
 	"github.com/connaudit/connaudit/internal/redact"
 )
@@ -25,23 +24,14 @@ func badRequest(format string, args ...any) error {
 }
 
 // printable makes a kit's text safe to print: at most maxMessage bytes,
-// every URL in it without user information and with its query values
-// masked, a header that carries a credential ("Authorization: …",
-// "Cookie: …", any header named secret) masked to the end of the line,
-// no control characters, no invalid UTF-8.
+// its secrets masked and its control, bidirectional and invisible
+// characters escaped, as every output's are ([redact.Text]).
 func printable(s string) string {
 	if len(s) > maxMessage {
 		s = s[:maxMessage]
 	}
-	s = urlInText.ReplaceAllStringFunc(s, redact.URLString)
-	s = secretHeader.ReplaceAllString(s, "$1: "+redact.Masked)
-	return redact.Printable(s)
+	return redact.Text(s)
 }
-
-var (
-	urlInText    = regexp.MustCompile(`(?i)\bhttps?://[^\s"'<>]+`)
-	secretHeader = regexp.MustCompile(`(?i)\b((?:proxy-)?authorization|(?:set-)?cookie|[\w-]*secret[\w-]*)\s*[:=][^\r\n]*`)
-)
 
 // routes is the control API.
 func (s *Server) routes() http.Handler {

@@ -2,8 +2,10 @@
 // (the user name too) and query values, Authorization,
 // Proxy-Authorization, Cookie, Set-Cookie and the headers a caller names
 // secret, in any letter case — in every text connaudit writes, in every
-// form a server or an encoder may have given them ([Mask]), and escapes
-// what a terminal would obey ([Printable]).
+// form a server or an encoder may have given them ([Mask]); masks the
+// secrets a text from outside carries, their values unknown, by the forms
+// they are written in ([Text]); and escapes what a terminal would obey or
+// not show ([Printable]).
 package redact
 
 import (
@@ -237,11 +239,15 @@ func RequestError(err error, req *http.Request, names ...string) string {
 	return ErrorWith(err, req.URL, RequestSecrets(req, names))
 }
 
-// Printable returns s with control characters (but tab) and bytes that
-// are not UTF-8 escaped as Go writes them in a string literal, so that s
+// Printable returns s with control characters (but tab), bytes that are
+// not UTF-8 and the characters a terminal does not show (Unicode's format
+// characters: bidirectional overrides, isolates and marks, zero-width
+// spaces and joiners, the byte order mark; and the blank Hangul fillers)
+// escaped as Go writes them in a string literal (\x1b, \u202e), so that s
 // can be shown on a terminal as it is: text from a server (an error that
-// quotes it) can then neither move the cursor, set the window title nor
-// start a line of its own.
+// quotes it) or a client can then neither move the cursor, set the window
+// title, start a line of its own, nor show its text in another order than
+// it is written.
 func Printable(s string) string {
 	clean := true
 	for i := 0; i < len(s); i++ {
@@ -267,10 +273,17 @@ func Printable(s string) string {
 			b.WriteString(`\r`)
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case r >= 0x80 && r <= 0x9f, r == '\u2028', r == '\u2029', r == '\ufeff':
-			// C1 controls (a terminal may read U+009B as CSI) and
-			// characters that break or hide lines.
-			fmt.Fprintf(&b, `\u%04x`, r)
+		case r >= 0x80 && r <= 0x9f, r == '\u2028', r == '\u2029', invisible(r):
+			// C1 controls (a terminal may read U+009B as CSI),
+			// characters that break lines, and those a terminal does
+			// not show that reorder or hide text (bidirectional
+			// overrides and isolates, zero-width spaces, the byte
+			// order mark).
+			if r > 0xffff {
+				fmt.Fprintf(&b, `\U%08x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
 		default:
 			b.WriteString(s[i : i+size])
 		}
