@@ -89,6 +89,7 @@ func (s *Server) connEvent(on listener, ev faultserver.ConnEvent) {
 // is held.
 func (se *session) request(c *connRec, st *scenarioState, what string, at time.Time) {
 	c.requests++
+	c.last = st.idx
 	c.lastReq = at
 	se.touched = at
 	if se.reqs >= maxReqsPerSession {

@@ -36,15 +36,19 @@ func evidence(se *session, st *scenarioState, fs *faultserver.Server) Evidence {
 	if sp.on == onTLSStall && se.stall != nil {
 		ev.ConnsAccepted = se.stall.ConnsAccepted()
 	}
+	// Each connection the scenario's requests came on, with the requests
+	// of this scenario on it (a client's pool may carry others' too).
 	var seen []*connRec
+	here := map[*connRec]int{}
 	for _, r := range slices.Concat(st.hold, st.fault, st.ok) {
 		if !slices.Contains(seen, r.conn) {
 			seen = append(seen, r.conn)
 		}
+		here[r.conn]++
 	}
 	slices.SortFunc(seen, func(a, b *connRec) int { return a.accepted.Compare(b.accepted) })
 	for _, c := range seen {
-		ce := ConnEvidence{ID: c.ref.id, Requests: c.requests, Reused: c.requests > 1}
+		ce := ConnEvidence{ID: c.ref.id, Requests: here[c], Reused: c.requests > 1}
 		if c.closed {
 			ce.ClosedBy, ce.How, ce.ClosedAfterMS = c.closedBy, c.how, ms(c.closedAt.Sub(c.lastReq))
 		}

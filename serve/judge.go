@@ -126,6 +126,14 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 	f.fate = fateOf(st, rep)
 	res.Fate = f.fate.String()
 	res.HiddenRetry = res.Attempts != nil && f.ev.Requests > int64(*res.Attempts)
+	if f.o.Error == nil && f.ev.Requests == 0 && f.ev.Unread == 0 && sp.on <= onRawH2 && !st.cut {
+		// No rule of a client's behaviour applies to a report of a
+		// response the server never sent.
+		res.Mismatches = []string{fmt.Sprintf("the kit reported a response (status %d), but the server read no request "+
+			"for the faulted URL: the report is not what the client did", f.o.Status)}
+		res.Fix = "check the kit: its client must send the scenario's request to its url, and report what that call got"
+		return res
+	}
 	for _, r := range rules {
 		r(f)
 	}

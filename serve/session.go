@@ -86,6 +86,7 @@ type connRec struct {
 	accepted time.Time
 	se       *session
 	scenario int // index of the first scenario it served
+	last     int // and of the last
 	requests int
 	// unread counts the reads of bytes the server did not read as a
 	// request: sent on a connection it was closing, or gone dark.

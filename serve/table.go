@@ -56,7 +56,7 @@ func Table(sessions []*SessionReport) string {
 	for _, s := range sessions {
 		c := "none"
 		if s.OpenAtDone > 0 {
-			c = "✗ some"
+			c = "some"
 		}
 		fmt.Fprintf(&b, " %s |", c)
 	}

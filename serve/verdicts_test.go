@@ -1,0 +1,120 @@
+package serve
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// openSession opens a session of a test kit on the scenarios run selects
+// and returns what it was offered.
+func openSession(t *testing.T, srv *Server, run string) (Opened, []ScenarioSpec) {
+	t.Helper()
+	var opened Opened
+	if code := ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Kit: "go-test",
+		Client: Client{Name: "net/http", Version: "test"}, Protocols: []string{"http1"}, Run: run}, &opened); code != 201 {
+		t.Fatalf("open: %d", code)
+	}
+	var list Scenarios
+	ctlDo(t, "GET", opened.ScenariosURL, nil, &list)
+	return opened, list.Scenarios
+}
+
+// TestNoRequestNoVerdict: a kit that reports a response its client never
+// asked the server for gets that said, and a fix about the kit, not a
+// retry rule of the policy's.
+func TestNoRequestNoVerdict(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	opened, list := openSession(t, srv, `^retry/404$`)
+	ok := Outcome{Status: 200}
+	var res Result
+	ctlDo(t, "POST", opened.ReportURL, KitReport{Scenario: list[0].Name, Outcome: &Outcome{Status: 404}, OK: &ok}, &res)
+	ctlDo(t, "POST", opened.DoneURL, Done{}, &SessionReport{})
+	want := "the kit reported a response (status 404), but the server read no request for the faulted URL: the report is not what the client did"
+	if res.Pass || len(res.Mismatches) != 1 || res.Mismatches[0] != want || !strings.HasPrefix(res.Fix, "check the kit") {
+		t.Fatalf("pass %v, %q, fix %q", res.Pass, res.Mismatches, res.Fix)
+	}
+}
+
+// TestCountsPerScenario: a client whose one pool carries a connection
+// across scenarios (as fetch's global dispatcher does) has each
+// scenario's requests counted on it, not the connection's whole life; the
+// connection still open at done names where it was opened and last used,
+// and does not fail the session.
+func TestCountsPerScenario(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	opened, list := openSession(t, srv, `^(ok|status-503)$`)
+	if len(list) != 2 {
+		t.Fatalf("%d scenarios", len(list))
+	}
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	get := func(url string) int {
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var results []Result
+	for _, sc := range list {
+		o := Outcome{Status: get(sc.URL)}
+		ok := Outcome{Status: get(sc.OKURL)}
+		one := 1
+		var res Result
+		ctlDo(t, "POST", opened.ReportURL, KitReport{Scenario: sc.Name, Outcome: &o, OK: &ok, Attempts: &one}, &res)
+		results = append(results, res)
+	}
+	var done SessionReport
+	ctlDo(t, "POST", opened.DoneURL, Done{}, &done)
+	for _, res := range results {
+		if len(res.Server.Connections) != 1 || res.Server.Connections[0].Requests != 2 {
+			t.Errorf("%s: connections %+v: want one, with this scenario's 2 requests", res.Name, res.Server.Connections)
+		}
+	}
+	if !results[1].Server.Connections[0].Reused {
+		t.Errorf("the connection served more than one request in its life: %+v", results[1].Server.Connections)
+	}
+	if !done.OK || done.OpenAtDone != 1 || len(done.Findings) != 1 || done.Findings[0].Fails ||
+		!strings.Contains(done.Findings[0].Text, "opened in ok; last used in status-503") {
+		t.Fatalf("ok %v, open at done %d, findings %+v", done.OK, done.OpenAtDone, done.Findings)
+	}
+}
+
+// TestJUnitFailsWithTheSession: a session's own failures (the kit gave
+// up) fail a JUnit case, and a scenario's findings are in its case's
+// output, so that the XML fails when the session does.
+func TestJUnitFailsWithTheSession(t *testing.T) {
+	r := &SessionReport{Client: Client{Name: "c"}, Error: "the kit gave up: boom", Results: []Result{
+		{Name: "hidden-retry", Pass: true, Findings: []Finding{{Class: FindingHiddenRetry, Text: "the server read 2 requests"}}}}}
+	var b bytes.Buffer
+	if err := WriteJUnit(&b, []*SessionReport{r}); err != nil {
+		t.Fatal(err)
+	}
+	x := b.String()
+	for _, want := range []string{`failures="1"`, `<testcase name="(the client as a whole)"`, "the kit gave up: boom",
+		"finding (hidden-retry): the server read 2 requests"} {
+		if !strings.Contains(x, want) {
+			t.Errorf("no %q in:\n%s", want, x)
+		}
+	}
+	var text bytes.Buffer
+	r.WriteText(&text)
+	if !strings.Contains(text.String(), "finding (hidden-retry): the server read 2 requests") {
+		t.Errorf("the text has no finding:\n%s", text.String())
+	}
+}
