@@ -92,6 +92,7 @@ func (se *session) request(c *connRec, st *scenarioState, what string, at time.T
 	c.last = st.idx
 	c.lastReq = at
 	se.touched = at
+	se.wentPast(st.idx)
 	if se.reqs >= maxReqsPerSession {
 		se.extraReqs++
 		return
@@ -127,24 +128,68 @@ func (se *session) startGuard(st *scenarioState, from time.Time) {
 }
 
 // belowHTTPGuard is the guard of a scenario below HTTP (a full accept
-// queue, a stalled handshake), which no request starts: it runs from the
-// moment the kit moves on to the scenario, so it must also cover the kit's
-// own time before its call, on a loaded machine too.
+// queue, a stalled handshake) as a kit is told it (guard_ms): no request
+// starts it, and its call ends by then whatever order the kit takes the
+// scenarios in (silentGuard).
 const belowHTTPGuard = 20 * time.Second
 
-// current starts the guard of the first scenario after idx not reported,
-// when the kit moves on to it, if that scenario is below HTTP (the guard
+// silentGuard is how long a session must be silent — no request of its
+// kit's client on any fault listener, no call of its kit's — once the kit
+// has reached a scenario below HTTP, or gone past it, before the server
+// cuts that scenario: a kit whose client hangs in a connect or a
+// handshake makes no other request meanwhile (one that takes its
+// scenarios at once goes silent once the others are done). A connect that
+// hangs is ended by its SYN's next retransmission after the cut, which the
+// closed listener refuses: measured on Linux 6.18 (tcp_syn_linear_timeouts
+// 4) the retransmissions come at 1, 2, 3, 4, 11 and 19 s, classically at 1,
+// 3, 7, 15 and 31 s; cut at 10 s of silence, the call ends by 15 s either
+// way, within belowHTTPGuard.
+const silentGuard = 10 * time.Second
+
+// current arms the guard of the first scenario after idx not reported,
+// once the kit moves on to it, if that scenario is below HTTP (the guard
 // of any other starts with its first request); se.mu is held.
 func (se *session) current(after int) {
 	for _, st := range se.states[after+1:] {
 		if st.report == nil {
-			if st.guard == nil && st.sp.on >= onTLSStall {
-				st.guardFrom = time.Now()
-				st.guard = time.AfterFunc(guardFor(st.sp), func() { se.fireGuard(st) })
-			}
+			se.armBelowHTTP(st)
 			return
 		}
 	}
+}
+
+// wentPast arms the guards of the scenarios below HTTP before idx not
+// reported: the kit has gone past them (it takes the scenarios out of
+// order, or at once); se.mu is held.
+func (se *session) wentPast(idx int) {
+	for _, st := range se.states[:idx] {
+		if st.report == nil {
+			se.armBelowHTTP(st)
+		}
+	}
+}
+
+// armBelowHTTP starts the silence guard of st, a scenario below HTTP, if
+// it is not running; se.mu is held.
+func (se *session) armBelowHTTP(st *scenarioState) {
+	if st.guard != nil || st.sp.on < onTLSStall || st.cut {
+		return
+	}
+	st.guardFrom = time.Now()
+	var check func()
+	check = func() {
+		se.mu.Lock()
+		silent := time.Since(se.touched)
+		done := st.report != nil || st.cut || se.done
+		if !done && silent < silentGuard {
+			st.guard = time.AfterFunc(silentGuard-silent, check)
+		}
+		se.mu.Unlock()
+		if !done && silent >= silentGuard {
+			se.fireGuard(st)
+		}
+	}
+	st.guard = time.AfterFunc(silentGuard-time.Since(se.touched), check)
 }
 
 // fireGuard cuts a scenario whose call outlived its guard: its connections

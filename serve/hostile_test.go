@@ -695,3 +695,76 @@ func TestJUnitFile(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestConnectHangOutOfOrder: a kit that takes connect-hang out of order
+// (after a scenario served later), with a client that has no connect
+// bound, is not left hanging until the kernel gives up (127 s): once its
+// session is silent, the server closes the full listener, and the connect's
+// next SYN is refused; the verdict is "unbounded".
+func TestConnectHangOutOfOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a SYN's retransmission (about 15 s)")
+	}
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	opened, list := openSession(t, srv, `^(connect-hang|connect-refused)$`)
+	if len(list) != 2 || list[0].Name != "connect-hang" {
+		t.Fatalf("offered %+v", list)
+	}
+	// The later scenario first.
+	refused := list[1]
+	var d net.Dialer
+	if _, err := d.Dial("tcp", strings.TrimPrefix(refused.URL, "http://")[:strings.Index(strings.TrimPrefix(refused.URL, "http://"), "/")]); err == nil {
+		t.Fatal("the closed port answered")
+	}
+	one := 1
+	ok := okVia(t, refused.OKURL)
+	ctlDo(t, "POST", opened.ReportURL, KitReport{Scenario: refused.Name, Attempts: &one, OK: &ok,
+		Outcome: &Outcome{Error: &ErrorOutcome{Kind: KindConnection, Message: "refused"}}}, &Result{})
+	// Then connect-hang, with no bound of the client's: the dial must
+	// end, the server's guard ending it, within a bound far below the
+	// kernel's own (127 s).
+	hang := list[0]
+	host := strings.TrimPrefix(hang.URL, "http://")
+	host = host[:strings.Index(host, "/")]
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		c, err := d.Dial("tcp", host)
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	var dialErr error
+	select {
+	case dialErr = <-done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("the connect still hangs 40s on: the server's guard did not end it")
+	}
+	t.Logf("the connect ended after %v: %v", time.Since(start).Round(time.Millisecond), dialErr)
+	ok = okVia(t, hang.OKURL)
+	var res Result
+	ctlDo(t, "POST", opened.ReportURL, KitReport{Scenario: hang.Name, Attempts: &one, OK: &ok,
+		Outcome: &Outcome{Error: &ErrorOutcome{Kind: KindConnection, Message: "refused after hanging"}}}, &res)
+	ctlDo(t, "POST", opened.DoneURL, Done{}, &SessionReport{})
+	if res.Pass || !res.Unbounded {
+		t.Fatalf("connect-hang with no connect bound: pass %v, unbounded %v, %q", res.Pass, res.Unbounded, res.Mismatches)
+	}
+}
+
+// okVia sends GET /ok with a client of its own.
+func okVia(t *testing.T, url string) Outcome {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return Outcome{Status: resp.StatusCode}
+}
