@@ -61,10 +61,21 @@ func setUpFault(s *Scenario, e *env) error {
 		e.Server.Handle(warmPath, faultserver.OK{})
 	}
 	if s.Steps == StepsSecondCaller {
-		e.Server.Handle(holdPath, faultserver.Hang{})
+		e.Server.Handle(holdPath, holdFault(s.Policy.PoolAcquireTimeout))
 	}
 	return nil
 }
+
+// holdFault is what holds the pool's one connection while a second caller
+// waits for it, acquire long: a body that trickles for a second past it, a
+// byte every holdEvery, so that no read bound of the client's (a header
+// timeout, a body read interval) ends the hold before the wait does.
+func holdFault(acquire time.Duration) faultserver.Fault {
+	return faultserver.Trickle{Bytes: int((acquire+time.Second)/holdEvery) + 1, Interval: holdEvery}
+}
+
+// holdEvery is how often the hold's body sends a byte.
+const holdEvery = 50 * time.Millisecond
 
 // driver returns what the caller does in s, as its steps say.
 func driver(s *Scenario) func(context.Context, *env) error {

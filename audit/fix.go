@@ -162,7 +162,7 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 // hidden retry the scenario did not expect.
 func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed) {
 	if f := s.Expect.Fate; f != nil && f.Reason == pool.ReasonPingTimeout && o.Fate.Reason != pool.ReasonPingTimeout &&
-		!o.Unbounded {
+		(!o.Recovered || !o.Unbounded) {
 		// The dark connection stayed in the pool: nothing checked its
 		// health.
 		fs.add(s.Fix)
