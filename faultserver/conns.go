@@ -17,11 +17,19 @@ type trackingListener struct {
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.s.full() {
+			// Past maxOpenConns: shed, as a server out of capacity does.
+			l.s.accepted.Add(1)
+			c.Close()
+			continue
+		}
+		return l.s.track(c), nil
 	}
-	return l.s.track(c), nil
 }
 
 // trackedConn is an accepted TCP connection with the state the faults need.

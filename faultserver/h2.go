@@ -43,6 +43,9 @@ func (s *Server) serveRawH2(tc *trackedConn, cfg *tls.Config) {
 	defer s.connDone(tc)
 	defer tc.Close()
 	conn := tls.Server(tc, cfg)
+	// The handshake and the client's preface within headerBound, as the
+	// standard server bounds its handshake and request headers.
+	tc.SetDeadline(time.Now().Add(headerBound))
 	if err := conn.Handshake(); err != nil || conn.ConnectionState().NegotiatedProtocol != "h2" {
 		return
 	}
@@ -55,6 +58,7 @@ func (s *Server) serveRawH2(tc *trackedConn, cfg *tls.Config) {
 		connWindow: h2DefaultWindow,
 		initWindow: h2DefaultWindow,
 		maxFrame:   h2DefaultMaxFrame,
+		idleSince:  time.Now(),
 	}
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
@@ -82,6 +86,7 @@ type h2conn struct {
 	initWindow int64                // peer's SETTINGS_INITIAL_WINDOW_SIZE
 	maxFrame   int                  // peer's SETTINGS_MAX_FRAME_SIZE
 
+	bounded     bool   // the read deadline is idleBound's
 	goneAway    bool   // GOAWAY sent: ignore streams above lastStream
 	lastStream  uint32 // last-stream-id of our GOAWAY
 	writeClosed bool   // half-closed: write nothing more
@@ -111,6 +116,7 @@ func (c *h2conn) run() {
 	if _, err := io.ReadFull(c.tls, preface); err != nil || string(preface) != http2.ClientPreface {
 		return
 	}
+	c.tc.SetDeadline(time.Time{})
 	if err := c.fr.WriteSettings(); err != nil {
 		return
 	}
@@ -130,6 +136,8 @@ func (c *h2conn) run() {
 			}
 		case c.deadline && isTimeout(err):
 			err = c.idleClose()
+		case c.bounded && isTimeout(err):
+			return // idle for idleBound: the server closes it, as the standard server does
 		}
 		if err != nil {
 			return
@@ -143,10 +151,15 @@ func (c *h2conn) idleDeadline() {
 	switch {
 	case c.idle != nil && !c.writeClosed && len(c.streams) == 0:
 		c.tls.SetReadDeadline(c.idleSince.Add(c.idle.idle))
-		c.deadline = true
-	case c.deadline:
+		c.deadline, c.bounded = true, false
+	case c.idle == nil && !c.writeClosed && len(c.streams) == 0:
+		// A connection with no stream open is closed once idle for
+		// idleBound: resources, not a fault.
+		c.tls.SetReadDeadline(c.idleSince.Add(idleBound))
+		c.deadline, c.bounded = false, true
+	case c.deadline || c.bounded:
 		c.tls.SetReadDeadline(time.Time{})
-		c.deadline = false
+		c.deadline, c.bounded = false, false
 	}
 }
 

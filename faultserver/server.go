@@ -18,6 +18,18 @@ import (
 	"github.com/connaudit/connaudit/internal/notify"
 )
 
+// The bounds on what a server's connections hold, resources rather than
+// faults: a connection that sends no request header (its TLS handshake
+// included) within headerBound, or that sits idle with no request in
+// progress for idleBound, is closed; past maxOpenConns open connections
+// a new one is closed as soon as it is accepted (counted in
+// [Server.Totals] ConnsAccepted all the same).
+var (
+	headerBound  = 30 * time.Second
+	idleBound    = 2 * time.Minute
+	maxOpenConns = 1024
+)
+
 // A Server is a fault-injecting HTTP server listening on a loopback address.
 // Create it with [NewUnstarted] or [New]; map paths to faults with
 // [Server.Handle]; stop it with [Server.Close]. All methods are safe for
@@ -198,6 +210,11 @@ func (s *Server) Start() error {
 		ConnState:   s.connState,
 		ConnContext: withConn,
 		ErrorLog:    log.New(io.Discard, "", 0),
+		// Resources, not faults: a connection that sends no request
+		// header (a TLS handshake included) within headerBound, or
+		// that sits idle for idleBound, is closed.
+		ReadHeaderTimeout: headerBound,
+		IdleTimeout:       idleBound,
 	}
 	if s.cfg.h2only {
 		srv.Protocols = new(http.Protocols)
@@ -317,6 +334,13 @@ func (s *Server) Entered(path string) <-chan struct{} {
 // running. Same buffering rules as [Server.Entered].
 func (s *Server) CancelObserved(path string) <-chan struct{} {
 	return s.endpoint(path).canceled
+}
+
+// full reports whether maxOpenConns connections are open.
+func (s *Server) full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns) >= maxOpenConns
 }
 
 // track registers a newly accepted connection.

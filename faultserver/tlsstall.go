@@ -19,6 +19,9 @@ type TLSStall struct {
 	closed bool
 }
 
+// maxStalled bounds the connections a TLSStall holds stalled.
+var maxStalled = 256
+
 // NewTLSStall starts a [TLSStall] on 127.0.0.1 with a system-chosen port.
 // The caller must call [TLSStall.Close].
 func NewTLSStall() (*TLSStall, error) {
@@ -39,7 +42,9 @@ func (s *TLSStall) accept() {
 			return
 		}
 		s.mu.Lock()
-		if s.closed {
+		if s.closed || len(s.conns) >= maxStalled {
+			// Past maxStalled held, a connection is closed as accepted: a
+			// stall needs one, not thousands.
 			c.Close()
 		} else {
 			s.conns = append(s.conns, c)
