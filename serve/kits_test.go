@@ -360,14 +360,22 @@ func javaSession(t *testing.T, reports []*SessionReport, client, mutation string
 // caller the reset (0 requests, a finding that sending again would have
 // been safe) — while every scenario in which the server read the request
 // (H1 with a FIN or an RST, close-before-send) is the same with it on or
-// off: Reactor Netty never sends again a request it wrote.
+// off: Reactor Netty never sends again a request it wrote. Nor does it
+// change any of the stale-reuse scenarios: in each the request was written
+// (on a connection closed as it arrived, read and cut, gone dark) or went
+// on a new connection (the limit, the server's idle timeout), as
+// kits/java's StaleReuseTest measures against a raw socket. Each session
+// declares its client's idle timeout: WebClient none (0: Reactor Netty's
+// pool has no maxIdleTime unless set), RestClient the JDK 17 HttpClient's
+// keep-alive timeout, 1200 s.
 func TestJavaMutations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the Java kit")
 	}
 	argv := javaKit(t, root(t), "-Dconnaudit.mutations=;RETRY_500;TOTAL_BEFORE_RETRY;KEEP_HIDDEN_RETRY")
 	col := &collector{}
-	srv, err := New(OnSessionEnd(col.add), Select(regexp.MustCompile(`^(retry/500|retry/total-budget|reset-before-send|close-before-send|retry/hidden-retry|retry/hidden-retry-reset)$`), nil))
+	srv, err := New(OnSessionEnd(col.add), Select(regexp.MustCompile(`^(retry/500|retry/total-budget|reset-before-send|close-before-send|`+
+		`retry/hidden-retry|retry/hidden-retry-reset|`+strings.Join(staleReuse, "|")+`)$`), nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,6 +446,64 @@ func TestJavaMutations(t *testing.T) {
 			t.Errorf("%s: disableRetry(true) pass %v, %d requests; (false) pass %v, %d requests", name, a.Pass, a.Server.Requests, b.Pass, b.Server.Requests)
 		}
 	}
+	// The stale-reuse scenarios: the same verdict, caller and counts with
+	// Reactor Netty's retry on or off, and what the raw socket measured:
+	// the loss to the caller where the server read nothing (a request
+	// written on a connection closed as it arrived, 1 unread), a POST read
+	// once and committed once, a dark connection's timeout, the next
+	// request on a new connection after a limit or an idle close.
+	for _, name := range staleReuse {
+		a, b := result(src, name), result(kept, name)
+		if !a.Pass || !b.Pass || a.HiddenRetry || b.HiddenRetry || outcomeKind(a.Caller) != outcomeKind(b.Caller) ||
+			a.Server.Requests != b.Server.Requests || a.Server.Unread != b.Server.Unread || a.Server.Writes != b.Server.Writes {
+			t.Errorf("%s: disableRetry(true) pass %v, caller %s, %d requests, %d unread; (false) pass %v, caller %s, %d requests, %d unread",
+				name, a.Pass, outcomeKind(a.Caller), a.Server.Requests, a.Server.Unread, b.Pass, outcomeKind(b.Caller), b.Server.Requests,
+				b.Server.Unread)
+		}
+		if want := webclientStale[name]; outcomeKind(a.Caller) != want.caller || a.Server.Requests != want.requests ||
+			a.Server.Unread != want.unread {
+			t.Errorf("%s: caller %s, %d requests, %d unread; the raw socket's truth: %s, %d, %d", name, outcomeKind(a.Caller),
+				a.Server.Requests, a.Server.Unread, want.caller, want.requests, want.unread)
+		}
+	}
+	for client, want := range map[string]float64{"webclient": 0, "restclient": 1200 * 1000} {
+		switch got := javaSession(t, reports, client, "").Client.IdleTimeoutMS; {
+		case got == nil:
+			t.Errorf("%s: no idle_timeout_ms, want %v", client, want)
+		case *got != want:
+			t.Errorf("%s: idle_timeout_ms %v, want %v", client, *got, want)
+		}
+	}
+}
+
+// staleReuse are the catalogue's stale-reuse scenarios over HTTP/1.
+var staleReuse = []string{"stale-close-before-read", "stale-reset-before-read", "stale-post-close-before-read",
+	"stale-post-reset-before-read", "stale-post-close-after-read", "stale-post-reset-after-read", "stale-post-key-after-read",
+	"go-dark", "request-limit", "request-limit-silent", "server-idle-timeout"}
+
+// webclientStale is what kits/java's StaleReuseTest measured of the
+// source's WebClient on each stale-reuse fault: the caller's outcome, the
+// requests the server read and those sent on a connection it was closing.
+var webclientStale = map[string]struct {
+	caller           string
+	requests, unread int64
+}{
+	"stale-close-before-read": {"connection", 0, 1}, "stale-reset-before-read": {"connection", 0, 1},
+	"stale-post-close-before-read": {"connection", 0, 1}, "stale-post-reset-before-read": {"connection", 0, 1},
+	"stale-post-close-after-read": {"connection", 1, 0}, "stale-post-reset-after-read": {"connection", 1, 0},
+	"stale-post-key-after-read": {"connection", 1, 0}, "go-dark": {"timeout", 0, 0},
+	"request-limit": {"200", 1, 0}, "request-limit-silent": {"200", 1, 0}, "server-idle-timeout": {"200", 1, 0},
+}
+
+// outcomeKind says an outcome as its status or its error's kind.
+func outcomeKind(o *Outcome) string {
+	switch {
+	case o == nil:
+		return "none"
+	case o.Error != nil:
+		return o.Error.Kind
+	}
+	return fmt.Sprint(o.Status)
 }
 
 func orNone(o *Outcome) *Outcome {

@@ -72,16 +72,59 @@ sed 's/\x1b\[[0-9;]*m//g' "$bin/source"
 # 1: RestClient's true failures below; anything else is the kit's or the server's.
 [ "$rc" -le 1 ] || { echo "kits/java: connaudit serve exited $rc" >&2; exit 1; }
 # WebClient as the source configures it passes every scenario; RestClient fails exactly where the
-# JDK HttpClient sends a GET again by itself (a connection lost before any byte of the response).
+# JDK HttpClient sends a GET again by itself (a connection lost before any byte of the response,
+# fresh or kept alive: on a fresh one the contracts forbid it). Pinned by scenario as well, so that
+# a client that changes its path is seen even where it still passes: what each cannot configure,
+# where the caller got the loss of a request the server never read (loss-to-caller: Reactor Netty
+# sends nothing again once it has written a request; the JDK gives up on a POST), and where the
+# client sent a request again by itself (hidden-retry: the JDK's GET replay), and the findings on
+# the client as a whole (open-at-done: the JDK 17 HttpClient has no close(), so its idle connections
+# outlive the session). kits/java's HiddenRetryTest and StaleReuseTest measure the same against a
+# raw socket.
 python3 - "$bin/serve.xml" <<'EOF2'
-import sys, xml.etree.ElementTree as ET
-want = {"webclient": set(), "restclient": {"close-before-response", "reset", "retry/fresh-connection-closed"}}
+import re, sys, xml.etree.ElementTree as ET
+want = {
+    "webclient": {
+        "failed": set(),
+        "not-configurable": set(),
+        "loss-to-caller": {"reset-before-send", "close-before-send", "stale-close-before-read",
+                           "stale-reset-before-read", "stale-post-close-before-read", "stale-post-reset-before-read"},
+        "hidden-retry": set(),
+        "client": set(),
+    },
+    "restclient": {
+        "failed": {"close-before-response", "reset", "retry/fresh-connection-closed"},
+        "not-configurable": {"response-header-timeout", "pool-acquire-timeout", "stall-mid-body", "trickle-body",
+                             "reset-before-send", "close-before-send", "go-dark", "retry/response-header-timeout",
+                             "retry/body-read-interval"},
+        "loss-to-caller": {"stale-post-close-before-read", "stale-post-reset-before-read"},
+        "hidden-retry": {"close-before-response", "reset", "hidden-retry", "hidden-retry-reset", "retry/hidden-retry",
+                         "retry/hidden-retry-reset", "retry/fresh-connection-closed"},
+        "client": {"open-at-done"},
+    },
+}
+whole = "(the client as a whole)"
 got = {}
 for suite in ET.parse(sys.argv[1]).getroot():
     client = suite.get("name").split()[2]
     cases = suite.findall("testcase")
-    got[client] = {c.get("name") for c in cases if c.find("failure") is not None}
-    print(f"kits/java: {client}: {len(cases)} scenarios, failed: {', '.join(sorted(got[client])) or 'none'}")
-if got != want:
-    sys.exit(f"kits/java: failed scenarios {got}, want {want}")
+    g = got[client] = {k: set() for k in want["webclient"]}
+    for c in cases:
+        name, out = c.get("name"), c.findtext("system-out") or ""
+        if name == whole:
+            g["client"] |= set(re.findall(r"finding \(([a-z-]+)\)", "".join(f.get("message", "") for f in c.iter("failure"))))
+            continue
+        if c.find("failure") is not None:
+            g["failed"].add(name)
+        if c.find("skipped") is not None and c.find("skipped").get("message", "").startswith("not configurable"):
+            g["not-configurable"].add(name)
+        for finding in re.findall(r"^finding \(([a-z-]+)\)", out, re.M):
+            if finding in g:
+                g[finding].add(name)
+    print(f"kits/java: {client}: {sum(c.get('name') != whole for c in cases)} scenarios, failed: "
+          f"{', '.join(sorted(g['failed'])) or 'none'}; on the client as a whole: {', '.join(sorted(g['client'])) or 'none'}")
+bad = [f"{c} {k}: {sorted(got.get(c, {}).get(k, set()))}, want {sorted(v)}"
+       for c, kinds in want.items() for k, v in kinds.items() if got.get(c, {}).get(k) != v]
+if bad:
+    sys.exit("kits/java: " + "; ".join(bad))
 EOF2

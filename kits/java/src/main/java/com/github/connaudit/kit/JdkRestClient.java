@@ -1,13 +1,18 @@
 package com.github.connaudit.kit;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpTimeoutException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.EnumSet;
 import java.util.List;
+import java.util.OptionalDouble;
+import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -138,7 +143,76 @@ public final class JdkRestClient implements AuditedClient {
                 + ").version(HTTP_1_1); JdkClientHttpRequestFactory.setReadTimeout(" + ReactorWebClient.ms(policy.attemptTimeout())
                 + "); " + (target != null ? "HTTP Interface, " : "") + "interceptor: retry " + policy.retryStatuses()
                 + (mutations.contains(Mutation.RETRY_500) ? "+500" : "") + " " + policy.maxRetries() + " times "
-                + ReactorWebClient.ms(policy.delay()) + " apart within " + ReactorWebClient.ms(policy.totalTimeout());
+                + ReactorWebClient.ms(policy.delay()) + " apart within " + ReactorWebClient.ms(policy.totalTimeout())
+                + "; " + KeepAlive.current() + (policy.hasPing() ? "; " + NO_PING : "");
+    }
+
+    /**
+     * What the kit does with HTTP/2's health check: the JDK HttpClient answers a server's PING but
+     * sends none of its own, and has no setting for one.
+     */
+    static final String NO_PING = "no HTTP/2 health check: the JDK HttpClient sends no PING of its own"
+            + " (no setting): send_ping_timeout_ms, ping_timeout_ms not applied";
+
+    /**
+     * The JDK HttpClient's keep-alive timeout, {@code jdk.httpclient.keepalive.timeout}: how long
+     * it keeps an idle HTTP/1.1 connection before it closes it itself (a response's
+     * {@code Keep-Alive: timeout=N} overrides it for that connection). The JDK reads it as a
+     * networking property: the system property, else {@code $JAVA_HOME/conf/net.properties}, else
+     * its default, 1200 s up to JDK 19 and 30 s from JDK 20 (JDK-8297030); a value it cannot
+     * parse gives the default.
+     *
+     * @param seconds the timeout, or -1 when the value is not a positive number of seconds
+     * @param source where it came from
+     */
+    record KeepAlive(long seconds, String source) {
+
+        /** The property's name. */
+        static final String PROPERTY = "jdk.httpclient.keepalive.timeout";
+
+        /**
+         * The running JVM's keep-alive timeout.
+         *
+         * @return the timeout and its source
+         */
+        static KeepAlive current() {
+            long fallback = Runtime.version().feature() >= 20 ? 30 : 1200;
+            String v = System.getProperty(PROPERTY);
+            String source = "-D" + PROPERTY;
+            if (v == null) {
+                Properties net = new Properties();
+                try (InputStream in = Files.newInputStream(Path.of(System.getProperty("java.home"), "conf", "net.properties"))) {
+                    net.load(in);
+                } catch (IOException e) {
+                    // no net.properties: the JDK's default
+                }
+                v = net.getProperty(PROPERTY);
+                source = "net.properties " + PROPERTY;
+            }
+            if (v == null) {
+                return new KeepAlive(fallback, PROPERTY + " unset: JDK " + Runtime.version().feature() + "'s default");
+            }
+            try {
+                long s = Long.parseLong(v.trim());
+                return new KeepAlive(s > 0 ? s : -1, source);
+            } catch (NumberFormatException e) {
+                return new KeepAlive(fallback, source + " unparsable: JDK " + Runtime.version().feature() + "'s default");
+            }
+        }
+
+        /**
+         * The timeout as client.idle_timeout_ms declares it.
+         *
+         * @return the timeout in ms, or empty when unknown
+         */
+        OptionalDouble millis() {
+            return seconds > 0 ? OptionalDouble.of(seconds * 1000.0) : OptionalDouble.empty();
+        }
+
+        @Override
+        public String toString() {
+            return "keep-alive timeout " + (seconds > 0 ? seconds + "s" : "not a positive number") + " (" + source + ")";
+        }
     }
 
     @Override

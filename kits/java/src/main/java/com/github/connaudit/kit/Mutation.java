@@ -1,8 +1,8 @@
 package com.github.connaudit.kit;
 
 /**
- * A deliberate change to the source's configuration, each breaking one contract; the kit's own
- * tests run them to show that the audit catches each.
+ * A deliberate change to the source's configuration; the kit's own tests run them to show that
+ * the audit catches each contract one breaks, and what the one that breaks none changes.
  */
 public enum Mutation {
     /** Retry 500 as well as 503: breaks A5 (500 must reach the caller after one request). */
@@ -11,8 +11,9 @@ public enum Mutation {
      * Leave Reactor Netty's own retry on ({@code disableRetry(false)}, its default): when the
      * connection it holds for a request not yet written is reset, Reactor Netty sends the request
      * again on a new connection behind the retry layer's back (serve's reset-before-send: 1
-     * request where the source's configuration makes none). A request it has written is never
-     * sent again, so the H1 scenarios do not change. WebClient only.
+     * request where the source's configuration makes none), which is safe. A request it has
+     * written is never sent again, so the H1 and stale-reuse scenarios do not change. Breaks no
+     * contract. WebClient only.
      */
     KEEP_HIDDEN_RETRY(true),
     /**

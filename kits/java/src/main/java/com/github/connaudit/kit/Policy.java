@@ -24,6 +24,9 @@ import java.util.Set;
  *     the body (Reactor Netty's {@code responseTimeout}), not a total deadline
  * @param poolMaxPerHost connections per host in the pool; 0 is the client's default
  * @param poolAcquireTimeout how long a caller waits for a free connection before it is refused
+ * @param sendPingTimeout HTTP/2's health check: a PING after that long without a frame read
+ * @param pingTimeout HTTP/2's health check: the connection closed when the PING's answer takes
+ *     longer
  */
 public record Policy(
         Duration attemptTimeout,
@@ -39,7 +42,9 @@ public record Policy(
         Duration tlsTimeout,
         Duration readTimeout,
         int poolMaxPerHost,
-        Duration poolAcquireTimeout) {
+        Duration poolAcquireTimeout,
+        Duration sendPingTimeout,
+        Duration pingTimeout) {
 
     /** Copies the sets, so that a policy cannot change once made. */
     public Policy {
@@ -60,7 +65,7 @@ public record Policy(
     public static Policy source() {
         return new Policy(Duration.ofSeconds(3), Duration.ofSeconds(8), 2, Duration.ofMillis(10),
                 Set.of(503), false, Set.of("GET", "HEAD"), false, false,
-                Duration.ofMillis(1000), null, null, 1, Duration.ofSeconds(1));
+                Duration.ofMillis(1000), null, null, 1, Duration.ofSeconds(1), null, null);
     }
 
     /**
@@ -73,7 +78,7 @@ public record Policy(
     public Policy withTimeouts(Duration attempt, Duration total) {
         return new Policy(attempt, total, maxRetries, delay, retryStatuses, retryErrors, retryMethods,
                 retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, readTimeout, poolMaxPerHost,
-                poolAcquireTimeout);
+                poolAcquireTimeout, sendPingTimeout, pingTimeout);
     }
 
     /**
@@ -86,7 +91,7 @@ public record Policy(
     public Policy withRetries(int retries, Duration delayBetween) {
         return new Policy(attemptTimeout, totalTimeout, retries, delayBetween, retryStatuses, retryErrors,
                 retryMethods, retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, readTimeout,
-                poolMaxPerHost, poolAcquireTimeout);
+                poolMaxPerHost, poolAcquireTimeout, sendPingTimeout, pingTimeout);
     }
 
     /**
@@ -98,7 +103,7 @@ public record Policy(
     public Policy withReadTimeout(Duration interval) {
         return new Policy(attemptTimeout, totalTimeout, maxRetries, delay, retryStatuses, retryErrors,
                 retryMethods, retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, interval,
-                poolMaxPerHost, poolAcquireTimeout);
+                poolMaxPerHost, poolAcquireTimeout, sendPingTimeout, pingTimeout);
     }
 
     /**
@@ -111,7 +116,7 @@ public record Policy(
     public Policy withReplay(boolean anyMethod, boolean withKey) {
         return new Policy(attemptTimeout, totalTimeout, maxRetries, delay, retryStatuses, retryErrors,
                 retryMethods, withKey, anyMethod, connectTimeout, tlsTimeout, readTimeout, poolMaxPerHost,
-                poolAcquireTimeout);
+                poolAcquireTimeout, sendPingTimeout, pingTimeout);
     }
 
     /**
@@ -123,7 +128,7 @@ public record Policy(
     public Policy withRetryStatuses(Set<Integer> statuses) {
         return new Policy(attemptTimeout, totalTimeout, maxRetries, delay, statuses, retryErrors, retryMethods,
                 retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, readTimeout, poolMaxPerHost,
-                poolAcquireTimeout);
+                poolAcquireTimeout, sendPingTimeout, pingTimeout);
     }
 
     /**
@@ -135,7 +140,30 @@ public record Policy(
      */
     public Policy withPool(int max, Duration acquire) {
         return new Policy(attemptTimeout, totalTimeout, maxRetries, delay, retryStatuses, retryErrors,
-                retryMethods, retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, readTimeout, max, acquire);
+                retryMethods, retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, readTimeout, max, acquire,
+                sendPingTimeout, pingTimeout);
+    }
+
+    /**
+     * Returns this policy with HTTP/2's health check.
+     *
+     * @param sendPing a PING after that long without a frame read, or null
+     * @param ping how long the PING's answer may take, or null
+     * @return the new policy
+     */
+    public Policy withPing(Duration sendPing, Duration ping) {
+        return new Policy(attemptTimeout, totalTimeout, maxRetries, delay, retryStatuses, retryErrors, retryMethods,
+                retryWithIdempotencyKey, retryAnyMethod, connectTimeout, tlsTimeout, readTimeout, poolMaxPerHost,
+                poolAcquireTimeout, sendPing, ping);
+    }
+
+    /**
+     * Whether the policy asks for HTTP/2's health check.
+     *
+     * @return true when either of its settings is set
+     */
+    public boolean hasPing() {
+        return sendPingTimeout != null || pingTimeout != null;
     }
 
     /**

@@ -177,7 +177,40 @@ public final class ReactorWebClient implements AuditedClient {
             chain.append(".timeout(").append(ms(policy.totalTimeout())).append(')');
         }
         return "HttpClient " + String.join(", ", http) + "; " + (target != null ? "HTTP Interface, " : "")
-                + "Mono" + chain;
+                + "Mono" + chain + "; " + idleTimeoutSource() + (policy.hasPing() ? "; " + NO_PING : "");
+    }
+
+    /**
+     * What the kit does with HTTP/2's health check: Reactor Netty 1.2.11 has none for its client
+     * (its Http2SettingsSpec has no PING setting; Http2ConnectionLiveness, pingAckTimeout, came in
+     * 1.2.12), so a policy's send_ping_timeout_ms and ping_timeout_ms are not applied.
+     */
+    static final String NO_PING = "no HTTP/2 health check: Reactor Netty 1.2.11 sends no PING"
+            + " (Http2SettingsSpec.pingAckTimeout came in 1.2.12): send_ping_timeout_ms, ping_timeout_ms not applied";
+
+    /**
+     * How long the pool keeps an idle connection, in ms: the kit never sets the builder's
+     * maxIdleTime, so it is Reactor Netty's default, {@link ConnectionProvider#DEFAULT_POOL_MAX_IDLE_TIME}
+     * (the system property {@code reactor.netty.pool.maxIdleTime}; -1 when unset: no idle
+     * timeout, a connection kept until the server closes it). A connection idle longer is closed
+     * when it is next acquired, never sent on (without evictInBackground, not before).
+     *
+     * @return the timeout in ms, 0 when there is none
+     */
+    static long idleTimeoutMillis() {
+        long v = ConnectionProvider.DEFAULT_POOL_MAX_IDLE_TIME;
+        return v > 0 ? v : 0;
+    }
+
+    /**
+     * Where {@link #idleTimeoutMillis()} comes from, in Reactor Netty's terms.
+     *
+     * @return one phrase
+     */
+    static String idleTimeoutSource() {
+        long v = idleTimeoutMillis();
+        return v > 0 ? "ConnectionProvider maxIdleTime " + v + "ms (reactor.netty.pool.maxIdleTime)"
+                : "ConnectionProvider maxIdleTime unset (Reactor Netty's default: no idle timeout)";
     }
 
     @Override

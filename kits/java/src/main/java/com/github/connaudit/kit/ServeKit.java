@@ -13,6 +13,7 @@ import java.time.Duration;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.OptionalDouble;
 import java.util.Set;
 
 /**
@@ -59,6 +60,14 @@ public final class ServeKit {
          * @throws NotConfigurableException when the client has no equivalent of a setting
          */
         AuditedClient create(Policy policy, Tls tls) throws NotConfigurableException;
+
+        /**
+         * How long the client keeps an idle connection before it closes it itself, as the kit
+         * configures it (client.idle_timeout_ms): 0 when it never does.
+         *
+         * @return the timeout in ms, or empty when unknown
+         */
+        OptionalDouble idleTimeoutMillis();
     }
 
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -92,8 +101,12 @@ public final class ServeKit {
      */
     public JsonNode run(ClientFactory factory) throws IOException, InterruptedException {
         ObjectNode open = JSON.createObjectNode().put("protocol", PROTOCOL).put("kit", "java");
-        open.putObject("client").put("name", factory.name()).put("version", cut(factory.version(), 200))
+        ObjectNode client = open.putObject("client").put("name", factory.name()).put("version", cut(factory.version(), 200))
                 .put("config", cut(factory.config(), 200));
+        OptionalDouble idle = factory.idleTimeoutMillis();
+        if (idle.isPresent()) {
+            client.put("idle_timeout_ms", idle.getAsDouble());
+        }
         open.putArray("protocols").add("http1");
         // CONNAUDIT_URL has a path of its own (its key): append, never resolve "/v1/…".
         JsonNode session = call("POST", URI.create(control + "/v1/sessions"), open);
@@ -177,6 +190,7 @@ public final class ServeKit {
                     return report.put("skipped", "steps " + steps + " unknown to this kit");
                 }
             }
+            settle(sc);
             Outcome ok = client.recover(URI.create(sc.path("ok_url").asText()), guard);
             put(report.putObject("outcome"), outcome);
             report.put("elapsed_ms", outcome.elapsedMillis());
@@ -198,6 +212,17 @@ public final class ServeKit {
         int n = Math.max(1, sc.path("warm_requests").asInt(1));
         for (int i = 0; i < n; i++) {
             client.send(Request.get(warm), guard);
+        }
+    }
+
+    /**
+     * POSTs the scenario's settle_url, when it has one, after the faulted call and before /ok: the
+     * server answers once the client has closed the connection the fault made unusable, or after
+     * its bound, so that /ok does not race the client's own close.
+     */
+    private void settle(JsonNode sc) throws IOException, InterruptedException {
+        if (sc.hasNonNull("settle_url")) {
+            call("POST", URI.create(sc.path("settle_url").asText()), JSON.createObjectNode());
         }
     }
 
@@ -243,7 +268,8 @@ public final class ServeKit {
                 ms(p, "delay_ms"), statuses, p.path("retry_errors").asBoolean(), methods,
                 p.path("retry_with_idempotency_key").asBoolean(), p.path("retry_any_method").asBoolean(),
                 ms(p, "connect_timeout_ms"), ms(p, "tls_timeout_ms"), ms(p, "read_timeout_ms"),
-                p.path("pool_max_per_host").asInt(), ms(p, "pool_acquire_timeout_ms"));
+                p.path("pool_max_per_host").asInt(), ms(p, "pool_acquire_timeout_ms"), ms(p, "send_ping_timeout_ms"),
+                ms(p, "ping_timeout_ms"));
     }
 
     private static Duration ms(JsonNode p, String field) {

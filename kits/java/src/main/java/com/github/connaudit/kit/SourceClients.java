@@ -1,6 +1,7 @@
 package com.github.connaudit.kit;
 
 import java.util.EnumSet;
+import java.util.OptionalDouble;
 import java.util.Set;
 import java.util.stream.Collectors;
 
@@ -38,6 +39,11 @@ public final class SourceClients {
             public AuditedClient create(Policy policy, Tls tls) {
                 return new ReactorWebClient(sourceDefaults(policy, true), mutations, false, tls);
             }
+
+            @Override
+            public OptionalDouble idleTimeoutMillis() {
+                return OptionalDouble.of(ReactorWebClient.idleTimeoutMillis());
+            }
         };
     }
 
@@ -68,6 +74,11 @@ public final class SourceClients {
             @Override
             public AuditedClient create(Policy policy, Tls tls) throws NotConfigurableException {
                 return new JdkRestClient(sourceDefaults(policy, false), mutations, false, tls);
+            }
+
+            @Override
+            public OptionalDouble idleTimeoutMillis() {
+                return JdkRestClient.KeepAlive.current().millis();
             }
         };
     }
@@ -106,7 +117,8 @@ public final class SourceClients {
         Policy source = Policy.source();
         Policy q = p.connectTimeout() == null ? new Policy(p.attemptTimeout(), p.totalTimeout(), p.maxRetries(), p.delay(),
                 p.retryStatuses(), p.retryErrors(), p.retryMethods(), p.retryWithIdempotencyKey(), p.retryAnyMethod(),
-                source.connectTimeout(), p.tlsTimeout(), p.readTimeout(), p.poolMaxPerHost(), p.poolAcquireTimeout()) : p;
+                source.connectTimeout(), p.tlsTimeout(), p.readTimeout(), p.poolMaxPerHost(), p.poolAcquireTimeout(),
+                p.sendPingTimeout(), p.pingTimeout()) : p;
         if (poolOfOne && q.poolMaxPerHost() == 0) {
             q = q.withPool(source.poolMaxPerHost(), q.poolAcquireTimeout() != null ? q.poolAcquireTimeout() : source.poolAcquireTimeout());
         }

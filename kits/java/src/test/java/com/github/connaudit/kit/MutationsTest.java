@@ -10,7 +10,8 @@ import org.junit.jupiter.params.provider.EnumSource;
 /**
  * Each mutation of the source's configuration fails the contract it breaks, with the server's
  * counts; ContractsTest holds the same contracts at the source's configuration. Dropping
- * disableRetry(true) is HiddenRetryTest's: it changes no count a server can see.
+ * disableRetry(true) is HiddenRetryTest's and StaleReuseTest's: it breaks no contract, and changes
+ * only a request none of which was written.
  */
 class MutationsTest {
 

@@ -84,6 +84,66 @@ final class RawServer implements AutoCloseable {
      */
     record Write(int status) implements Action {}
 
+    /**
+     * Commits a write as {@link Write} does (once per Idempotency-Key), then closes the connection
+     * before any response byte: a POST the server read and committed, whose answer is lost.
+     *
+     * @param reset RST (SO_LINGER 0) rather than FIN
+     */
+    record WriteThenCut(boolean reset) implements Action {}
+
+    /**
+     * Answers 200 "ok", then closes the connection as a keep-alive request limit does: the
+     * response says {@code Connection: close} when {@code announce}, and says nothing otherwise;
+     * either way the server then half-closes (FIN) and reads what the client still sends, unread,
+     * until the client closes or 2 s pass.
+     *
+     * @param announce whether the response carries Connection: close
+     */
+    record RespondThenClose(boolean announce) implements Action {}
+
+    /** What the server does on a kept-alive connection before it reads the next request on it. */
+    sealed interface Before {}
+
+    /**
+     * Waits for the first byte of the next request, then closes the connection without reading
+     * it: a server closing an idle kept-alive connection just as the client sends on it. A FIN is
+     * a half-close, after which the server reads and discards what the client still sends until
+     * the client closes or 2 s pass (so the client reads a clean EOF, not an RST for unread data);
+     * an RST is a close with SO_LINGER 0. The request is counted in {@link #unread()}.
+     *
+     * @param reset RST rather than FIN
+     */
+    record CloseOnArrival(boolean reset) implements Before {}
+
+    /**
+     * The connection goes dark: the server reads and discards whatever the client sends (counted
+     * in {@link #darkBytes(int)}), never answers and never closes it, until the client does.
+     */
+    record GoDark() implements Before {}
+
+    /**
+     * The server closes (FIN) the connection once it has been idle that long, as a server's
+     * keep-alive timeout does, then reads what the client still sends, unread, until the client
+     * closes or 2 s pass; a byte that comes first is activity, and the request is read as usual.
+     *
+     * @param idleMillis the server's idle timeout
+     */
+    record IdleClose(long idleMillis) implements Before {}
+
+    /** Chooses what the server does on a connection before it reads its next request. */
+    @FunctionalInterface
+    interface Arm {
+        /**
+         * What to do before reading the next request.
+         *
+         * @param conn the connection, from 1
+         * @param answered the requests it has read so far, /ok included
+         * @return what to do, or null to read the request as usual
+         */
+        Before before(int conn, int answered);
+    }
+
     /** Chooses the action for each request the server reads. */
     @FunctionalInterface
     interface Script {
@@ -112,6 +172,7 @@ final class RawServer implements AutoCloseable {
 
     private final ServerSocket listener;
     private final Script script;
+    private final Arm arm;
     private final Thread acceptor;
     private final Set<Socket> sockets = ConcurrentHashMap.newKeySet();
     private final Map<Integer, Socket> byId = new ConcurrentHashMap<>();
@@ -131,10 +192,26 @@ final class RawServer implements AutoCloseable {
     private final Semaphore enteredSignal = new Semaphore(0);
     private final Semaphore cancelSignal = new Semaphore(0);
     private final Semaphore clientCloseSignal = new Semaphore(0);
+    private final Map<Integer, Integer> unread = new ConcurrentHashMap<>();
+    private final Map<Integer, Long> darkBytes = new ConcurrentHashMap<>();
+    private final Set<Integer> clientClosedAfterServer = ConcurrentHashMap.newKeySet();
+    private final Set<Integer> idleClosed = ConcurrentHashMap.newKeySet();
+    private final Semaphore events = new Semaphore(0);
     private volatile boolean closing;
 
     RawServer(Script script) throws IOException {
+        this(script, (conn, answered) -> null);
+    }
+
+    /**
+     * A server whose connections {@code arm} may close, darken or time out between requests.
+     *
+     * @param script the action for each request
+     * @param arm what to do before reading a connection's next request
+     */
+    RawServer(Script script, Arm arm) throws IOException {
         this.script = script;
+        this.arm = arm;
         this.listener = new ServerSocket();
         listener.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 50);
         this.acceptor = new Thread(this::acceptLoop, "raw-server-accept");
@@ -208,6 +285,48 @@ final class RawServer implements AutoCloseable {
         return Map.copyOf(closedBy);
     }
 
+    /** Requests that arrived on connections the server was closing, unread, by connection. */
+    Map<Integer, Integer> unread() {
+        return Map.copyOf(unread);
+    }
+
+    /** The bytes the client sent on connection {@code conn} after it went dark. */
+    long darkBytes(int conn) {
+        return darkBytes.getOrDefault(conn, 0L);
+    }
+
+    /** Whether the client closed its side of connection {@code conn} after the server's FIN. */
+    boolean clientClosedAfterServer(int conn) {
+        return clientClosedAfterServer.contains(conn);
+    }
+
+    /** Whether the server closed connection {@code conn} by its idle timeout. */
+    boolean idleClosed(int conn) {
+        return idleClosed.contains(conn);
+    }
+
+    /** Whether connection {@code conn} has ended, and who closed it then. */
+    String closedBy(int conn) {
+        return closedBy.get(conn);
+    }
+
+    /**
+     * Waits until {@code condition} holds, woken by the server's events (a connection ended, an
+     * idle close, the client's close after the server's FIN).
+     *
+     * @return false when the bound ran out first
+     */
+    boolean await(java.util.function.BooleanSupplier condition, Duration bound) throws InterruptedException {
+        long end = System.nanoTime() + bound.toNanos();
+        while (!condition.getAsBoolean()) {
+            long left = end - System.nanoTime();
+            if (left <= 0 || !events.tryAcquire(left, TimeUnit.NANOSECONDS)) {
+                return condition.getAsBoolean();
+            }
+        }
+        return true;
+    }
+
     /**
      * Waits until {@code n} fault handlers in all have been entered.
      *
@@ -274,7 +393,8 @@ final class RawServer implements AutoCloseable {
     String evidence() {
         return "connections=" + connections() + " requests=" + requests() + " entered=" + handlersEntered()
                 + " cancels=" + cancelsObserved() + " writes=" + writes() + " keys=" + keys()
-                + " closedBy=" + closedBy() + " ok=" + okConnections()
+                + " closedBy=" + closedBy() + " unread=" + unread() + " dark=" + darkBytes
+                + " clientClosedAfterServer=" + clientClosedAfterServer + " ok=" + okConnections()
                 + " seen=" + seen.stream().map(s -> s.method() + " " + s.path() + "@" + s.conn() + "#" + s.onConn()).toList();
     }
 
@@ -305,6 +425,14 @@ final class RawServer implements AutoCloseable {
             InputStream in = new BufferedInputStream(s.getInputStream());
             OutputStream out = s.getOutputStream();
             for (int onConn = 1; ; onConn++) {
+                Before before = arm.before(conn, onConn - 1);
+                if (before != null) {
+                    String after = before(before, s, in, conn);
+                    if (after != null) {
+                        by = after;
+                        return;
+                    }
+                }
                 Parsed p = read(in);
                 if (p == null) {
                     by = "client";
@@ -335,6 +463,22 @@ final class RawServer implements AutoCloseable {
                         writes.incrementAndGet();
                     }
                     respond(out, x.status(), "");
+                } else if (a instanceof WriteThenCut x) {
+                    String key = r.headers().get("idempotency-key");
+                    keys.add(key == null ? "" : key);
+                    if (key == null || committedKeys.add(key)) {
+                        writes.incrementAndGet();
+                    }
+                    closedByServer.add(conn);
+                    if (x.reset()) {
+                        s.setSoLinger(true, 0);
+                    }
+                    return;
+                } else if (a instanceof RespondThenClose x) {
+                    respond(out, 200, "ok", x.announce() ? "Connection: close\r\n" : "");
+                    closedByServer.add(conn);
+                    finThenDrain(s, in, conn);
+                    return;
                 } else if (a instanceof Hang) {
                     if (waitForClient(in)) {
                         by = "client";
@@ -377,7 +521,84 @@ final class RawServer implements AutoCloseable {
             if (by.equals("client")) {
                 clientCloseSignal.release();
             }
+            events.release();
         }
+    }
+
+    /**
+     * Does what {@code b} says before the next request of connection {@code conn} is read.
+     *
+     * @return who closed the connection when it ended here, or null to read the request
+     */
+    private String before(Before b, Socket s, InputStream in, int conn) throws IOException {
+        if (b instanceof CloseOnArrival x) {
+            in.mark(1);
+            if (in.read() < 0) {
+                return "client";
+            }
+            in.reset();
+            closedByServer.add(conn);
+            if (x.reset()) {
+                unread.merge(conn, 1, Integer::sum);
+                s.setSoLinger(true, 0);
+                s.close();
+            } else {
+                finThenDrain(s, in, conn);
+            }
+            return "server";
+        }
+        if (b instanceof GoDark) {
+            byte[] buf = new byte[4096];
+            try {
+                for (int n; (n = in.read(buf)) >= 0; ) {
+                    darkBytes.merge(conn, (long) n, Long::sum);
+                }
+            } catch (IOException e) {
+                // reset by the client, or closed by the server's own close()
+            }
+            return closing ? "server" : "client";
+        }
+        IdleClose x = (IdleClose) b;
+        s.setSoTimeout((int) x.idleMillis());
+        try {
+            in.mark(1);
+            if (in.read() < 0) {
+                return "client";
+            }
+            in.reset();
+            s.setSoTimeout(0);
+            return null;
+        } catch (java.net.SocketTimeoutException e) {
+            closedByServer.add(conn);
+            idleClosed.add(conn);
+            events.release();
+            finThenDrain(s, in, conn);
+            return "server";
+        }
+    }
+
+    /**
+     * Half-closes the connection (FIN), then reads and discards what the client still sends until
+     * it closes its side or 2 s pass: bytes that come are a request sent on a connection the server
+     * was closing, counted once in {@link #unread()}.
+     */
+    private void finThenDrain(Socket s, InputStream in, int conn) throws IOException {
+        s.shutdownOutput();
+        s.setSoTimeout(2000);
+        byte[] buf = new byte[4096];
+        boolean counted = false;
+        try {
+            for (int n; (n = in.read(buf)) >= 0; ) {
+                if (n > 0 && !counted) {
+                    counted = true;
+                    unread.merge(conn, 1, Integer::sum);
+                }
+            }
+            clientClosedAfterServer.add(conn);
+        } catch (IOException e) {
+            // 2 s without the client's close, or its reset
+        }
+        events.release();
     }
 
     /** Blocks until the client closes or resets the connection; true when it did. */
@@ -398,9 +619,13 @@ final class RawServer implements AutoCloseable {
     }
 
     private static void respond(OutputStream out, int status, String body) throws IOException {
+        respond(out, status, body, "");
+    }
+
+    private static void respond(OutputStream out, int status, String body, String headers) throws IOException {
         byte[] b = body.getBytes(StandardCharsets.UTF_8);
         out.write(("HTTP/1.1 " + status + " " + reason(status) + "\r\nContent-Type: text/plain\r\nContent-Length: "
-                + b.length + "\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1));
+                + b.length + "\r\n" + headers + "\r\n").getBytes(StandardCharsets.ISO_8859_1));
         out.write(b);
         out.flush();
     }
