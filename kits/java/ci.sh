@@ -71,21 +71,24 @@ set -e
 sed 's/\x1b\[[0-9;]*m//g' "$bin/source"
 # 1: RestClient's true failures below; anything else is the kit's or the server's.
 [ "$rc" -le 1 ] || { echo "kits/java: connaudit serve exited $rc" >&2; exit 1; }
-# WebClient as the source configures it passes every scenario; RestClient fails exactly where the
-# JDK HttpClient sends a GET again by itself (a connection lost before any byte of the response,
+# WebClient as the source configures it passes every scenario but server-idle-timeout (its pool keeps
+# idle connections until the server closes them); RestClient fails where the JDK HttpClient keeps
+# them 1200 s, and exactly where it sends a GET again by itself (a connection lost before any byte of the response,
 # fresh or kept alive: on a fresh one the contracts forbid it). Pinned by scenario as well, so that
 # a client that changes its path is seen even where it still passes: what each cannot configure,
 # where the caller got the loss of a request the server never read (loss-to-caller: Reactor Netty
 # sends nothing again once it has written a request; the JDK gives up on a POST), and where the
-# client sent a request again by itself (hidden-retry: the JDK's GET replay), and the findings on
-# the client as a whole (open-at-done: the JDK 17 HttpClient has no close(), so its idle connections
-# outlive the session). kits/java's HiddenRetryTest and StaleReuseTest measure the same against a
+# client sent a request again by itself (hidden-retry: the JDK's GET replay), and the failing
+# findings on the client as a whole (none: connections still open at done, the JDK 17 HttpClient's,
+# which has no close(), are a finding that does not fail the session). kits/java's HiddenRetryTest and StaleReuseTest measure the same against a
 # raw socket.
 python3 - "$bin/serve.xml" <<'EOF2'
 import re, sys, xml.etree.ElementTree as ET
 want = {
     "webclient": {
-        "failed": set(),
+        # Reactor Netty's pool keeps an idle connection until the server closes it (maxIdleTime
+        # unset, as the source leaves it): longer than the servers' keep-alive timeout.
+        "failed": {"server-idle-timeout"},
         "not-configurable": set(),
         "loss-to-caller": {"reset-before-send", "close-before-send", "stale-close-before-read",
                            "stale-reset-before-read", "stale-post-close-before-read", "stale-post-reset-before-read"},
@@ -93,14 +96,14 @@ want = {
         "client": set(),
     },
     "restclient": {
-        "failed": {"close-before-response", "reset", "retry/fresh-connection-closed"},
+        "failed": {"close-before-response", "reset", "retry/fresh-connection-closed", "server-idle-timeout"},
         "not-configurable": {"response-header-timeout", "pool-acquire-timeout", "stall-mid-body", "trickle-body",
                              "reset-before-send", "close-before-send", "go-dark", "retry/response-header-timeout",
                              "retry/body-read-interval"},
         "loss-to-caller": {"stale-post-close-before-read", "stale-post-reset-before-read"},
         "hidden-retry": {"close-before-response", "reset", "hidden-retry", "hidden-retry-reset", "retry/hidden-retry",
                          "retry/hidden-retry-reset", "retry/fresh-connection-closed"},
-        "client": {"open-at-done"},
+        "client": set(),
     },
 }
 whole = "(the client as a whole)"
