@@ -185,7 +185,8 @@ var clientFixes = map[string]fixes{
 		hidden:        "HttpClient.disableRetry(true): Reactor Netty's own retry (on by default) sends a request again on a new connection when the connection it held was reset before the request was written",
 		recovery:      "send /ok through the same WebClient and ConnectionProvider",
 		fate:          "Reactor Netty releases a connection to the pool once the body was consumed",
-		stale:         "Reactor Netty drops a pooled connection found closed when it is acquired; ConnectionProvider.builder(name).maxIdleTime(d) below the server's keep-alive timeout closes idle ones first",
+		stale:         "Reactor Netty drops a pooled connection whose close it has read when it is acquired; one closed as the request is written fails with PrematureCloseException or a reset, nothing read: retry that in Retry.filter for a GET only, and set ConnectionProvider.builder(name).maxIdleTime(d) below the server's keep-alive timeout",
+		idle:          "ConnectionProvider.builder(name).maxIdleTime(d) (or -Dreactor.netty.pool.maxIdleTime) below the servers' keep-alive timeout, with evictInBackground(d): without it an idle connection is closed only at the next acquire",
 		openAtDone:    "ConnectionProvider.dispose() (or disposeLater()) closes the pool's connections",
 	},
 	"restclient": {
@@ -209,7 +210,8 @@ var clientFixes = map[string]fixes{
 		hidden:        "the JDK HttpClient sends a GET or HEAD once more on a new connection when its connection fails before any byte of the response (MultiExchange: a ConnectionExpiredException); no setting turns that off (jdk.httpclient.enableAllMethodRetry extends it to every method): count the server's requests, not the interceptor's attempts",
 		recovery:      "send /ok through the same RestClient and HttpClient",
 		fate:          "the JDK HttpClient returns a connection to its pool once the body was read",
-		stale:         "the JDK HttpClient keeps an idle connection for jdk.httpclient.keepalive.timeout seconds (1200 in JDK 17, 30 in JDK 25): set it below the server's keep-alive timeout",
+		stale:         "the JDK HttpClient drops an idle connection whose FIN or RST it read; on one closed as a request arrives it sends a GET again by itself and gives the caller a POST's loss: set jdk.httpclient.keepalive.timeout below the server's keep-alive timeout",
+		idle:          "-Djdk.httpclient.keepalive.timeout=SECONDS below the servers' keep-alive timeout, set before the first HttpClient is built (1200 s in JDK 17, 30 s from JDK 20)",
 		openAtDone:    "the JDK 17 HttpClient has no close(): its idle connections stay open for jdk.httpclient.keepalive.timeout (1200 s) or until the client is garbage-collected; from JDK 21 HttpClient.close() closes them",
 	},
 }
