@@ -49,7 +49,8 @@ const (
 	modeOver                   // the dark or the drain ended: reads return EOF
 )
 
-const (
+// The bounds; variables for the package's own tests.
+var (
 	// drainBound bounds how long the server reads what a client still
 	// sends after the server's FIN.
 	drainBound = 2 * time.Second
@@ -74,9 +75,10 @@ func (c *trackedConn) plan(p *plan) {
 }
 
 // responded starts the plan a handler left, once the standard server
-// reports the connection idle: over HTTP/1 the response has been written;
-// over HTTP/2 the last open stream's END_STREAM is about to be (the next
-// write carries it).
+// reports the connection idle: over HTTP/1 the response has been written
+// (a client's next request may already be on its way: its bytes are the
+// next read); over HTTP/2 the last open stream's END_STREAM is about to be
+// (the next write carries it).
 func (c *trackedConn) responded() {
 	c.fmu.Lock()
 	p := c.pending

@@ -186,7 +186,7 @@ func TestGoDarkHTTP2(t *testing.T) {
 }
 
 // GoDark seen by net/http, over each protocol: the request after the dark
-// ends with the client's own bound.
+// ends with the caller's own deadline.
 func TestGoDarkTransport(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -201,13 +201,14 @@ func TestGoDarkTransport(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ev := startEvents(t, tc.opts...)
 			s.Handle("/x", faultserver.GoDark{After: 1})
-			edit := append(tc.edit, func(tr *http.Transport) { tr.ResponseHeaderTimeout = 100 * time.Millisecond })
-			c := newClient(t, s, edit...)
+			c := newClient(t, s, tc.edit...)
 			_, body, err := c.get(t, s.URL()+"/x")
 			require.NoError(t, err)
 			require.Equal(t, "ok", body)
-			_, _, err = c.get(t, s.URL()+"/x")
-			require.ErrorContains(t, err, "timeout awaiting response headers")
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, _, err = c.getCtx(t, ctx, s.URL()+"/x")
+			require.ErrorIs(t, err, context.DeadlineExceeded)
 			next(t, ev.unread, "unread")
 			c.tr.CloseIdleConnections()
 			require.Equal(t, faultserver.Counters{ConnsAccepted: 1, RequestsRead: 1, HandlersEntered: 1, DarkConns: 1}, s.Counters("/x"))
@@ -387,9 +388,10 @@ func TestIdleCloseTransport(t *testing.T) {
 // the close.
 func TestRawH2IdleClose(t *testing.T) {
 	s := start(t, faultserver.RawHTTP2())
+	s.Handle("/long", faultserver.IdleClose{Idle: time.Hour})
 	s.Handle("/x", faultserver.IdleClose{Idle: 20 * time.Millisecond})
 	c := dialH2(t, s)
-	c.ok("/x")
+	c.ok("/long") // the connection's idle time is its last response's
 	c.ok("/x")
 	frames, err := c.end()
 	require.ErrorIs(t, err, io.EOF)

@@ -115,6 +115,9 @@ func (c *trackedConn) Close() error {
 func (c *trackedConn) closeNow() error {
 	first, by, how := false, "", ""
 	if c.s != nil && c.s.cfg.events != nil {
+		c.fmu.Lock()
+		normal := c.mode == modeNormal // else a dark or a drain owns the reads
+		c.fmu.Unlock()
 		c.peer.mu.Lock()
 		first = !c.peer.closed
 		known := c.peer.how != "" || c.peer.server
@@ -122,7 +125,7 @@ func (c *trackedConn) closeNow() error {
 		if c.cut.Load() {
 			c.peer.serverFirst()
 		}
-		if first && !known && c.tls {
+		if first && !known && c.tls && normal {
 			c.peer.probePeer(c, 2*time.Millisecond)
 		}
 		c.peer.mu.Lock()

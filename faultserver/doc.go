@@ -24,7 +24,9 @@
 // N-th response, with or without saying so ([RequestLimit]); close it once
 // idle ([IdleClose]). A request the server closed a connection on without
 // reading it is counted in [Counters].Unread and reported as a [ConnUnread]
-// event.
+// event. These faults take the client to wait for each response before it
+// sends the next request on a connection, as HTTP clients do: a request
+// pipelined behind another may already be in the server's buffer.
 //
 // Not every fault can be produced in every mode; each fault's doc says
 // where it can:

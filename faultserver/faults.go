@@ -178,7 +178,8 @@ type GoDark struct {
 // connection and reads and discards what the client still sends until the
 // client closes or 2 s pass (see [CloseBeforeRead]); a request that arrives
 // meanwhile, sent by a client that took the connection for reusable, is
-// counted in [Counters].Unread and reported as a [ConnUnread] event. Over
+// counted in [Counters].Unread and reported as a [ConnUnread] event (not
+// over TLS, where it cannot be told from the client's close_notify). Over
 // HTTP/2 it needs [RawHTTP2]: the response's frames, then the connection
 // half-closed (TLS close_notify and TCP FIN), with no GOAWAY; [Server.Handle]
 // panics with [HTTP2Only], and over [TLS] a request that negotiated HTTP/2
@@ -201,7 +202,8 @@ type RequestLimit struct {
 // the client still sends until the client closes (so its close is seen, as
 // with [Server.CloseWriteConn]) or 2 s pass. A request that arrives after
 // the FIN, sent by a client that raced the close, is not read: it is
-// counted in [Counters].Unread and reported as a [ConnUnread] event. Any
+// counted in [Counters].Unread and reported as a [ConnUnread] event (not
+// over TLS, where it cannot be told from the client's close_notify). Any
 // byte the client sends before the timer fires is activity: the connection
 // is not idle.
 //
@@ -209,8 +211,8 @@ type RequestLimit struct {
 // TCP connection, with no GOAWAY: the standard server sends GOAWAY for its
 // own IdleTimeout only, which is one setting for the whole server, and
 // gives no way to send one on a connection from outside. Any frame the
-// client sends (a PING too) counts as activity, and bytes that arrive after
-// the FIN are reported as a [ConnUnread] event but not counted as a request.
+// client sends (a PING too) counts as activity; bytes that arrive after the
+// FIN are neither counted nor reported.
 // [RawHTTP2] does what net/http's server does at its IdleTimeout: GOAWAY
 // (NO_ERROR, naming the last stream it processed), then the half-close; there
 // only a new stream counts as activity, and a HEADERS frame after the close
