@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -116,5 +117,48 @@ func TestJUnitFailsWithTheSession(t *testing.T) {
 	r.WriteText(&text)
 	if !strings.Contains(text.String(), "finding (hidden-retry): the server read 2 requests") {
 		t.Errorf("the text has no finding:\n%s", text.String())
+	}
+}
+
+// TestUnboundedTotalSaidAsSuch: a client whose every attempt ends at its
+// own bound, but which tries again past the server's guard (curl's
+// --max-time per attempt with --retry), is told that each attempt was
+// bounded and their total was not, not that no bound fired.
+func TestUnboundedTotalSaidAsSuch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the server's guard (8 s)")
+	}
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	opened, list := openSession(t, srv, `^response-header-timeout$`)
+	sc := list[0]
+	// Attempts of 3 s each, one after the other, until the server cuts
+	// one: each ends by itself, the client closing its connection.
+	attempts := 0
+	start := time.Now()
+	for attempts < 5 {
+		attempts++
+		c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := c.Get(sc.URL)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		var ne interface{ Timeout() bool }
+		if err == nil || !errors.As(err, &ne) || !ne.Timeout() {
+			break // the server cut it
+		}
+	}
+	o := Outcome{Error: &ErrorOutcome{Kind: KindConnection, Message: "cut"}}
+	ok := okVia(t, sc.OKURL)
+	var res Result
+	ctlDo(t, "POST", opened.ReportURL, KitReport{Scenario: sc.Name, Outcome: &o, OK: &ok, Attempts: &attempts,
+		ElapsedMS: ms(time.Since(start))}, &res)
+	ctlDo(t, "POST", opened.DoneURL, Done{}, &SessionReport{})
+	if !res.Unbounded || len(res.Mismatches) == 0 || !strings.Contains(res.Mismatches[0], "ended, the client closing its connection, but nothing bounded them all") {
+		t.Fatalf("%d attempts: unbounded %v, %q", attempts, res.Unbounded, res.Mismatches)
 	}
 }
