@@ -113,8 +113,8 @@ func staleCmd(t *testing.T, client string, kase staleCase, url, gate string) *ex
 			t.Skip("node is not installed (.ci/run installs it)")
 		}
 		cmd := exec.Command("node", filepath.Join("testdata", "truth", "driver.mjs"), client, "calls", url)
-		// The kit lets a turn of the event loop pass between two calls:
-		// undici gives a connection back to its pool only then.
+		// The kit lets a 0 ms timer pass between two calls: undici gives
+		// a connection back to its pool only a turn after a response.
 		cmd.Env = append(os.Environ(), append(env, "CONNAUDIT_NODE_KIT="+nodeKit(t, root), "TRUTH_TURN=1")...)
 		return cmd
 	}
@@ -229,8 +229,8 @@ var (
 )
 
 // pinnedStale are the measurements of the example clients (the versions
-// of pinned) on the stale cases, each the same in 20 runs but where said
-// (CONNAUDIT_MEASURE=1 CONNAUDIT_MEASURE_RUNS=20).
+// of pinned) on the stale cases, each the same in 20 runs or more but where
+// said (CONNAUDIT_MEASURE=1 CONNAUDIT_MEASURE_RUNS=20).
 var pinnedStale = map[string]map[string]staleTruth{
 	"curl": {
 		// curl sends a request again on a new connection when its reused
@@ -264,9 +264,9 @@ var pinnedStale = map[string]map[string]staleTruth{
 		"fin-unread-get": st([]string{"status 200", "error ConnectionError"}, 1, warmOnly, srv, 0, 1),
 		"rst-unread-get": st([]string{"status 200", "error ConnectionError"}, 1, warmOnly, srv, 0, 1),
 		// An RST as the POST's headers arrive: the caller's error is
-		// RemoteDisconnected in 15 runs of 20, ConnectionResetError in 5
-		// (whether the RST or the read's EOF comes first): a
-		// ConnectionError either way.
+		// RemoteDisconnected or ConnectionResetError, as the RST meets
+		// the body's write or the response's read (15 and 25 of 40 runs):
+		// a ConnectionError either way.
 		"fin-unread-post": st([]string{"status 200", "error ConnectionError"}, 1, warmOnly, srv, 0, 1),
 		"rst-unread-post": st([]string{"status 200", "error ConnectionError"}, 1, warmOnly, srv, 0, 1),
 		"fin-read-post":   st([]string{"status 200", "error ConnectionError"}, 2, []int{2}, srv, 1, 0),
@@ -288,8 +288,8 @@ var pinnedStale = map[string]map[string]staleTruth{
 		"fin-unread-get":  st([]string{"status 200", "error RemoteProtocolError"}, 1, warmOnly, srv, 0, 1),
 		"rst-unread-get":  st([]string{"status 200", "error ReadError"}, 1, warmOnly, srv, 0, 1),
 		"fin-unread-post": st([]string{"status 200", "error RemoteProtocolError"}, 1, warmOnly, srv, 0, 1),
-		// ReadError (the RST) in 11 runs of 20, RemoteProtocolError (the
-		// EOF) in 9.
+		// ReadError (the RST) or RemoteProtocolError (an EOF), as for
+		// requests (13 and 27 of 40 runs).
 		"rst-unread-post": st([]string{"status 200", "error "}, 1, warmOnly, srv, 0, 1),
 		"fin-read-post":   st([]string{"status 200", "error RemoteProtocolError"}, 2, []int{2}, srv, 1, 0),
 		"rst-read-post":   st([]string{"status 200", "error ReadError"}, 2, []int{2}, srv, 1, 0),
@@ -304,8 +304,8 @@ var pinnedStale = map[string]map[string]staleTruth{
 		"keep-6s": st(ok2, 2, warmAndNew, finFin, 0, 0),
 	},
 	"fetch": {
-		// With a turn of the event loop between calls, undici reuses the
-		// warm-up's connection; it sends nothing again.
+		// With a 0 ms timer between calls, undici reuses the warm-up's
+		// connection; it sends nothing again.
 		"fin-unread-get":  st([]string{"status 200", "error TypeError: fetch failed (UND_ERR_SOCKET)"}, 1, warmOnly, srv, 0, 1),
 		"rst-unread-get":  st([]string{"status 200", "error TypeError: fetch failed (ECONNRESET)"}, 1, warmOnly, srv, 0, 1),
 		"fin-unread-post": st([]string{"status 200", "error TypeError: fetch failed (UND_ERR_SOCKET)"}, 1, warmOnly, srv, 0, 1),

@@ -7,9 +7,8 @@
 // GET of $TRUTH_GATE through http.get with no agent, not the client, WAIT,
 // the same with ?wait=6s) with a
 // bound of $TRUTH_BOUND_MS, through the client configured as kits/node's
-// example configures it for a scenario with no retries; with TRUTH_TURN=1 one
-// turn of the event loop (setImmediate) passes between two calls, as the
-// kit lets it.
+// example configures it for a scenario with no retries; with TRUTH_TURN=1 a
+// 0 ms timer passes between two calls, as the kit lets it.
 import http from 'node:http';
 
 const [client, kase, url] = process.argv.slice(2);
@@ -76,7 +75,7 @@ if (kase === 'calls') {
     } catch (e) {
       console.log(line(e));
     }
-    if (process.env.TRUTH_TURN === '1') await new Promise((resolve) => setImmediate(resolve));
+    if (process.env.TRUTH_TURN === '1') await new Promise((resolve) => setTimeout(resolve, 0));
   }
   done();
   process.exit(0);
