@@ -36,7 +36,7 @@ export const fetchAdapter = {
   open(sc) {
     const p = sc.policy;
     if (sc.expect.attempts > 1) throw new NotConfigurable('fetch retries nothing, and this example adds no retry layer');
-    if (p.pool_max_per_host) throw new NotConfigurable("this example's dispatcher has no pool of one");
+    if (p.pool_max_per_host) throw new NotConfigurable("undici's Agent({connections: 1}) queues a second caller with no acquire timeout but the call's own signal");
     const ms = p.attempt_timeout_ms || p.read_timeout_ms || Math.max(p.connect_timeout_ms, p.tls_timeout_ms);
     const dispatcher = new Agent({ keepAliveTimeout, connect: ca ? { ca } : undefined });
     let connauditConfig = `${ms ? `AbortSignal.timeout(${ms})` : 'no timeout'}, Agent({keepAliveTimeout: ${keepAliveTimeout}})`;
