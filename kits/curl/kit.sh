@@ -142,7 +142,7 @@ run_scenario() {
 		# cache.
 		local warm=() after=() wurl wn k close settle
 		wurl=$(jq -r '.warm_url // .url' <<<"$sc")
-		wn=$(jq -r '.warm_requests // 1' <<<"$sc")
+		wn=$(jq -r '[.warm_requests // 1, 1] | max' <<<"$sc")
 		for ((k = 0; k < wn; k++)); do
 			warm+=("${opts[@]}" -o "$body.warm" -w "$WN" "$wurl" --next)
 		done
