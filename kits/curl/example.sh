@@ -6,6 +6,14 @@
 #
 #   connaudit serve -- kits/curl/example.sh
 #
+# curl keeps an idle connection for 118 s: a cached connection idle longer is
+# closed when found, not reused (libcurl's CURLOPT_MAXAGE_CONN, 118 by default
+# in lib/url.c; the curl tool has no option to set it); the connection cache
+# lives as long as the invocation. Before reusing a connection curl checks
+# that the server has not closed it. The tool has no HTTP/2 health check: its
+# PINGs (CURLOPT_UPKEEP_INTERVAL_MS) are sent only when an application calls
+# curl_easy_upkeep.
+#
 # CONNAUDIT_EXAMPLE=retry-500 configures curl against contract A5 (a 500 is
 # retried: curl's --retry always does), for the test that a broken
 # configuration fails the contract it breaks.
@@ -32,6 +40,9 @@ curl_options() {
 		echo "NOT_CONFIGURABLE: curl has no pool of one whose second caller is refused after an acquire timeout"
 		return
 	fi
+	if [ "$(jq -r '.send_ping_timeout_ms // 0' <<<"$p")" != 0 ]; then
+		echo "NOTE: no HTTP/2 PING health check in the curl tool (libcurl's CURLOPT_UPKEEP_INTERVAL_MS needs an application's curl_easy_upkeep calls)"
+	fi
 	[ "$attempt" != 0 ] && printf -- '--max-time\n%s\n' "$(secs "$attempt")"
 	local c
 	c=$(awk -v a="$connect" -v b="$tls" 'BEGIN{print (a>b)?a:b}')
@@ -57,4 +68,5 @@ curl_options() {
 }
 
 version=$(curl --version | head -1 | cut -d' ' -f2)
-kit_run curl "$version" "curl's own --max-time, --connect-timeout, --speed-time, --retry from each policy" '["http1","h2"]'
+# 118000: CURLOPT_MAXAGE_CONN's default, in ms.
+kit_run curl "$version" "curl's own --max-time, --connect-timeout, --speed-time, --retry from each policy" '["http1","h2"]' 118000

@@ -6,10 +6,21 @@
 #
 #   curl_options SCENARIO_JSON   prints the options of the curl under test
 #                                for one scenario, one per line, from its
-#                                "policy"; or prints "NOT_CONFIGURABLE: why"
-#   kit_run NAME VERSION CONFIG [PROTOCOLS]
+#                                "policy", and "NOTE: text" lines that the
+#                                report's config shows; or prints
+#                                "NOT_CONFIGURABLE: why"
+#   kit_run NAME VERSION CONFIG [PROTOCOLS [IDLE_TIMEOUT_MS]]
 #                                runs every scenario the server offers and
-#                                exits 0 if the session is ok, 1 if not
+#                                exits 0 if the session is ok, 1 if not;
+#                                IDLE_TIMEOUT_MS is the client's declared
+#                                idle timeout (client.idle_timeout_ms)
+#
+# A scenario's requests run in one curl invocation (--next): curl's
+# connection cache lives as long as the process. The control requests a
+# scenario needs between them (close_url, settle_url) are transfers of that
+# invocation too, each with options of its own and on a connection of its own
+# (the control address is another host:port than the fault listeners'): curl
+# has no way to pause between two transfers.
 #
 # Environment: CONNAUDIT_URL (the control API), CONNAUDIT_CA (the CA of the
 # HTTPS listeners), both set by `connaudit serve -- CMD`.
@@ -56,12 +67,14 @@ outcome_json() {
 	fi
 }
 
-# The -w lines: F for the faulted transfer, K for /ok, N for a warm-up.
+# The -w lines: F for the faulted transfer, K for /ok, N for a warm-up, C
+# for a control request.
 # A transfer curl gives up without writing its line (a failure of the
 # output, say) has none: its outcome comes from curl's own error line.
 W='F %{http_code} %{exitcode} %{time_total} %{errormsg}\n'
 WK='K %{http_code} %{exitcode} %{time_total} %{errormsg}\n'
 WN='N %{http_code} %{exitcode} %{time_total} %{errormsg}\n'
+WC='C %{http_code} %{exitcode} %{time_total}\n'
 
 # pick TAG LINES…: the line tagged TAG, without its tag; else one made of
 # the first "curl: (N) message" on stderr.
@@ -80,9 +93,13 @@ pick() {
 	printf '000 %s 0 %s' "${n:-1}" "${l#*) }"
 }
 
+# CTL: a control request's options as a transfer of the curl under test
+# (a POST of {} with its own bound, its answer discarded).
+CTL=(-s -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary '{}' --max-time 30 -w "$WC")
+
 # run_scenario SCENARIO_JSON: runs one scenario and prints its report.
 run_scenario() {
-	local sc=$1 name steps url ok opts=() req=() line1 line2 start end retries
+	local sc=$1 name steps url ok opts=() req=() line1="" line2 start end retries
 	name=$(jq -r .name <<<"$sc")
 	steps=$(jq -r .steps <<<"$sc")
 	url=$(jq -r .url <<<"$sc")
@@ -93,6 +110,9 @@ run_scenario() {
 		jq -nc --arg n "$name" --arg w "${o#NOT_CONFIGURABLE: }" '{scenario: $n, not_configurable: $w, elapsed_ms: 0}'
 		return
 	fi
+	local notes
+	notes=$(grep '^NOTE: ' <<<"$o" | sed 's/^NOTE: //' | paste -sd';' -)
+	o=$(grep -v '^NOTE: ' <<<"$o")
 	[ -n "$o" ] && mapfile -t opts <<<"$o"
 	[ "$(jq -r .proto <<<"$sc")" = h2 ] && opts+=(--http2)
 	opts+=(--cacert "$CONNAUDIT_CA" --no-progress-meter)
@@ -115,18 +135,36 @@ run_scenario() {
 		line1=$(pick F "${lines[@]}")
 		line2=$(pick K "${lines[@]}")
 		;;
-	warm-then-request)
-		# The warm-ups (warm_requests GETs of warm_url), the request and
-		# /ok in one invocation: one connection cache.
-		local warm=() wurl wn k
+	warm-then-request | warm-close-then-request)
+		# The warm-ups (warm_requests GETs of warm_url), the close
+		# (warm-close-then-request), the request, the settle (when the
+		# scenario has one) and /ok in one invocation: one connection
+		# cache.
+		local warm=() after=() wurl wn k close settle
 		wurl=$(jq -r '.warm_url // .url' <<<"$sc")
-		wn=$(jq -r '.warm_requests // 1' <<<"$sc")
+		wn=$(jq -r '[.warm_requests // 1, 1] | max' <<<"$sc")
 		for ((k = 0; k < wn; k++)); do
 			warm+=("${opts[@]}" -o "$body.warm" -w "$WN" "$wurl" --next)
 		done
-		mapfile -t lines < <(curl "${warm[@]}" "${opts[@]}" "${req[@]}" -o "$body" -w "$W" "$url" \
+		close=$(jq -r '.close_url // ""' <<<"$sc")
+		[ "$steps" = warm-close-then-request ] && warm+=("${CTL[@]}" "$close" --next)
+		settle=$(jq -r '.settle_url // ""' <<<"$sc")
+		[ -n "$settle" ] && after+=(--next "${CTL[@]}" "$settle")
+		mapfile -t lines < <(curl "${warm[@]}" "${opts[@]}" "${req[@]}" -o "$body" -w "$W" "$url" "${after[@]}" \
 			--next "${opts[@]}" -o "$body.ok" -w "$WK" "$ok" 2>"$err")
-		line1=$(pick F "${lines[@]}")
+		# A warm-up that failed is the outcome: the request was not the
+		# call that failed.
+		local wl c e tm m
+		for wl in "${lines[@]}"; do
+			if [ "${wl%% *}" = N ]; then
+				read -r c e tm m <<<"${wl#N }"
+				if [ "$e" != 0 ]; then
+					line1="$c $e $tm warm-up: $m"
+					break
+				fi
+			fi
+		done
+		[ -z "${line1:-}" ] && line1=$(pick F "${lines[@]}")
 		line2=$(pick K "${lines[@]}")
 		;;
 	read-then-close)
@@ -155,28 +193,34 @@ run_scenario() {
 	end=$(date +%s%N)
 	retries=$(grep -c 'Will retry in' "$err" 2>/dev/null)
 	local outcome okj
-	local wall okt
+	local wall other
 	wall=$(awk -v s="$start" -v e="$end" 'BEGIN{print (e-s)/1e6}')
-	okt=$(awk '{print $3 * 1000}' <<<"${line2:-0 0 0}")
+	# The other transfers' time: /ok's, the warm-ups' and the control
+	# requests' (-w's time_total of each).
+	other=$(awk '{print $3 * 1000}' <<<"${line2:-0 0 0}")
+	if [ "$steps" = warm-then-request ] || [ "$steps" = warm-close-then-request ]; then
+		other=$(printf '%s\n' "${lines[@]}" | awk -v k="$other" '$1 == "N" || $1 == "C" {k += $4 * 1000} END {print k}')
+	fi
 	if [ "$steps" = cancel-when-entered ]; then
 		outcome=$(jq -nc --argjson t "$(awk -v s="$start" -v e="$end" 'BEGIN{print (e-s)/1e6}')" \
 			'{error: {kind: "canceled", message: "curl terminated (SIGTERM) by the kit"}, elapsed_ms: $t}')
 	else
 		# The faulted call's time: the invocation's less /ok's (-w's
 		# time_total is the last attempt's alone).
-		outcome=$(outcome_json "$line1" | jq -c --argjson w "$wall" --argjson k "$okt" '.elapsed_ms = ([$w - $k, 0] | max)')
+		outcome=$(outcome_json "$line1" | jq -c --argjson w "$wall" --argjson k "$other" '.elapsed_ms = ([$w - $k, 0] | max)')
 	fi
 	okj=$(outcome_json "$line2")
 	jq -nc --arg n "$name" --argjson o "$outcome" --argjson k "$okj" --argjson a "$((retries + 1))" \
-		--arg c "curl ${opts[*]}" \
+		--arg c "curl ${opts[*]}${notes:+; $notes}" \
 		'{scenario: $n, outcome: ($o | del(.elapsed_ms)), elapsed_ms: $o.elapsed_ms, attempts: $a, ok: $k, config: $c}'
 }
 
 kit_run() {
-	local name=$1 version=$2 config=$3 protocols=${4:-'["http1","h2"]'} opened scenarios n i sc rep done_json
+	local name=$1 version=$2 config=$3 protocols=${4:-'["http1","h2"]'} idle=${5:-null} opened scenarios n i sc rep done_json
 	opened=$(ctl POST "$CONNAUDIT_URL/v1/sessions" "$(jq -nc --arg n "$name" --arg v "$version" --arg c "$config" \
-		--argjson p "$protocols" --arg r "${CONNAUDIT_RUN:-}" --arg s "${CONNAUDIT_SKIP:-}" \
-		'{protocol: "connaudit.serve/v1", kit: "curl", client: {name: $n, version: $v, config: $c}, protocols: $p, run: $r, skip: $s}')") || exit 1
+		--argjson p "$protocols" --arg r "${CONNAUDIT_RUN:-}" --arg s "${CONNAUDIT_SKIP:-}" --argjson i "$idle" \
+		'{protocol: "connaudit.serve/v1", kit: "curl", client: ({name: $n, version: $v, config: $c} +
+			(if $i == null then {} else {idle_timeout_ms: $i} end)), protocols: $p, run: $r, skip: $s}')") || exit 1
 	scenarios=$(ctl GET "$(jq -r .scenarios_url <<<"$opened")") || exit 1
 	n=$(jq '.scenarios | length' <<<"$scenarios")
 	for ((i = 0; i < n; i++)); do

@@ -5,6 +5,13 @@
 //
 //   connaudit serve -- node kits/node/example_axios.mjs
 //
+// The agent keeps an idle socket until the server closes it: Node 20's
+// http.Agent sets a free socket's timeout to the Agent's own timeout option
+// (none here: 0, never) and takes a server's "Keep-Alive: timeout=N" hint
+// only when it is below that one (Agent.prototype.keepSocketAlive); it
+// destroys a free socket the server closed (FIN or RST) as it arrives.
+// Node's http has no HTTP/2, so no PING health check to configure.
+//
 // CONNAUDIT_EXAMPLE=default-condition keeps axios-retry's default
 // retryCondition (network errors and 5xx of idempotent requests) on
 // contract A5, for the test that a broken configuration fails A5.
@@ -24,6 +31,9 @@ export const axiosAdapter = {
   version: `${axios.VERSION} (axios-retry ${pkg.version})`,
   config: 'axios.create({timeout, httpAgent}), axiosRetry({retries, retryDelay, retryCondition, shouldResetTimeout: true})',
   protocols: ['http1'],
+  // http.Agent({keepAlive: true}) with no timeout: idle sockets are kept
+  // until the server closes them.
+  idleTimeoutMs: 0,
   open(sc) {
     const p = sc.policy;
     if (sc.request.key_per_attempt) throw new NotConfigurable('axios-retry resends the same headers: no new key per attempt');
@@ -48,6 +58,7 @@ export const axiosAdapter = {
     client.defaults.validateStatus = (s) => !(p.retry_statuses.includes(s) || s >= 500) || p.max_retries === 0;
     axiosRetry(client, { retries: p.max_retries, retryDelay: () => p.delay_ms, retryCondition, shouldResetTimeout: true });
     client.connauditConfig = `timeout ${timeout}, maxSockets ${agentOpts.maxSockets}, retries ${p.max_retries}, delay ${p.delay_ms}, retryCondition ${cond}`;
+    if (p.send_ping_timeout_ms) client.connauditConfig += "; Node's http has no HTTP/2 PING health check";
     client.connauditAttempts = () => attempts;
     client.connauditReset = () => { attempts = 0; };
     client.connauditAgents = [httpAgent, httpsAgent];
@@ -64,6 +75,7 @@ export const axiosAdapter = {
         e.response.data.destroy?.();
         return { status: e.response.status, attempts: client.connauditAttempts() };
       }
+      e.connauditAttempts = client.connauditAttempts();
       throw e;
     }
     let n = 0;
@@ -78,14 +90,24 @@ export const axiosAdapter = {
       res.data.on('end', resolve);
       res.data.on('error', reject);
       res.data.on('close', () => (res.data.readableEnded || readBytes !== undefined ? resolve() : reject(Object.assign(new Error('body cut short'), { code: 'ECONNRESET' }))));
+    }).catch((e) => {
+      e.connauditAttempts = client.connauditAttempts();
+      throw e;
     });
     return { status: res.status, attempts: client.connauditAttempts() };
+  },
+  // statusOf: a response axios rejected (validateStatus: ERR_BAD_RESPONSE
+  // for 5xx, ERR_BAD_REQUEST for 4xx) is its status, not an error.
+  statusOf(e) {
+    return e.response?.status;
   },
   kind(e) {
     const code = e.code || '';
     if (code === 'ECONNABORTED' || code === 'ETIMEDOUT' || /timeout/i.test(e.message)) return 'timeout';
     if (code === 'ERR_CANCELED' || e.name === 'CanceledError') return 'canceled';
-    if (/ECONN|EPIPE|ERR_BAD_RESPONSE|socket hang up|aborted|ERR_SOCKET/.test(code + ' ' + e.message)) return 'connection';
+    // ERR_BAD_RESPONSE alone is no lost connection: axios gives it to a
+    // status validateStatus rejects too; a body cut short says "aborted".
+    if (!e.response && /ECONN|EPIPE|socket hang up|aborted|ERR_SOCKET/.test(code + ' ' + e.message)) return 'connection';
     return 'other';
   },
   close(client) {

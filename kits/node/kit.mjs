@@ -6,14 +6,36 @@
 //
 //   const report = await new Kit().run(adapter)   // a script, or a node:test test
 //
-// An adapter has name, version, config, protocols, and
-//   open(scenario) -> client          a new client for the scenario's policy;
+// An adapter has name, version, config, protocols, idleTimeoutMs (optional:
+// how long the client keeps an idle connection before it closes it itself,
+// as configured; 0 when it never does, undefined when unknown), and
+//   open(scenario) -> client          a new client (its own pool) for the
+//                                      scenario's policy;
 //                                      throw new NotConfigurable(why)
 //   send(client, scenario, {method, url, headers, body, readBytes, signal})
 //       -> {status, attempts}          reads the body (readBytes of it, then
-//                                      stops); throws the client's own errors
+//                                      stops); throws the client's own errors,
+//                                      which may carry the call's attempts in
+//                                      connauditAttempts
 //   kind(err) -> "timeout" | "connection" | "canceled" | "pool" | "other"
+//   statusOf(err) -> status | undefined  (optional) the status of a response
+//                                      the client rejected (axios'
+//                                      validateStatus): a response is a
+//                                      status, not an error
 //   close(client)
+//
+// The kit lets a 0 ms timer pass before each call of the client's: undici
+// (fetch) gives a connection back to its pool only a turn of the event loop
+// after the response's body ended, so a call sent in that same turn opens
+// another connection (measured: serve/truth_test.go, keepalive-disconnect),
+// and after a reconnect one setImmediate is not enough (measured: a 5th
+// request after a Connection: close on the 3rd opened a third connection
+// with it, none with a timer). An application that does anything between
+// two requests lets that pass, and the scenarios' faults are then on the
+// connection the warm-up left.
+//
+// A warm-up that fails ends the scenario: its error is reported as the
+// outcome (the message says which warm-up), then /ok is sent as always.
 //
 // The control requests go through http.request, never the client under test.
 
@@ -24,6 +46,9 @@ export const PROTOCOL = 'connaudit.serve/v1';
 export class NotConfigurable extends Error {}
 
 export class KitError extends Error {}
+
+// turn lets a 0 ms timer pass.
+const turn = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 // ctl sends a control request through an agent of the kit's own.
 const ctlAgent = new http.Agent({ keepAlive: false });
@@ -60,9 +85,10 @@ export class Kit {
   // run audits adapter's client on every scenario offered and returns the
   // session's report, whose ok says whether every verdict passed.
   async run(adapter, { run = process.env.CONNAUDIT_RUN || '', skip = process.env.CONNAUDIT_SKIP || '' } = {}) {
+    const client = { name: adapter.name, version: adapter.version, config: adapter.config };
+    if (adapter.idleTimeoutMs !== undefined) client.idle_timeout_ms = adapter.idleTimeoutMs;
     const opened = await ctl('POST', `${this.url}/v1/sessions`, {
-      protocol: PROTOCOL, kit: 'node', client: { name: adapter.name, version: adapter.version, config: adapter.config },
-      protocols: adapter.protocols, run, skip,
+      protocol: PROTOCOL, kit: 'node', client, protocols: adapter.protocols, run, skip,
     });
     const { scenarios } = await ctl('GET', opened.scenarios_url);
     for (const sc of scenarios) {
@@ -71,7 +97,10 @@ export class Kit {
     return ctl('POST', opened.done_url, {});
   }
 
+  // outcome runs the call fn, a turn after the last, and says what the
+  // caller got.
   async outcome(adapter, fn) {
+    await turn();
     const start = performance.now();
     let out;
     let attempts;
@@ -81,7 +110,10 @@ export class Kit {
       attempts = r.attempts;
     } catch (e) {
       if (e instanceof NotConfigurable) throw e;
-      out = { error: { kind: adapter.kind(e), message: `${e.name}: ${e.message}${e.cause ? ` (${e.cause.code || e.cause.message})` : ''}`.slice(0, 1024) } };
+      const status = adapter.statusOf?.(e);
+      out = status !== undefined ? { status }
+        : { error: { kind: adapter.kind(e), message: `${e.name}: ${e.message}${e.cause ? ` (${e.cause.code || e.cause.message})` : ''}`.slice(0, 1024) } };
+      attempts = e?.connauditAttempts;
     }
     return { out, ms: performance.now() - start, attempts };
   }
@@ -99,8 +131,18 @@ export class Kit {
       const req = (url, extra = {}) => adapter.send(client, sc, { method: sc.request.method, url, headers: sc.request.headers,
         body: sc.request.body, ...extra });
       const get = (url, extra = {}) => adapter.send(client, sc, { method: 'GET', url, headers: {}, body: '', ...extra });
+      // warm sends the warm-ups; it returns the outcome of the first that
+      // failed, if one did.
       const warm = async () => {
-        for (let i = 0; i < Math.max(1, sc.warm_requests || 1); i++) await get(sc.warm_url || sc.url);
+        const n = Math.max(1, sc.warm_requests || 1);
+        for (let i = 0; i < n; i++) {
+          const w = await this.outcome(adapter, () => get(sc.warm_url || sc.url));
+          if (w.out.error) {
+            w.out.error.message = `warm-up ${i + 1} of ${n}: ${w.out.error.message}`;
+            return w;
+          }
+        }
+        return undefined;
       };
       let r;
       switch (sc.steps) {
@@ -108,11 +150,11 @@ export class Kit {
           r = await this.outcome(adapter, () => req(sc.url));
           break;
         case 'warm-then-request':
-          await warm();
-          r = await this.outcome(adapter, () => req(sc.url));
+          r = await warm() || await this.outcome(adapter, () => req(sc.url));
           break;
         case 'warm-close-then-request':
-          await warm();
+          r = await warm();
+          if (r) break;
           await ctl('POST', sc.close_url, {});
           r = await this.outcome(adapter, () => req(sc.url));
           break;
@@ -137,6 +179,7 @@ export class Kit {
         default:
           return { scenario: name, skipped: `steps ${sc.steps} unknown to the Node kit`, elapsed_ms: 0 };
       }
+      if (sc.settle_url) await ctl('POST', sc.settle_url, {});
       const ok = await this.outcome(adapter, () => get(sc.ok_url));
       const rep = { scenario: name, outcome: r.out, elapsed_ms: r.ms, ok: { ...ok.out, elapsed_ms: ok.ms },
         config: client.connauditConfig || '' };

@@ -6,25 +6,62 @@ reports what the caller got. The server judges.
 
     report = Kit().run(MyAdapter())      # from a script or a pytest test
 
-An adapter has: name, version, config (text), protocols (list), and
+An adapter has: name, version, config (text), protocols (list),
+idle_timeout_ms (optional: how long the client keeps an idle connection
+before it closes it itself, as configured; 0 when it never does, None or
+absent when unknown), and
 
     open(scenario) -> client      a new client (its own pool) for the
                                   scenario's policy; raise NotConfigurable
     send(client, scenario, method, url, headers, body, read_bytes=None)
                                   -> (status, attempts or None); reads the
                                   body (read_bytes of it when given, then
-                                  closes); raises the client's own errors
-    kind(exc) -> "timeout" | "connection" | "pool" | "other"
+                                  closes); raises the client's own errors.
+                                  An error may carry the attempts its call
+                                  made (its retry layer's count) in its
+                                  attribute connaudit_attempts: a call that
+                                  ends in an error reports them too.
+    kind(exc) -> "timeout" | "connection" | "canceled" | "pool" | "other"
+                                  "canceled": the call was cancelled by the
+                                  kit (cancel-when-entered), whatever the
+                                  client raises for it
     close(client)
+
+and, optionally,
+
+    cancel(client, scenario, entered) -> (status, attempts or None)
+                                  for the steps cancel-when-entered: starts
+                                  the scenario's request through the client,
+                                  calls entered(), which returns once the
+                                  server's handler has been entered, then
+                                  cancels the call in flight however the
+                                  client cancels one (closing its response,
+                                  its connection, its session) and returns or
+                                  raises what the caller got; kind() must
+                                  class what it raises "canceled". Without
+                                  it a sync adapter's scenario is not
+                                  configurable.
+
+An asyncio client (aiohttp-style): open, send, close and cancel may be
+coroutine functions (async def). The kit then runs each scenario in an event
+loop of its own (asyncio.run), awaits the adapter's calls in it, sends its
+control requests from a worker thread so that the client's tasks go on
+meanwhile, and runs a second caller as a task. Without cancel it cancels a
+call in flight by cancelling its task: the caller gets
+asyncio.CancelledError, reported as kind "canceled". With cancel, entered
+is a coroutine function.
+
+A warm-up that fails ends the scenario: its error is reported as the
+outcome (the message says which warm-up), then /ok is sent as always.
 
 Only the standard library is used for the control requests (a client of
 the kit's own, never the one under test).
 """
 
+import asyncio
+import inspect
 import json
 import os
-import ssl
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -38,6 +75,20 @@ class NotConfigurable(Exception):
 
 class KitError(Exception):
     """The control API refused a request of the kit's."""
+
+
+def is_async(adapter):
+    """Whether adapter is an asyncio client's (its send is a coroutine
+    function)."""
+    return inspect.iscoroutinefunction(adapter.send)
+
+
+async def _call(fn, *args):
+    """Calls fn, awaiting what it returns when it is awaitable."""
+    r = fn(*args)
+    if inspect.isawaitable(r):
+        r = await r
+    return r
 
 
 class Kit:
@@ -56,72 +107,93 @@ class Kit:
         except urllib.error.HTTPError as e:
             raise KitError(f"{method} {url}: {e.code} {e.read().decode(errors='replace')}") from None
 
+    async def _actl(self, method, url, body=None):
+        """A control request from a worker thread: the loop, and the
+        client's tasks on it, go on meanwhile."""
+        return await asyncio.to_thread(self._ctl, method, url, body)
+
     def run(self, adapter, run="", skip=""):
         """Audits adapter's client on every scenario offered; returns the
         session's report (a dict, see docs/serve.md), whose "ok" says
         whether every verdict passed."""
+        client = {"name": adapter.name, "version": adapter.version, "config": adapter.config}
+        idle = getattr(adapter, "idle_timeout_ms", None)
+        if idle is not None:
+            client["idle_timeout_ms"] = idle
         opened = self._ctl("POST", self.url + "/v1/sessions", {
-            "protocol": PROTOCOL, "kit": "python",
-            "client": {"name": adapter.name, "version": adapter.version, "config": adapter.config},
+            "protocol": PROTOCOL, "kit": "python", "client": client,
             "protocols": adapter.protocols,
             "run": run or os.environ.get("CONNAUDIT_RUN", ""), "skip": skip or os.environ.get("CONNAUDIT_SKIP", ""),
         })
         scenarios = self._ctl("GET", opened["scenarios_url"])["scenarios"]
         for sc in scenarios:
-            self._ctl("POST", opened["report_url"], self._scenario(adapter, sc))
+            self._ctl("POST", opened["report_url"], asyncio.run(self._scenario(adapter, sc)))
         return self._ctl("POST", opened["done_url"], {})
 
-    def _outcome(self, adapter, fn):
+    async def _outcome(self, adapter, fn):
+        """Runs the call fn and says what the caller got: (outcome, elapsed
+        ms, attempts or None)."""
         start = time.monotonic()
         attempts = None
         try:
-            status, attempts = fn()
+            status, attempts = await fn()
             out = {"status": status}
         except NotConfigurable:
             raise
+        except asyncio.CancelledError as e:  # the kit cancelled an asyncio call's task
+            out = {"error": {"kind": "canceled", "message": f"{type(e).__name__}: the kit cancelled the call's task"}}
         except Exception as e:  # the client's own error: the kind says which
             out = {"error": {"kind": adapter.kind(e), "message": f"{type(e).__name__}: {e}"[:1024]}}
+            attempts = getattr(e, "connaudit_attempts", None)
         return out, (time.monotonic() - start) * 1000, attempts
 
-    def _scenario(self, adapter, sc):
+    async def _scenario(self, adapter, sc):
         name, steps, req = sc["name"], sc["steps"], sc["request"]
         try:
-            client = adapter.open(sc)
+            client = await _call(adapter.open, sc)
         except NotConfigurable as e:
             return {"scenario": name, "not_configurable": str(e), "elapsed_ms": 0}
         try:
-            send = lambda url, read_bytes=None, r=req: adapter.send(
-                client, sc, r["method"], url, r["headers"], r["body"], read_bytes)
-            get = lambda url: adapter.send(client, sc, "GET", url, {}, "", None)
+            def send(url, read_bytes=None, r=req):
+                return _call(adapter.send, client, sc, r["method"], url, r["headers"], r["body"], read_bytes)
 
-            def warm():
-                for _ in range(max(1, sc.get("warm_requests", 1))):
-                    get(sc.get("warm_url") or sc["url"])
-            if steps == "request":
-                out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"]))
-            elif steps == "warm-then-request":
-                warm()
-                out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"]))
+            def get(url):
+                return _call(adapter.send, client, sc, "GET", url, {}, "", None)
+
+            failed = None
+            if steps in ("warm-then-request", "warm-close-then-request"):
+                n = max(1, sc.get("warm_requests") or 1)
+                for i in range(n):
+                    out, ms, attempts = await self._outcome(adapter, lambda: get(sc.get("warm_url") or sc["url"]))
+                    if "error" in out:
+                        out["error"]["message"] = f"warm-up {i + 1} of {n}: " + out["error"]["message"]
+                        failed = out, ms, attempts
+                        break
+            if failed:
+                out, ms, attempts = failed
+            elif steps in ("request", "warm-then-request"):
+                out, ms, attempts = await self._outcome(adapter, lambda: send(sc["url"]))
             elif steps == "warm-close-then-request":
-                warm()
-                self._ctl("POST", sc["close_url"], {})
-                out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"]))
+                await self._actl("POST", sc["close_url"], {})
+                out, ms, attempts = await self._outcome(adapter, lambda: send(sc["url"]))
             elif steps == "read-then-close":
-                out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"], sc["read_bytes"]))
+                out, ms, attempts = await self._outcome(adapter, lambda: send(sc["url"], sc["read_bytes"]))
             elif steps == "second-caller":
-                holder = threading.Thread(target=lambda: self._outcome(adapter, lambda: get(sc["hold_url"])))
-                holder.start()
-                self._ctl("GET", sc["entered_url"])
-                out, ms, attempts = self._outcome(adapter, lambda: send(sc["url"]))
-                holder.join(timeout=sc["guard_ms"] / 1000 + 5)
+                if is_async(adapter):
+                    holder = asyncio.ensure_future(self._outcome(adapter, lambda: get(sc["hold_url"])))
+                else:  # a sync client's first caller holds a thread of its own
+                    holder = asyncio.ensure_future(asyncio.to_thread(
+                        lambda: asyncio.run(self._outcome(adapter, lambda: get(sc["hold_url"])))))
+                await self._actl("GET", sc["entered_url"])
+                out, ms, attempts = await self._outcome(adapter, lambda: send(sc["url"]))
+                await asyncio.wait([holder], timeout=sc["guard_ms"] / 1000 + 5)
             elif steps == "cancel-when-entered":
-                cancel = getattr(adapter, "cancel", None)
-                if cancel is None:
-                    raise NotConfigurable(f"{adapter.name} has no way to cancel a call in flight")
-                out, ms, attempts = self._outcome(adapter, lambda: cancel(client, sc, lambda: self._ctl("GET", sc["entered_url"])))
+                out, ms, attempts = await self._cancel(adapter, client, sc, send)
             else:
                 return {"scenario": name, "skipped": f"steps {steps} unknown to the Python kit", "elapsed_ms": 0}
-            ok, ok_ms, _ = self._outcome(adapter, lambda: get(sc["ok_url"]))
+            if sc.get("settle_url"):
+                await self._actl("POST", sc["settle_url"], {})
+            ok, ok_ms, _ = await self._outcome(adapter, lambda: get(sc["ok_url"]))
             ok["elapsed_ms"] = ok_ms
             rep = {"scenario": name, "outcome": out, "elapsed_ms": ms, "ok": ok,
                    "config": getattr(client, "connaudit_config", "")}
@@ -131,7 +203,23 @@ class Kit:
         except NotConfigurable as e:
             return {"scenario": name, "not_configurable": str(e), "elapsed_ms": 0}
         finally:
-            adapter.close(client)
+            await _call(adapter.close, client)
+
+    async def _cancel(self, adapter, client, sc, send):
+        """cancel-when-entered: the adapter's cancel, or, for an asyncio
+        client without one, the call's task cancelled."""
+        cancel = getattr(adapter, "cancel", None)
+        if cancel is not None and inspect.iscoroutinefunction(cancel):
+            return await self._outcome(adapter, lambda: cancel(client, sc, lambda: self._actl("GET", sc["entered_url"])))
+        if cancel is not None:
+            return await self._outcome(adapter, lambda: _call(cancel, client, sc, lambda: self._ctl("GET", sc["entered_url"])))
+        if not is_async(adapter):
+            raise NotConfigurable(f"{adapter.name} has no way to cancel a call in flight")
+        task = asyncio.ensure_future(send(sc["url"]))
+        call = asyncio.ensure_future(self._outcome(adapter, lambda: task))
+        await self._actl("GET", sc["entered_url"])
+        task.cancel()
+        return await call
 
 
 def seconds(ms):

@@ -4,6 +4,12 @@ timeout=(connect, read), HTTPAdapter(max_retries=Retry(total, status,
 status_forcelist, allowed_methods, backoff_factor, connect=0, read=0,
 raise_on_status=False)).
 
+urllib3 has no idle timeout: a pooled connection is kept until the server
+closes it (idle_timeout_ms 0); when a connection is taken from the pool,
+urllib3 drops it if the server's close has already arrived
+(is_connection_dropped), and else sends on it. requests speaks HTTP/1.1
+only: no HTTP/2 health check (send_ping_timeout_ms) to configure.
+
     connaudit serve -- python3 kits/python/example_requests.py
 
 CONNAUDIT_EXAMPLE=retry-500 puts 500 in status_forcelist on contract A5, so
@@ -12,6 +18,7 @@ that the test of a broken configuration sees A5 fail.
 
 import os
 import sys
+import threading
 
 import requests
 import urllib3
@@ -21,11 +28,26 @@ from urllib3.util.retry import Retry
 from connaudit_kit import NotConfigurable, main, seconds
 
 
+class CountedRetry(Retry):
+    """urllib3 Retry that counts, in the calling thread, the retries it
+    lets happen: a call that raises reports 1 + that count as its attempts
+    (urllib3's MaxRetryError carries no history)."""
+
+    counts = threading.local()
+
+    def increment(self, *args, **kwargs):
+        new = super().increment(*args, **kwargs)  # raises when no retry is left
+        CountedRetry.counts.n = getattr(CountedRetry.counts, "n", 0) + 1
+        return new
+
+
 class Requests:
     name = "requests"
     version = f"{requests.__version__} (urllib3 {urllib3.__version__})"
     config = "requests.Session, HTTPAdapter(max_retries=urllib3 Retry(...)), timeout=(connect, read)"
     protocols = ["http1"]
+    # urllib3 keeps an idle connection until the server closes it.
+    idle_timeout_ms = 0
 
     def open(self, sc):
         p = sc["policy"]
@@ -39,7 +61,7 @@ class Requests:
         methods = list(p["retry_methods"])
         if p["retry_any_method"] or (p["retry_with_idempotency_key"] and "Idempotency-Key" in sc["request"]["headers"]):
             methods.append(sc["request"]["method"])
-        retry = Retry(total=p["max_retries"], status=p["max_retries"], connect=0, read=0, other=0,
+        retry = CountedRetry(total=p["max_retries"], status=p["max_retries"], connect=0, read=0, other=0,
                       status_forcelist=statuses, allowed_methods=methods or ["GET"],
                       backoff_factor=p["delay_ms"] / 2000, raise_on_status=False, respect_retry_after_header=False)
         s = requests.Session()
@@ -58,19 +80,27 @@ class Requests:
         s.connaudit_config = (f"timeout=({connect}, {read}), Retry(total={p['max_retries']}, "
                               f"status_forcelist={statuses}, allowed_methods={methods}, connect=0, read=0), "
                               f"pool_maxsize={pool}, pool_block={bool(p['pool_max_per_host'])}")
+        if p.get("send_ping_timeout_ms"):
+            s.connaudit_config += "; no HTTP/2, so no PING health check"
         return s
 
     def send(self, s, sc, method, url, headers, body, read_bytes=None):
-        r = s.request(method, url, headers=headers, data=body.encode() if body else None,
-                      timeout=s.connaudit_timeout, verify=s.connaudit_verify, stream=True)
+        CountedRetry.counts.n = 0
         try:
-            if read_bytes is not None:
-                r.raw.read(read_bytes)
-            else:
-                for _ in r.iter_content(64 << 10):
-                    pass
-        finally:
-            r.close()
+            r = s.request(method, url, headers=headers, data=body.encode() if body else None,
+                          timeout=s.connaudit_timeout, verify=s.connaudit_verify, stream=True)
+            try:
+                if read_bytes is not None:
+                    r.raw.read(read_bytes)
+                else:
+                    for _ in r.iter_content(64 << 10):
+                        pass
+            finally:
+                r.close()
+        except Exception as e:
+            # The attempts Retry let happen before the call gave up.
+            e.connaudit_attempts = CountedRetry.counts.n + 1
+            raise
         history = getattr(getattr(r.raw, "retries", None), "history", None)
         return r.status_code, (len(history) + 1 if history is not None else None)
 
