@@ -72,11 +72,11 @@ func failed(class httptrace.Class, stage httptrace.Stage, serverRequests int64) 
 }
 
 // fixHealthCheck is what a client whose HTTP/2 connection went dark, and
-// kept taking requests, must do.
-const fixHealthCheck = "check an HTTP/2 connection's health: a PING after a while without a frame read, the " +
-	"connection closed when no answer comes (Go: Transport.HTTP2 = &http.HTTP2Config{SendPingTimeout: …, " +
-	"PingTimeout: …}); without it a connection that went dark keeps taking requests, each of which hangs " +
-	"until its own bound"
+// kept taking requests, must do, in the policy's terms (the Go audit names
+// the Transport's fields: fix.go).
+const fixHealthCheck = "check an HTTP/2 connection's health: a PING after a while without a frame read " +
+	"(the policy's SendPingTimeout), the connection closed when no answer comes within PingTimeout; without it " +
+	"a connection that went dark keeps taking requests, each of which hangs until its own bound"
 
 // once makes f, a fault that arms the connection its warm-up came on, arm
 // that one only: the request the client sends again, on a new connection,

@@ -165,7 +165,9 @@ func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed) {
 		(!o.Recovered || !o.Unbounded) {
 		// The dark connection stayed in the pool: nothing checked its
 		// health.
-		fs.add(s.Fix)
+		fs.add("set the Transport's HTTP/2 health check, Transport.HTTP2 = &http.HTTP2Config{SendPingTimeout: …, " +
+			"PingTimeout: …} (x/net's ReadIdleTimeout): without it net/http keeps a connection that went dark in " +
+			"its pool, and every request on it hangs until its own bound")
 	}
 	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
 		switch o.Fate.Reason {

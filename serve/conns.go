@@ -65,6 +65,9 @@ func (s *Server) connEvent(on listener, ev faultserver.ConnEvent) {
 			return
 		}
 		c.se.mu.Lock()
+		if c.unread == 0 {
+			c.firstUnread = ev.At
+		}
 		c.unread++
 		c.se.changes.Signal()
 		c.se.mu.Unlock()

@@ -74,6 +74,8 @@ var clientFixes = map[string]fixes{
 		hidden:        "curl replays a request whose reused connection died before any response byte (measured: 1 call, 2 requests): send Connection: close where a replay must not happen",
 		recovery:      "one curl invocation must serve both URLs: pass the /ok URL with --next",
 		fate:          "curl keeps a connection open for the next URL of the same invocation unless told otherwise",
+		stale:         "curl checks a cached connection before it reuses it and sends a request again on a new one when the reused one died before any response byte: nothing to set; a POST that must not be written twice goes on a fresh connection (an invocation of its own, or -H 'Connection: close' on the transfer before it)",
+		idle:          "the curl tool cannot set libcurl's CURLOPT_MAXAGE_CONN (118 s): make requests further apart than the servers' keep-alive timeout in separate invocations, or use libcurl with CURLOPT_MAXAGE_CONN below it",
 	},
 	"requests": {
 		bounds: map[bound]string{
@@ -96,6 +98,8 @@ var clientFixes = map[string]fixes{
 		hidden:        "urllib3 retries a request on a dropped connection as a read error: Retry(read=0) stops it",
 		recovery:      "send /ok through the same requests.Session",
 		fate:          "urllib3 returns a connection to the pool only once the body is read",
+		stale:         "urllib3 Retry(read=1, allowed_methods={\"GET\", \"HEAD\"}) sends an idempotent request again when its reused connection died before a response",
+		idle:          "urllib3 has no idle timeout: close the Session (or HTTPAdapter.close()) after an idle period longer than the servers' keep-alive timeout",
 	},
 	"httpx": {
 		bounds: map[bound]string{
@@ -118,6 +122,8 @@ var clientFixes = map[string]fixes{
 		hidden:        "httpx does not replay by itself; check your retry layer",
 		recovery:      "send /ok through the same httpx.Client",
 		fate:          "httpx returns a connection to the pool once the body is read or closed",
+		stale:         "httpx.HTTPTransport(retries=N) retries connects only: retry RemoteProtocolError and ReadError for idempotent methods in a loop of your own",
+		idle:          "httpx.Limits(keepalive_expiry=SECONDS) below the servers' keep-alive timeout",
 	},
 	"fetch": {
 		bounds: map[bound]string{
@@ -141,6 +147,8 @@ var clientFixes = map[string]fixes{
 		recovery:      "send /ok through the same dispatcher",
 		fate:          "undici sent the next request on a new connection while the faulted one stayed open idle (measured: fetch does not reuse a connection for a request sent right after the previous response's body ended)",
 		openAtDone:    "fetch's global dispatcher keeps idle connections until its keepAliveTimeout: pass an undici Agent of your own as the dispatcher and close() it when done",
+		stale:         "fetch retries nothing: retry \"fetch failed\" (UND_ERR_SOCKET, ECONNRESET) for idempotent methods in a loop of your own",
+		idle:          "new Agent({keepAliveTimeout: ms}) as fetch's dispatcher, below the servers' keep-alive timeout (undici takes a Keep-Alive: timeout=N header, less 2 s, when the server sends one)",
 	},
 	"axios": {
 		bounds: map[bound]string{
@@ -163,6 +171,8 @@ var clientFixes = map[string]fixes{
 		hidden:        "Node's http client does not replay: check axios-retry's retryCondition",
 		recovery:      "send /ok through the same axios instance and agent",
 		fate:          "Node's agent keeps a socket whose response was read",
+		stale:         "axios-retry's default retryCondition (isNetworkOrIdempotentRequestError) sends an idempotent request again when its connection died",
+		idle:          "new http.Agent({keepAlive: true, timeout: ms}) below the servers' keep-alive timeout (Node's agent keeps idle sockets with no timeout)",
 	},
 	"webclient": {
 		bounds: map[bound]string{

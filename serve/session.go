@@ -90,12 +90,13 @@ type connRec struct {
 	requests int
 	// unread counts the reads of bytes the server did not read as a
 	// request: sent on a connection it was closing, or gone dark.
-	unread   int
-	lastReq  time.Time
-	closed   bool
-	closedBy string
-	how      string
-	closedAt time.Time
+	unread      int
+	firstUnread time.Time // when it was first
+	lastReq     time.Time
+	closed      bool
+	closedBy    string
+	how         string
+	closedAt    time.Time
 }
 
 // guardFor is how long the server lets a faulted call run before it cuts
