@@ -454,7 +454,15 @@ func TestJavaMutations(t *testing.T) {
 	// request on a new connection after a limit or an idle close.
 	for _, name := range staleReuse {
 		a, b := result(src, name), result(kept, name)
-		if !a.Pass || !b.Pass || a.HiddenRetry || b.HiddenRetry || outcomeKind(a.Caller) != outcomeKind(b.Caller) ||
+		// server-idle-timeout fails either way: the declared idle timeout
+		// (0, none: Reactor Netty's pool keeps an idle connection until the
+		// server closes it) is not below the servers' keep-alive timeout,
+		// though the request went on a new connection.
+		wantPass := name != "server-idle-timeout"
+		if name == "server-idle-timeout" && (len(a.Mismatches) != 1 || !strings.HasPrefix(a.Mismatches[0], "idle timeout: ")) {
+			t.Errorf("%s: %q, want the idle timeout's mismatch alone", name, a.Mismatches)
+		}
+		if a.Pass != wantPass || b.Pass != wantPass || a.HiddenRetry || b.HiddenRetry || outcomeKind(a.Caller) != outcomeKind(b.Caller) ||
 			a.Server.Requests != b.Server.Requests || a.Server.Unread != b.Server.Unread || a.Server.Writes != b.Server.Writes {
 			t.Errorf("%s: disableRetry(true) pass %v, caller %s, %d requests, %d unread; (false) pass %v, caller %s, %d requests, %d unread",
 				name, a.Pass, outcomeKind(a.Caller), a.Server.Requests, a.Server.Unread, b.Pass, outcomeKind(b.Caller), b.Server.Requests,
