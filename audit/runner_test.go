@@ -120,7 +120,8 @@ func TestUnboundedTransportIsReported(t *testing.T) {
 			require.False(t, res.Pass)
 			require.True(t, res.Observed.Unbounded)
 			require.Contains(t, res.Mismatches,
-				"unbounded: no timeout fired at stage "+tc.stage+" within the scenario's guard (2s)")
+				"unbounded: no timeout fired at stage "+tc.stage+" within the scenario's guard (2s, three times its "+
+					"wait and a second, at least 2s; the guard deadline, 10s, waits only for a bound the audit cannot see)")
 			require.Contains(t, res.Fix, tc.fix)
 			require.True(t, res.Observed.Recovered, "the pool recovers after the guard ended the request")
 			require.Empty(t, res.Observed.Leaks)
