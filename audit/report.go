@@ -154,8 +154,11 @@ func (r Report) writeTotals(b *strings.Builder) {
 	if n := len(r.Findings); n > 0 {
 		findings = fmt.Sprintf(", %d finding%s", n, pluralSuffix(n))
 	}
-	fmt.Fprintf(b, "\n%d passed, %d failed%s%s in %s (the scenarios inherently wait %s)\n",
-		r.Passed, r.Failed, skipped, findings, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond))
+	b.WriteString("\n")
+	for _, l := range text.Wrap(fmt.Sprintf("%d passed, %d failed%s%s in %s (%s)", r.Passed, r.Failed, skipped,
+		findings, r.Elapsed.Round(time.Millisecond), r.waitText()), "", "    ", textWidth) {
+		b.WriteString(l + "\n")
+	}
 	meant := ""
 	if r.Protocols != "" {
 		meant = "; protocols meant: " + r.Protocols
@@ -170,6 +173,20 @@ func (r Report) writeTotals(b *strings.Builder) {
 	for _, l := range text.Wrap(fmt.Sprintf("%s%s%s; %s", redact.Printable(r.Transport), meant, retryLayer, r.GoVersion), "", "    ", textWidth) {
 		b.WriteString(l + "\n")
 	}
+}
+
+// waitText says what the scenarios wait for by their nature (a bound that
+// must fire, a body spread over time), summed over scenarios that may have
+// run side by side: "their own waits, summed over 8 run at once: 7.54s".
+func (r Report) waitText() string {
+	at := ""
+	switch {
+	case r.Parallel == 1:
+		at = " run one at a time"
+	case r.Parallel > 1:
+		at = fmt.Sprintf(" run %d at once", r.Parallel)
+	}
+	return fmt.Sprintf("the scenarios' own waits, summed over those%s: %s", at, r.Wait.Round(time.Millisecond))
 }
 
 // writeDetails writes a scenario's full details: fault, reference bound,

@@ -98,7 +98,7 @@ func (r *Runner) NewReport() Report {
 		row = retryConfigured
 	}
 	return Report{Transport: r.transportName, Protocols: r.meantText(), GoVersion: runtime.Version(), retryName: r.retryName,
-		retryRow: row}
+		retryRow: row, Parallel: max(1, r.parallel)}
 }
 
 // Findings returns the problems of the client as a whole that running
