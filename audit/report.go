@@ -96,7 +96,7 @@ func addRow(t *table, res Result) {
 	}
 	t.add(name, got, sentText(res), connText(o), fmt.Sprintf("%.3fs", res.Elapsed.Seconds()), result)
 	if f := o.Fate; f.ClosedBy != "" && !o.Unbounded && o.Beyond == "" {
-		t.under(fmt.Sprintf("  closed by %s: %s", f.ClosedBy, redact.Printable(string(f.Reason))))
+		t.under(closedText(res.Expected, f))
 	}
 	if res.Pass {
 		return
@@ -107,6 +107,17 @@ func addRow(t *table, res Result) {
 	if res.Fix != "" {
 		t.under(text.Wrap(redact.Printable(res.Fix), "  fix: ", "    ", textWidth)...)
 	}
+}
+
+// closedText says who closed the faulted request's connection and why.
+// A scenario that leaves a body open on purpose (Expect.Leak) closes it
+// itself once the pool's check has seen it, which over HTTP/1 closes the
+// connection as an early close: the audit's doing, not the client's.
+func closedText(e Expect, f Fate) string {
+	if e.Leak && f.ClosedBy == vocab.ClosedByClient && f.Reason == vocab.ReasonEarlyBodyClose {
+		return fmt.Sprintf("  closed by the audit: it closed the body left open once the check had found it (%s)", f.Reason)
+	}
+	return fmt.Sprintf("  closed by %s: %s", f.ClosedBy, redact.Printable(string(f.Reason)))
 }
 
 // writeSkips writes why scenarios were skipped, and how to make them run

@@ -560,3 +560,26 @@ func TestRunOneCutByTheRun(t *testing.T) {
 	require.NoError(t, audit.Report{Results: []audit.Result{res}, Skipped: 1, Incomplete: true}.WriteText(&text, false))
 	require.Regexp(t, `(?m)^trickle-body +cut: no verdict +- +- +- +SKIP$`, text.String())
 }
+
+// The scenario that leaves a body open closes it itself once the check has
+// found it: its row says the audit closed the connection, not the client,
+// and the goroutines it shows are one note, not one note each.
+func TestUnclosedBodyClosedByTheAudit(t *testing.T) {
+	r, err := audit.NewRunner()
+	require.NoError(t, err)
+	rep := r.Run(t.Context(), []audit.Scenario{scenario(t, "unclosed-body")})
+	require.True(t, rep.OK(), "%v", rep.Results[0].Mismatches)
+	var text bytes.Buffer
+	require.NoError(t, rep.WriteText(&text, false))
+	require.Contains(t, text.String(), "\n  closed by the audit: it closed the body left open once the check had found it (early-body-close)\n")
+	require.NotContains(t, text.String(), "closed by client")
+	var notes []string
+	for _, n := range rep.Results[0].Observed.Notes {
+		if strings.Contains(n, "holds the body open on purpose") {
+			notes = append(notes, n)
+		}
+	}
+	require.Len(t, notes, 1, "%q", rep.Results[0].Observed.Notes)
+	require.Contains(t, notes[0], "(net/http.(*persistConn).readLoop)")
+	require.Contains(t, notes[0], "(net/http.(*persistConn).writeLoop)")
+}
