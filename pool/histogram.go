@@ -65,6 +65,18 @@ func (h *histogram) export() Histogram {
 	return out
 }
 
+// add adds the counts of o to h, bucket by bucket.
+func (h *Histogram) add(o Histogram) {
+	h.Count += o.Count
+	h.Sum += o.Sum
+	if len(o.Buckets) > 0 && h.Buckets == nil {
+		h.Buckets = make([]int64, len(o.Buckets))
+	}
+	for i, n := range o.Buckets {
+		h.Buckets[i] += n
+	}
+}
+
 // check returns false unless the buckets add up to Count.
 func (h Histogram) check() bool {
 	var n int64
