@@ -153,7 +153,7 @@ func init() {
 	hook.EnableDialerHooks = func(rt http.RoundTripper) { rt.(*Transport).dialHooks = true }
 	hook.Settings = func(rt http.RoundTripper) hook.TraceSettings {
 		t := rt.(*Transport)
-		return hook.TraceSettings{BodyIdle: t.bodyIdle, Stacks: t.stacks}
+		return hook.TraceSettings{BodyIdle: t.bodyIdle, Stacks: t.stacks, HeldAfter: t.heldAfter}
 	}
 	hook.Emit = func(rt http.RoundTripper, tl, ev any) {
 		t, e := rt.(*Transport), ev.(Event)
