@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/pool"
 )
 
@@ -20,9 +21,9 @@ func verdicts(s Scenario, sub subject, o Observed, mismatches []string) []string
 	for _, m := range mismatches {
 		switch {
 		case strings.HasPrefix(m, "server-seen requests:") && o.ServerRequests > e.ServerRequests:
-			m = fmt.Sprintf("%s was retried: %s, contract %d", s.Subject, plural(o.ServerRequests, "request"), e.ServerRequests)
+			m = fmt.Sprintf("%s was retried: %s, contract %d", s.Subject, text.Plural(o.ServerRequests, "request"), e.ServerRequests)
 		case strings.HasPrefix(m, "server-seen requests:"):
-			m = fmt.Sprintf("%s was not retried as the contract says: %s, contract %d", s.Subject, plural(o.ServerRequests, "request"), e.ServerRequests)
+			m = fmt.Sprintf("%s was not retried as the contract says: %s, contract %d", s.Subject, text.Plural(o.ServerRequests, "request"), e.ServerRequests)
 		case strings.HasPrefix(m, "client attempts:") && o.ClientAttempts > e.ClientAttempts && !o.Unbounded &&
 			s.Subject == "503" && e.Class != httptrace.ClassDeadline && o.ClientAttempts > s.Policy.MaxRetries+1:
 			m = fmt.Sprintf("%d attempts where MaxRetries=%d allows %d: the layer does not apply MaxRetries",
@@ -31,19 +32,19 @@ func verdicts(s Scenario, sub subject, o Observed, mismatches []string) []string
 				m = fmt.Sprintf("%d attempts where MaxRetries=%d allows %d: at its defaults the layer retries more",
 					o.ClientAttempts, s.Policy.MaxRetries, s.Policy.MaxRetries+1)
 			}
+		case strings.HasPrefix(m, "client attempts:") && o.ClientAttempts > e.ClientAttempts && !o.Unbounded &&
+			s.Subject == "503" && e.Class == httptrace.ClassDeadline && o.ClientAttempts <= s.Policy.MaxRetries+1:
+			// As many attempts as MaxRetries allows: the budget, which
+			// counts the delays, allows fewer.
+			m = fmt.Sprintf("%d attempts, which MaxRetries=%d allows, where the budget allows %d: TotalTimeout (%v) "+
+				"ends during the delay (%v) before attempt %d", o.ClientAttempts, s.Policy.MaxRetries, e.ClientAttempts,
+				s.Policy.TotalTimeout, s.Policy.Delay, e.ClientAttempts+1)
 		case strings.HasPrefix(m, "writes committed:"):
-			m = fmt.Sprintf("the server committed %s, contract %d", plural(o.Writes, "write"), *e.Writes)
+			m = fmt.Sprintf("the server committed %s, contract %d", text.Plural(o.Writes, "write"), *e.Writes)
 		}
 		out = append(out, s.Contract+": "+m)
 	}
 	return out
-}
-
-func plural(n int64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // lateAttempts begins the mismatch of a retry layer that went on trying

@@ -433,9 +433,10 @@ func unclosedBody(ctx context.Context, e *env) error {
 		e.obs.LeakFound = append(e.obs.LeakFound, splitErrors(err)...)
 	}
 	// The goroutines net/http runs now are shown, not counted as found:
-	// a healthy HTTP/2 connection runs them too.
-	for _, g := range leaks.Labeled(scenarioLabel, e.label) {
-		e.obs.Notes = append(e.obs.Notes, "goroutine of the body held open on purpose (not a leak): "+g)
+	// a healthy HTTP/2 connection runs them too. One note lists them all.
+	if gs := leaks.Labeled(scenarioLabel, e.label); len(gs) > 0 {
+		e.obs.Notes = append(e.obs.Notes, "the scenario's goroutines while it holds the body open on purpose "+
+			"(not leaks): "+strings.Join(gs, "; "))
 	}
 
 	// Does /ok wait for the pinned connection? Over HTTP/2 the connection

@@ -54,7 +54,7 @@ func ExampleWithTransport() {
 	fmt.Println("fix:", res.Fix)
 	// Output:
 	// false true await-headers
-	// unbounded: no timeout fired at stage await-headers within the scenario's guard (2s)
+	// unbounded: no timeout fired at stage await-headers within the scenario's guard (2s, three times its wait and a second, at least 2s; the guard deadline, 10s, waits only for a bound the audit cannot see)
 	// fix: set ResponseHeaderTimeout: it bounds the wait for the response headers
 }
 

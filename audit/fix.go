@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/retry"
 )
 
 // stageFix says what bounds stage in an http.Transport and how to set it.
@@ -78,7 +80,7 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline 
 	var fs fixes
 	layer := ""
 	if s.Contract != "" {
-		layer = layerFix(s, o)
+		layer = layerFix(s, o, sub.retryDefaults)
 	}
 	sub.boundFixes(&fs, s, o, layer, deadline, beyond)
 	sub.fateFixes(&fs, s, o)
@@ -220,37 +222,75 @@ const fixReplayPOST = "replay the POST as the policy allows, with its body (GetB
 
 // layerFix says what the retry layer under audit must do for the contract
 // of s, from what it was seen to do: the rule it broke, or the policy
-// field it did not apply. "" when nothing it did explains the failure.
-func layerFix(s Scenario, o Observed) string {
+// field it did not apply; for a layer at its defaults (defaults), what to
+// configure, in the contract's numbers, since such a layer was given no
+// policy. "" when nothing it did explains the failure.
+func layerFix(s Scenario, o Observed, defaults bool) string {
 	e, p := s.Expect, s.Policy
 	post := strings.HasPrefix(s.Subject, "the POST")
 	timeout := e.Class != httptrace.ClassOK && e.Stage != ""
+	either := func(configured, atDefaults string) string {
+		if defaults {
+			return atDefaults
+		}
+		return configured
+	}
 	switch {
 	case o.Unbounded || o.ClientAttempts == 0:
 	case timeout && o.Class != e.Class:
 		// An attempt limit or a read timeout that did not end the
 		// attempt as it should have: that, before what came of it.
 	case o.ClientAttempts > e.ClientAttempts && s.Subject == "503" && e.Class == httptrace.ClassDeadline:
-		return fmt.Sprintf("apply TotalTimeout (%v) to the attempts and the delays between them: end the call "+
-			"with a deadline error when it runs out", p.TotalTimeout)
+		return either(fmt.Sprintf("apply TotalTimeout (%v) to the attempts and the delays between them: end the call "+
+			"with a deadline error when it runs out", p.TotalTimeout),
+			fmt.Sprintf("bound the call by a total budget of %v that counts the delays between attempts: end it "+
+				"with a deadline error when the budget runs out", p.TotalTimeout))
 	case o.ClientAttempts > e.ClientAttempts && (s.Subject == "503" || post && s.Contract != "W4"):
-		return fmt.Sprintf("apply MaxRetries: stop after %d retries (%d attempts), and hand the caller the last response",
-			p.MaxRetries, p.MaxRetries+1)
+		return either(fmt.Sprintf("apply MaxRetries: stop after %s (%s), and hand the caller the last response",
+			retries(p.MaxRetries), text.Plural(p.MaxRetries+1, "attempt")),
+			fmt.Sprintf("make at most %s (%s), and hand the caller the last response",
+				retries(p.MaxRetries), text.Plural(p.MaxRetries+1, "attempt")))
 	case o.ClientAttempts > e.ClientAttempts && post:
-		return "never replay a POST unless the policy allows it (UnsafeRetryNonIdempotent, RetryIdempotencyKey): " +
-			"the server may have committed its write"
+		return either("never replay a POST unless the policy allows it (UnsafeRetryNonIdempotent, RetryIdempotencyKey): "+
+			"the server may have committed its write",
+			"never replay a POST unless told to (it is declared safe to replay, or carries an idempotency key): "+
+				"the server may have committed its write")
 	case o.ClientAttempts > e.ClientAttempts:
-		return fmt.Sprintf("retry 503 only (a nil Retryable): %s is final and reaches the caller as it is", s.Subject)
+		return fmt.Sprintf("retry 503 only%s: %s is final and reaches the caller as it is", either(" (a nil Retryable)", ""), s.Subject)
 	case o.ClientAttempts < e.ClientAttempts && post:
 		return fixReplayPOST
 	case o.ClientAttempts < e.ClientAttempts:
-		return fmt.Sprintf("retry a 503, up to MaxRetries (%d) times, waiting Delay (%v) between attempts", p.MaxRetries, p.Delay)
+		return either(fmt.Sprintf("retry a 503, up to MaxRetries (%d) times, waiting Delay (%v) between attempts", p.MaxRetries, p.Delay),
+			fmt.Sprintf("retry a 503, up to %d times, waiting %v between attempts", p.MaxRetries, p.Delay))
 	case e.Class == httptrace.ClassOK && o.Class != httptrace.ClassOK && e.Status != 0 && o.Status == e.Status:
 		return fmt.Sprintf("hand the caller the last response (%d) itself, not an error", e.Status)
 	case e.Writes != nil && o.Writes > *e.Writes && s.Contract == "W2":
 		return "keep the Idempotency-Key across attempts, so that the server commits once"
 	}
+	if defaults {
+		return configureText(s.Fix, p.Policy)
+	}
 	return s.Fix
+}
+
+// retries says n retries: "1 retry", "2 retries".
+func retries(n int) string {
+	if n == 1 {
+		return "1 retry"
+	}
+	return fmt.Sprintf("%d retries", n)
+}
+
+// configureText says a contract's fix, which names the policy's fields,
+// in what a layer at its defaults must be configured to do: each field
+// by the contract's value of it.
+func configureText(fix string, p retry.Policy) string {
+	return strings.NewReplacer(
+		"up to MaxRetries times", fmt.Sprintf("up to %d times", p.MaxRetries),
+		"after MaxRetries retries", "after "+retries(p.MaxRetries),
+		"waiting Delay between", fmt.Sprintf("waiting %v between", p.Delay),
+		"by AttemptTimeout", fmt.Sprintf("by a timeout of %v", p.AttemptTimeout),
+	).Replace(fix)
 }
 
 // inLayer begins a fix of the retry layer's: one configured for the

@@ -176,7 +176,10 @@ type guardWait struct {
 // attempt in flight, or on the call, has fired.
 func (r *Runner) wait(s Scenario, e *env, sub subject, start time.Time, first time.Duration) guardWait {
 	dl := r.deadline()
-	w := guardWait{until: start.Add(first), within: fmt.Sprintf("the scenario's guard (%v)", first)}
+	// Cut at the scenario's own guard, the stage had no bound to wait
+	// for: the guard deadline is for a bound the runner cannot see.
+	w := guardWait{until: start.Add(first), within: fmt.Sprintf("the scenario's guard (%v, three times its wait and a "+
+		"second, at least 2s; the guard deadline, %v, waits only for a bound the audit cannot see)", first, dl)}
 	f, inFlight := e.progress.inFlight()
 	var soonest time.Time
 	var within string

@@ -234,9 +234,9 @@ const (
 // [WithRetryTransport]) is at its defaults, as it comes, not set from each
 // contract's policy: the report names the row ([Report.RetryRow]:
 // "defaults" rather than "configured"), and a broken contract's fix says
-// what to configure ("at its defaults it makes 5 attempts where the
-// contract allows 3: configure its retry count") rather than which policy
-// field the layer does not apply. A library's two rows, at its defaults and
+// what to configure, in the contract's numbers ("configure the retry layer
+// (it runs at its defaults) to make at most 2 retries (3 attempts)"),
+// never a policy field, which the layer was not given. A library's two rows, at its defaults and
 // configured, read as compat's table reads.
 func RetryAtDefaults() Option {
 	return optionFunc(func(r *Runner) error {

@@ -7,11 +7,11 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/junit"
 	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -44,7 +44,7 @@ func (r Report) WriteText(w io.Writer, verbose bool) error {
 		addRow(&t, res)
 	}
 	t.write(&b, textWidth)
-	for _, l := range wrap(sentSeenKey, "", "    ", textWidth) {
+	for _, l := range text.Wrap(sentSeenKey, "", "    ", textWidth) {
 		b.WriteString(l + "\n")
 	}
 	r.writeSkips(&b, skips)
@@ -79,7 +79,7 @@ func addRow(t *table, res Result) {
 		return
 	case res.NotConfigurable != "":
 		t.add(name, "not configurable", "-", "-", "-", "N/A")
-		t.under(wrap(redact.Printable(firstLine(res.NotConfigurable)), "  - ", "    ", textWidth)...)
+		t.under(text.Wrap(redact.Printable(text.FirstLine(res.NotConfigurable)), "  - ", "    ", textWidth)...)
 		return
 	}
 	o := res.Observed
@@ -96,17 +96,28 @@ func addRow(t *table, res Result) {
 	}
 	t.add(name, got, sentText(res), connText(o), fmt.Sprintf("%.3fs", res.Elapsed.Seconds()), result)
 	if f := o.Fate; f.ClosedBy != "" && !o.Unbounded && o.Beyond == "" {
-		t.under(fmt.Sprintf("  closed by %s: %s", f.ClosedBy, redact.Printable(string(f.Reason))))
+		t.under(closedText(res.Expected, f))
 	}
 	if res.Pass {
 		return
 	}
 	for _, m := range res.Mismatches {
-		t.under(wrap(redact.Printable(firstLine(m)), "  - ", "    ", textWidth)...)
+		t.under(text.Wrap(redact.Printable(text.FirstLine(m)), "  - ", "    ", textWidth)...)
 	}
 	if res.Fix != "" {
-		t.under(wrap(redact.Printable(res.Fix), "  fix: ", "    ", textWidth)...)
+		t.under(text.Wrap(redact.Printable(res.Fix), "  fix: ", "    ", textWidth)...)
 	}
+}
+
+// closedText says who closed the faulted request's connection and why.
+// A scenario that leaves a body open on purpose (Expect.Leak) closes it
+// itself once the pool's check has seen it, which over HTTP/1 closes the
+// connection as an early close: the audit's doing, not the client's.
+func closedText(e Expect, f Fate) string {
+	if e.Leak && f.ClosedBy == vocab.ClosedByClient && f.Reason == vocab.ReasonEarlyBodyClose {
+		return fmt.Sprintf("  closed by the audit: it closed the body left open once the check had found it (%s)", f.Reason)
+	}
+	return fmt.Sprintf("  closed by %s: %s", f.ClosedBy, redact.Printable(string(f.Reason)))
 }
 
 // writeSkips writes why scenarios were skipped, and how to make them run
@@ -114,11 +125,11 @@ func addRow(t *table, res Result) {
 func (r Report) writeSkips(b *strings.Builder, skips []skipGroup) {
 	for _, g := range skips {
 		b.WriteString("\n")
-		for _, l := range wrap(fmt.Sprintf("%d skipped (%s): %s", len(g.names), nameList(g.names, 60), redact.Printable(g.reason)), "", "    ", textWidth) {
+		for _, l := range text.Wrap(fmt.Sprintf("%d skipped (%s): %s", len(g.names), nameList(g.names, 60), redact.Printable(g.reason)), "", "    ", textWidth) {
 			b.WriteString(l + "\n")
 		}
 		if g.fix != "" && !slices.ContainsFunc(r.Findings, func(f string) bool { return strings.HasSuffix(f, "; fix: "+g.fix) }) {
-			for _, l := range wrap(redact.Printable(g.fix), "  fix: ", "    ", textWidth) {
+			for _, l := range text.Wrap(redact.Printable(g.fix), "  fix: ", "    ", textWidth) {
 				b.WriteString(l + "\n")
 			}
 		}
@@ -130,11 +141,11 @@ func (r Report) writeFindings(b *strings.Builder) {
 	for _, f := range r.Findings {
 		b.WriteString("\n")
 		problem, fix, _ := strings.Cut(f, "; fix: ")
-		for _, l := range wrap(redact.Printable(problem), "FINDING: ", "    ", textWidth) {
+		for _, l := range text.Wrap(redact.Printable(problem), "FINDING: ", "    ", textWidth) {
 			b.WriteString(l + "\n")
 		}
 		if fix != "" {
-			for _, l := range wrap(redact.Printable(fix), "  fix: ", "    ", textWidth) {
+			for _, l := range text.Wrap(redact.Printable(fix), "  fix: ", "    ", textWidth) {
 				b.WriteString(l + "\n")
 			}
 		}
@@ -154,8 +165,11 @@ func (r Report) writeTotals(b *strings.Builder) {
 	if n := len(r.Findings); n > 0 {
 		findings = fmt.Sprintf(", %d finding%s", n, pluralSuffix(n))
 	}
-	fmt.Fprintf(b, "\n%d passed, %d failed%s%s in %s (the scenarios inherently wait %s)\n",
-		r.Passed, r.Failed, skipped, findings, r.Elapsed.Round(time.Millisecond), r.Wait.Round(time.Millisecond))
+	b.WriteString("\n")
+	for _, l := range text.Wrap(fmt.Sprintf("%d passed, %d failed%s%s in %s (%s)", r.Passed, r.Failed, skipped,
+		findings, r.Elapsed.Round(time.Millisecond), r.waitText()), "", "    ", textWidth) {
+		b.WriteString(l + "\n")
+	}
 	meant := ""
 	if r.Protocols != "" {
 		meant = "; protocols meant: " + r.Protocols
@@ -167,9 +181,23 @@ func (r Report) writeTotals(b *strings.Builder) {
 			retryLayer += " (" + r.RetryRow + ")"
 		}
 	}
-	for _, l := range wrap(fmt.Sprintf("%s%s%s; %s", redact.Printable(r.Transport), meant, retryLayer, r.GoVersion), "", "    ", textWidth) {
+	for _, l := range text.Wrap(fmt.Sprintf("%s%s%s; %s", redact.Printable(r.Transport), meant, retryLayer, r.GoVersion), "", "    ", textWidth) {
 		b.WriteString(l + "\n")
 	}
+}
+
+// waitText says what the scenarios wait for by their nature (a bound that
+// must fire, a body spread over time), summed over scenarios that may have
+// run side by side: "their own waits, summed over 8 run at once: 7.54s".
+func (r Report) waitText() string {
+	at := ""
+	switch {
+	case r.Parallel == 1:
+		at = " run one at a time"
+	case r.Parallel > 1:
+		at = fmt.Sprintf(" run %d at once", r.Parallel)
+	}
+	return fmt.Sprintf("the scenarios' own waits, summed over those%s: %s", at, r.Wait.Round(time.Millisecond))
 }
 
 // writeDetails writes a scenario's full details: fault, reference bound,
@@ -178,7 +206,7 @@ func writeDetails(b *strings.Builder, res Result) {
 	b.WriteString("\n")
 	head := fmt.Sprintf("%s (%s): fault: %s; reference bound: %s", redact.Printable(res.Name), res.Proto,
 		redact.Printable(res.Fault), redact.Printable(res.Bound))
-	for _, l := range wrap(head, "", "    ", textWidth) {
+	for _, l := range text.Wrap(head, "", "    ", textWidth) {
 		b.WriteString(l + "\n")
 	}
 	if res.Skipped != "" {
@@ -191,7 +219,7 @@ func writeDetails(b *strings.Builder, res Result) {
 		fmt.Fprintf(b, "  fix: %s\n", printableLines(res.Fix, "    "))
 	}
 	for _, l := range res.Observed.LeakFound {
-		fmt.Fprintf(b, "  found while leaking: %s\n", redact.Printable(firstLine(l)))
+		fmt.Fprintf(b, "  found while leaking: %s\n", redact.Printable(text.FirstLine(l)))
 	}
 	for _, l := range res.Observed.Leaks {
 		fmt.Fprintf(b, "  left after recovery: %s\n", printableLines(l, "    "))
@@ -216,7 +244,7 @@ func writeEvidence(b *strings.Builder, res Result) {
 			keys = strings.Join(quoted, ", ")
 		}
 		fmt.Fprintf(b, "  server: %s, %s committed; idempotency keys received: %s\n",
-			plural(o.ServerRequests, "request"), plural(o.Writes, "write"), keys)
+			text.Plural(o.ServerRequests, "request"), text.Plural(o.Writes, "write"), keys)
 	}
 	attempts := o.Attempts
 	if len(attempts) == 0 && o.Timeline != nil {
@@ -303,7 +331,7 @@ func nameList(names []string, width int) string {
 	out := names[0]
 	for i, n := range names[1:] {
 		more := fmt.Sprintf(" and %d more", len(names)-1-i)
-		if runeLen(out)+2+runeLen(n) > width-runeLen(more) && i < len(names)-2 {
+		if text.Width(out)+2+text.Width(n) > width-text.Width(more) && i < len(names)-2 {
 			return out + "," + more
 		}
 		out += ", " + n
@@ -336,11 +364,11 @@ func (t *table) write(b *strings.Builder, width int) {
 	const gap = 2
 	w := make([]int, len(t.heads))
 	for i, h := range t.heads {
-		w[i] = runeLen(h)
+		w[i] = text.Width(h)
 	}
 	for _, row := range t.rows {
 		for i, c := range row {
-			w[i] = max(w[i], runeLen(c))
+			w[i] = max(w[i], text.Width(c))
 		}
 	}
 	total := func() int {
@@ -353,15 +381,15 @@ func (t *table) write(b *strings.Builder, width int) {
 	for order := 1; order <= len(w) && total() > width; order++ {
 		for i := range w {
 			if t.shrink[i] == order {
-				w[i] = max(runeLen(t.heads[i]), w[i]-(total()-width))
+				w[i] = max(text.Width(t.heads[i]), w[i]-(total()-width))
 			}
 		}
 	}
 	line := func(cells []string) {
 		var l strings.Builder
 		for i, c := range cells {
-			c = cut(c, w[i])
-			pad := strings.Repeat(" ", w[i]-runeLen(c))
+			c = text.Cut(c, w[i])
+			pad := strings.Repeat(" ", w[i]-text.Width(c))
 			switch {
 			case t.right[i]:
 				l.WriteString(pad + c)
@@ -385,60 +413,6 @@ func (t *table) write(b *strings.Builder, width int) {
 	}
 }
 
-func runeLen(s string) int { return utf8.RuneCountInString(s) }
-
-// cut shortens s to n runes, ending it with "…" if it was longer.
-func cut(s string, n int) string {
-	if runeLen(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
-// wrap breaks s into lines of at most width runes at spaces, the first
-// starting with first and the others with rest; a word longer than a line
-// is cut across lines.
-func wrap(s, first, rest string, width int) []string {
-	var lines []string
-	cur := first
-	empty := true
-	for _, word := range strings.Fields(s) {
-		for {
-			room := width - runeLen(cur)
-			if !empty {
-				room-- // the space before the word
-			}
-			if runeLen(word) <= room {
-				if !empty {
-					cur += " "
-				}
-				cur += word
-				empty = false
-				break
-			}
-			if !empty {
-				lines = append(lines, cur)
-				cur, empty = rest, true
-				continue
-			}
-			// A word longer than a whole line: cut it.
-			r := []rune(word)
-			n := max(1, width-runeLen(cur))
-			lines = append(lines, cur+string(r[:n]))
-			word = string(r[n:])
-			cur = rest
-			if word == "" {
-				break
-			}
-		}
-	}
-	if !empty || len(lines) == 0 {
-		lines = append(lines, cur)
-	}
-	return lines
-}
-
 // printableLines is redact.Printable for a text of several lines
 // (a mismatch or note may quote a server or a user's transport), each line
 // after the first indented by indent.
@@ -458,13 +432,6 @@ func outcomeText(c httptrace.Class, status int) string {
 		return "-"
 	}
 	return string(c)
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }
 
 func indentText(s, prefix string) string {
@@ -504,11 +471,11 @@ func (r Report) WriteJUnit(w io.Writer) error {
 		writeEvidence(&out, res)
 		c.SystemOut = out.String()
 		if !res.Pass {
-			text := strings.Join(res.Mismatches, "\n")
+			body := strings.Join(res.Mismatches, "\n")
 			if res.Fix != "" {
-				text += "\nfix: " + res.Fix
+				body += "\nfix: " + res.Fix
 			}
-			c.Failure = &junit.Failure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
+			c.Failure = &junit.Failure{Message: text.FirstLine(strings.Join(res.Mismatches, "; ")), Text: body}
 		}
 		s.Cases = append(s.Cases, c)
 	}
@@ -517,7 +484,7 @@ func (r Report) WriteJUnit(w io.Writer) error {
 		s.Tests++
 		s.Failures++
 		s.Cases = append(s.Cases, junit.Case{Name: "findings", Classname: "connaudit.transport", Time: secs(0),
-			Failure: &junit.Failure{Message: firstLine(r.Findings[0]), Text: strings.Join(r.Findings, "\n")}})
+			Failure: &junit.Failure{Message: text.FirstLine(r.Findings[0]), Text: strings.Join(r.Findings, "\n")}})
 	}
 	return junit.Write(w, junit.Suites{Suites: []junit.Suite{s}})
 }

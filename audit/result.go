@@ -143,9 +143,13 @@ type Report struct {
 	// ([Protocols]).
 	Findings []string `json:"findings,omitempty"`
 	// Elapsed is the run's wall time; Wait the sum of the scenarios'
-	// inherent waits.
+	// inherent waits, however many ran at once (Parallel): run side by
+	// side, they take less than their sum.
 	Elapsed time.Duration `json:"elapsed_ns"`
 	Wait    time.Duration `json:"wait_ns"`
+	// Parallel is how many scenarios ran at once ([Parallel]); 0 when
+	// unknown (a report not made by [Runner.NewReport]).
+	Parallel int `json:"parallel,omitempty"`
 	// Transport names the client configuration audited; Protocols the
 	// protocols it is meant to speak: "either" (not declared), "HTTP/1
 	// only", "HTTP/2 only" or "HTTP/1 and HTTP/2"; Retry the retry layer

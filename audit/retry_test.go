@@ -317,7 +317,7 @@ func TestRetryRows(t *testing.T) {
 			"in the retry layer: apply MaxRetries: stop after 2 retries"},
 		{[]audit.Option{audit.RetryAtDefaults()}, "defaults",
 			"A3: 5 attempts where MaxRetries=2 allows 3: at its defaults the layer retries more",
-			"configure the retry layer (it runs at its defaults) to apply MaxRetries: stop after 2 retries"},
+			"configure the retry layer (it runs at its defaults) to make at most 2 retries (3 attempts)"},
 	} {
 		r, err := audit.NewRunner(append(tc.opts, audit.WithRetryTransport("five attempts", fixed))...)
 		require.NoError(t, err)
@@ -369,4 +369,47 @@ func TestAttemptsNeverClosedAreCounted(t *testing.T) {
 	require.Contains(t, res.Observed.Notes, "1 attempt of 2 never finished: their bodies were not closed")
 	require.True(t, slices.ContainsFunc(res.Mismatches, func(m string) bool { return strings.Contains(m, "open body") }),
 		"%v", res.Mismatches)
+}
+
+// A layer that applies MaxRetries but not the total budget makes the
+// attempts MaxRetries allows, one more than the budget and the delay
+// allow: A8 says both numbers and where each comes from, not a bare
+// "expected 2, observed 3" that reads as too many retries.
+func TestBudgetVerdictSaysWhereEachNumberComes(t *testing.T) {
+	var a8 audit.Scenario
+	for _, s := range retryContracts(t) {
+		if s.Contract == "A8" {
+			a8 = s
+		}
+	}
+	noBudget := func(p retry.Policy) (audit.RetryFunc, error) {
+		return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+			for attempt := 0; ; attempt++ {
+				resp, err := c.Do(req.WithContext(ctx))
+				if err != nil || resp.StatusCode != http.StatusServiceUnavailable || attempt == p.MaxRetries {
+					return resp, err
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				delay := time.NewTimer(p.Delay) // the layer's own delay, which it does not count
+				select {
+				case <-delay.C:
+				case <-ctx.Done():
+					delay.Stop()
+					return nil, ctx.Err()
+				}
+			}
+		}, nil
+	}
+	r, err := audit.NewRunner(audit.WithRetry("no budget", noBudget))
+	require.NoError(t, err)
+	res := r.RunOne(t.Context(), a8)
+	require.False(t, res.Pass)
+	require.Equal(t, 3, res.Observed.ClientAttempts, "%v", res.Mismatches)
+	require.Contains(t, res.Mismatches, "A8: 3 attempts, which MaxRetries=2 allows, where the budget allows 2: "+
+		"TotalTimeout (450ms) ends during the delay (300ms) before attempt 3")
+	for _, m := range res.Mismatches {
+		require.NotContains(t, m, "client attempts: expected")
+	}
+	require.True(t, strings.HasPrefix(res.Fix, "in the retry layer: apply TotalTimeout (450ms)"), res.Fix)
 }

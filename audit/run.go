@@ -20,6 +20,7 @@ import (
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/leaks"
 	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/retry"
@@ -97,7 +98,7 @@ func (r *Runner) NewReport() Report {
 		row = retryConfigured
 	}
 	return Report{Transport: r.transportName, Protocols: r.meantText(), GoVersion: runtime.Version(), retryName: r.retryName,
-		retryRow: row}
+		retryRow: row, Parallel: max(1, r.parallel)}
 }
 
 // Findings returns the problems of the client as a whole that running
@@ -579,7 +580,7 @@ func (r *Runner) observe(s Scenario, e *env, end guardEnd) (late, inFlight int) 
 		// finished: it was made all the same.
 		obs.ClientAttempts = started
 		obs.Notes = append(obs.Notes, fmt.Sprintf("%s of %d never finished: their bodies were not closed",
-			plural(int64(started-len(faulted)), "attempt"), started))
+			text.Plural(int64(started-len(faulted)), "attempt"), started))
 	}
 	for _, tl := range faulted {
 		obs.GetConns += tl.GetConns

@@ -120,7 +120,8 @@ func TestUnboundedTransportIsReported(t *testing.T) {
 			require.False(t, res.Pass)
 			require.True(t, res.Observed.Unbounded)
 			require.Contains(t, res.Mismatches,
-				"unbounded: no timeout fired at stage "+tc.stage+" within the scenario's guard (2s)")
+				"unbounded: no timeout fired at stage "+tc.stage+" within the scenario's guard (2s, three times its "+
+					"wait and a second, at least 2s; the guard deadline, 10s, waits only for a bound the audit cannot see)")
 			require.Contains(t, res.Fix, tc.fix)
 			require.True(t, res.Observed.Recovered, "the pool recovers after the guard ended the request")
 			require.Empty(t, res.Observed.Leaks)
@@ -558,4 +559,27 @@ func TestRunOneCutByTheRun(t *testing.T) {
 	var text strings.Builder
 	require.NoError(t, audit.Report{Results: []audit.Result{res}, Skipped: 1, Incomplete: true}.WriteText(&text, false))
 	require.Regexp(t, `(?m)^trickle-body +cut: no verdict +- +- +- +SKIP$`, text.String())
+}
+
+// The scenario that leaves a body open closes it itself once the check has
+// found it: its row says the audit closed the connection, not the client,
+// and the goroutines it shows are one note, not one note each.
+func TestUnclosedBodyClosedByTheAudit(t *testing.T) {
+	r, err := audit.NewRunner()
+	require.NoError(t, err)
+	rep := r.Run(t.Context(), []audit.Scenario{scenario(t, "unclosed-body")})
+	require.True(t, rep.OK(), "%v", rep.Results[0].Mismatches)
+	var text bytes.Buffer
+	require.NoError(t, rep.WriteText(&text, false))
+	require.Contains(t, text.String(), "\n  closed by the audit: it closed the body left open once the check had found it (early-body-close)\n")
+	require.NotContains(t, text.String(), "closed by client")
+	var notes []string
+	for _, n := range rep.Results[0].Observed.Notes {
+		if strings.Contains(n, "holds the body open on purpose") {
+			notes = append(notes, n)
+		}
+	}
+	require.Len(t, notes, 1, "%q", rep.Results[0].Observed.Notes)
+	require.Contains(t, notes[0], "(net/http.(*persistConn).readLoop)")
+	require.Contains(t, notes[0], "(net/http.(*persistConn).writeLoop)")
 }

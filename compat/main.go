@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case *asMD:
 		_, err = io.WriteString(stdout, markdown(results))
 	default:
-		_, err = io.WriteString(stdout, text(results))
+		_, err = io.WriteString(stdout, tableText(results))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "compat: %v\n", err)

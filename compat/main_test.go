@@ -118,7 +118,7 @@ func TestTable(t *testing.T) {
 			}
 		}
 	}
-	for _, l := range strings.Split(text(results), "\n") {
+	for _, l := range strings.Split(tableText(results), "\n") {
 		if n := utf8.RuneCountInString(l); n > width {
 			t.Errorf("a line of %d columns: %s", n, l)
 		}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/internal/text"
 )
 
 // width is the widest line the text output has.
@@ -87,10 +88,10 @@ func grid(results []clientResult) [][]string {
 	return out
 }
 
-// text is the table for a terminal, then the notes, within width columns.
-func text(results []clientResult) string {
+// tableText is the table for a terminal, then the notes, within width columns.
+func tableText(results []clientResult) string {
 	var b strings.Builder
-	for _, l := range wrap(header, width, "") {
+	for _, l := range text.Wrap(header, "", "", width) {
 		fmt.Fprintln(&b, l)
 	}
 	fmt.Fprintln(&b)
@@ -101,11 +102,11 @@ func text(results []clientResult) string {
 	tw.Flush()
 	fmt.Fprintln(&b)
 	for _, n := range notes(results) {
-		for _, l := range wrap(n.text, width, "") {
+		for _, l := range text.Wrap(n.text, "", "", width) {
 			fmt.Fprintln(&b, l)
 		}
 		for _, item := range n.items {
-			for _, l := range wrap(item, width-2, "    ") {
+			for _, l := range text.Wrap(item, "", "    ", width-2) {
 				fmt.Fprintln(&b, "  "+l)
 			}
 		}
@@ -199,7 +200,7 @@ var (
 // short is an error's first line, without the server's address, at most
 // 90 characters.
 func short(e string) string {
-	e = firstLine(serverURL.ReplaceAllString(e, ""))
+	e = text.FirstLine(serverURL.ReplaceAllString(e, ""))
 	if utf8.RuneCountInString(e) > 90 {
 		e = string([]rune(e)[:89]) + "…"
 	}
@@ -218,7 +219,7 @@ func uniq(ss []string) []string {
 	var order []string
 	after := map[string][]string{}
 	for _, s := range ss {
-		s = serverURL.ReplaceAllString(firstLine(s), "")
+		s = serverURL.ReplaceAllString(text.FirstLine(s), "")
 		id := "the cancel"
 		if m := contractPrefix.FindStringSubmatch(s); m != nil && m[1] != "P1" {
 			id = m[1]
@@ -236,32 +237,4 @@ func uniq(ss []string) []string {
 		out[i] = fmt.Sprintf("%s (after %s)", s, strings.Join(after[s], ", "))
 	}
 	return out
-}
-
-// wrap breaks s into lines of at most w columns, the later ones indented.
-func wrap(s string, w int, indent string) []string {
-	var out []string
-	line := ""
-	for _, word := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = word
-		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > w:
-			out = append(out, line)
-			line = indent + word
-		default:
-			line += " " + word
-		}
-	}
-	if line != "" {
-		out = append(out, line)
-	}
-	return out
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/connaudit/connaudit/internal/loopback"
 	"github.com/connaudit/connaudit/internal/notify"
+	"github.com/connaudit/connaudit/internal/text"
 )
 
 // The bounds on what a server's connections hold, resources rather than
@@ -503,14 +504,7 @@ type CloseError struct {
 // connection, 1 handler still running".
 func (e *CloseError) Error() string {
 	return fmt.Sprintf("faultserver: Close cut %s, %s still running",
-		plural(e.ActiveConns, "active connection"), plural(e.RunningHandlers, "handler"))
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
+		text.Plural(e.ActiveConns, "active connection"), text.Plural(e.RunningHandlers, "handler"))
 }
 
 // Close stops the server: it stops accepting, releases every waiting

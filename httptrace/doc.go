@@ -39,7 +39,9 @@
 // recorder, its ClientTrace and hook closures are built once and recycled
 // when no hook of the finished request can fire any more. Every event
 // handed to an [EventObserver] is a call on the request's path: it must
-// return quickly. The unclosed-body warning costs a timer reset per request;
+// return quickly. The unclosed-body warning costs a timer reset per request
+// and two short locks of the Transport's list of warnings, which reports
+// the warnings due together in the order the bodies were left open;
 // CaptureStacks a stack walk and a cleanup registration.
 //
 // # Redaction

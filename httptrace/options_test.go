@@ -167,6 +167,7 @@ func TestUnclosedBodyWarning(t *testing.T) {
 				assert.Equal(t, srv.URL+"/held?token="+redact.Masked, rec["url"])
 				assert.Contains(t, rec, "conn")
 				assert.Contains(t, rec["opened_at"], "TestUnclosedBodyWarning")
+				assert.NotContains(t, rec, "fix", "the stack says where: nothing to fix")
 			}
 		case "response body garbage collected without Close":
 			collected++

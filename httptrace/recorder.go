@@ -85,9 +85,17 @@ type recorder struct {
 	lastLocal, lastRemote net.Addr
 
 	// held is the timer of the unclosed-body warning, armed while the
-	// body is open; heldGen the generation it was armed for.
-	held    *time.Timer
-	heldGen uint64
+	// body is open; heldGen the generation it was armed for. heldDue is
+	// when it is due and heldDueGen for which generation, heldPrev and
+	// heldNext its place in its Transport's list of armed warnings
+	// (heldList), heldIn whether it is in it; the list's lock guards
+	// these five.
+	held               *time.Timer
+	heldGen            uint64
+	heldDue            time.Time
+	heldDueGen         uint64
+	heldPrev, heldNext *recorder
+	heldIn             bool
 	// pcs holds the stack where the request was made (CaptureStacks).
 	pcs [maxStack]uintptr
 
@@ -503,6 +511,7 @@ func (r *recorder) bodyStarted(empty bool) {
 // startHeldLocked arms the unclosed-body warning; r.mu is held.
 func (r *recorder) startHeldLocked() {
 	r.heldGen = r.gen
+	r.t.held.push(r, r.gen, time.Now().Add(r.t.heldAfter))
 	if r.held == nil {
 		r.held = time.AfterFunc(r.t.heldAfter, r.bodyHeld)
 		return
@@ -510,14 +519,24 @@ func (r *recorder) startHeldLocked() {
 	r.held.Reset(r.t.heldAfter)
 }
 
-// bodyHeld reports a body still open when the warning's timer fires: a
-// "body-held" event for the event observer. A timer of an earlier request
-// of this recycled recorder finds another generation, or the body closed,
-// and does nothing.
+// bodyHeld is the warning's timer firing: it reports every body of the
+// Transport whose warning is due, in the order they were armed (see
+// heldList), its own among them unless another timer's call reported it
+// already.
 func (r *recorder) bodyHeld() {
+	for _, d := range r.t.held.due(time.Now()) {
+		d.r.reportHeld(d.gen)
+	}
+}
+
+// reportHeld reports the body of generation gen still open: a "body-held"
+// event for the event observer. The warning of an earlier request of this
+// recycled recorder finds another generation, or the body closed, and
+// does nothing.
+func (r *recorder) reportHeld(gen uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.heldGen != r.gen || r.tl.BodyClosed || r.tl.Finished || !r.response {
+	if r.heldGen != gen || r.gen != gen || r.tl.BodyClosed || r.tl.Finished || !r.response {
 		return
 	}
 	age := time.Since(r.tl.Start)
@@ -615,6 +634,7 @@ func (r *recorder) finishLocked(class Class, stage Stage, err error, at time.Dur
 	r.stopWatchLocked()
 	if r.held != nil {
 		r.held.Stop()
+		r.t.held.remove(r)
 	}
 	if r.cancel != nil {
 		r.cancel(nil)

@@ -25,9 +25,10 @@ import (
 // [UnclosedBodyWarning] ("response body not closed") and each body garbage
 // collected without Close ("response body garbage collected without
 // Close"), with the keys id, method, url, conn, open_for, body_bytes and,
-// with [CaptureStacks], opened_at: where the request was made. Each
-// warning is logged once per place: per call site with CaptureStacks, per
-// method and host without; a leak in a loop does not flood the log.
+// with [CaptureStacks], opened_at: where the request was made; without,
+// fix says how to record it. Each warning is logged once per place: per
+// call site with CaptureStacks, per method and host without, naming the
+// first body left open there; a leak in a loop does not flood the log.
 //
 // Over a pool (package pool's WithObserver), it logs the pool's warning
 // that it closes connections to a host for a full idle pool at a high
@@ -71,6 +72,11 @@ func (s *slogObserver) firstWarning(kind Kind, place string) bool {
 	}
 	return true
 }
+
+// fixNoStack is the fix of an unclosed-body warning without the place
+// where the request was made.
+const fixNoStack = "record where each request is made with pool.CaptureStacks() " +
+	"(CaptureStacks() on a bare tracer), at the cost of a stack walk per request"
 
 // slogKinds are the kinds of events a slogObserver logs.
 var slogKinds = vocab.Of(vocab.KindBodyHeld, vocab.KindBodyCollected, vocab.KindIdlePoolChurn)
@@ -131,6 +137,8 @@ func (s *slogObserver) ObserveEvent(tl *Timeline, ev Event) {
 	}
 	if stack != "" {
 		attrs = append(attrs, slog.String("opened_at", stack))
+	} else {
+		attrs = append(attrs, slog.String("fix", fixNoStack))
 	}
 	s.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
 }

@@ -33,8 +33,9 @@ type Transport struct {
 	// Proxy-Authorization and Cookie.
 	secretHeaders []string
 	// heldAfter is the age at which an open body is reported
-	// (UnclosedBodyWarning).
+	// (UnclosedBodyWarning); held lists the warnings armed.
 	heldAfter time.Duration
+	held      heldList
 	// stacks: record where each request was made, and report bodies
 	// garbage collected unclosed (CaptureStacks).
 	stacks    bool

@@ -14,14 +14,21 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/text"
 )
+
+// textWidth is the width the text page's lines of prose fit.
+const textWidth = 100
 
 func redactedURL(r *request) string { return redact.URL(&r.u) }
 
 // Snapshot is the pool's state at one instant, as served by
 // [Pool.Handler] and published by [Pool.Publish].
 type Snapshot struct {
-	Time       time.Time        `json:"time"`
+	Time time.Time `json:"time"`
+	// Settings are the pool's caps and bounds; nil in a Snapshot not
+	// taken from a pool.
+	Settings   *Settings        `json:"settings,omitempty"`
 	Total      Stats            `json:"total"`
 	Hosts      map[string]Stats `json:"hosts"`
 	Conns      []Conn           `json:"conns"`
@@ -36,8 +43,9 @@ func (p *Pool) Snapshot() Snapshot {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Snapshot{Time: now, Total: p.total.stats(), Hosts: p.hostStatsLocked(), Conns: p.connsLocked(),
-		OpenBodies: p.openBodiesLocked(now)}
+	settings := *p.settings
+	return Snapshot{Time: now, Settings: &settings, Total: p.total.stats(), Hosts: p.hostStatsLocked(),
+		Conns: p.connsLocked(), OpenBodies: p.openBodiesLocked(now)}
 }
 
 // Handler returns an http.Handler that serves the pool's [Snapshot] as JSON,
@@ -69,12 +77,23 @@ func (s Snapshot) WriteJSON(w io.Writer) error {
 	return enc.Encode(s)
 }
 
-// WriteText writes s as text tables: totals, hosts, connections, open
-// bodies with when each was opened and, with [CaptureStacks], where. Each
-// column of durations has one unit, right-aligned: WAIT TIME in
-// milliseconds, AGE in seconds, each with three decimals. verbose adds each
-// open body's whole stack.
+// WriteText writes s as text: the pool's caps and bounds, then tables of
+// the hosts and totals (with what WAITS counts), connections, open bodies
+// with when each was opened and, with [CaptureStacks], where (without,
+// how to learn it). Each column of durations has one unit, right-aligned:
+// WAIT TIME in milliseconds, AGE in seconds, each with three decimals.
+// verbose adds each open body's whole stack.
 func (s Snapshot) WriteText(w io.Writer, verbose bool) error {
+	if h := s.Settings.text(); h != "" {
+		for _, l := range text.Wrap(h, "", "    ", textWidth) {
+			if _, err := io.WriteString(w, l+"\n"); err != nil {
+				return err
+			}
+		}
+		if _, err := io.WriteString(w, "\n"); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	hosts := make([]string, 0, len(s.Hosts))
 	for h := range s.Hosts {
@@ -97,6 +116,19 @@ func (s Snapshot) WriteText(w io.Writer, verbose bool) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", names[i], st.Open, st.Active, st.Idle, st.Dialing,
 			st.Dials, st.DialErrors, st.Closed, st.Requests, st.ReusedRequests, st.WaitCount, waits[i], st.MaxOpen, st.OpenBodies)
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	waitsKey := "WAITS: the requests not handed an idle connection at once: each waited for a dial (its own or " +
+		"another's) or for a connection in use, at MaxConnsPerHost, which is all database/sql's WaitCount counts"
+	if s.Settings != nil && s.Settings.MaxConnsPerHost <= 0 {
+		waitsKey = "WAITS: the requests not handed an idle connection at once: with no MaxConnsPerHost, each waited " +
+			"for a dial (its own or another's) or a connection released meanwhile, never for a cap, which is all " +
+			"database/sql's WaitCount counts"
+	}
+	for _, l := range text.Wrap(waitsKey, "", "    ", textWidth) {
+		fmt.Fprintln(tw, l)
+	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "CONN\tHOST\tPROTO\tTLS\tSTATE\tREQUESTS\tREAD\tWRITTEN\tCLOSED BY\tREASON")
 	for _, c := range s.Conns {
@@ -107,6 +139,7 @@ func (s Snapshot) WriteText(w io.Writer, verbose bool) error {
 		fmt.Fprintf(tw, "#%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", c.ID, c.Host, c.Proto, c.TLSVersion, c.State, c.Requests,
 			c.BytesRead, c.BytesWritten, c.ClosedBy, reason)
 	}
+	noSite := false
 	if len(s.OpenBodies) > 0 {
 		fmt.Fprintln(tw)
 		ages := make([]string, len(s.OpenBodies))
@@ -121,7 +154,7 @@ func (s Snapshot) WriteText(w io.Writer, verbose bool) error {
 				site = strings.TrimSpace(site + " (garbage collected unclosed)")
 			}
 			if site == "" {
-				site = "-"
+				site, noSite = "-", true
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t#%d\t%s\t%s\t%s\n", b.Timeline, b.Method, redact.Printable(b.URL), b.Conn,
 				b.OpenedAt.Format("15:04:05.000"), ages[i], redact.Printable(site))
@@ -129,6 +162,14 @@ func (s Snapshot) WriteText(w io.Writer, verbose bool) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if noSite {
+		for _, l := range text.Wrap("SITE -: pool.CaptureStacks() records where each request is made, at the cost "+
+			"of a stack walk per request", "", "    ", textWidth) {
+			if _, err := io.WriteString(w, l+"\n"); err != nil {
+				return err
+			}
+		}
 	}
 	if verbose {
 		for _, b := range s.OpenBodies {

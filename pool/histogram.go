@@ -1,6 +1,8 @@
 package pool
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -37,8 +39,57 @@ type Histogram struct {
 	Sum   time.Duration `json:"sum_ns"`
 	// Buckets[i] counts the durations of at most DurationBuckets()[i] and
 	// more than the bound before it; its last entry, one past the last
-	// bound, those above 10s. Not cumulative; nil when Count is 0.
+	// bound, those above 10s. Not cumulative; nil when Count is 0. In JSON
+	// each bucket names its bound: {"le_ns": 25000, "count": 3}, the last
+	// with "le_ns": null.
 	Buckets []int64 `json:"buckets,omitempty"`
+}
+
+// histogramJSON is a Histogram as JSON writes it: each bucket with its
+// upper bound.
+type histogramJSON struct {
+	Count   int64         `json:"count"`
+	Sum     time.Duration `json:"sum_ns"`
+	Buckets []bucketJSON  `json:"buckets,omitempty"`
+}
+
+// bucketJSON is one bucket: the durations counted, of at most LE (in
+// nanoseconds; nil for the last bucket, which has no bound).
+type bucketJSON struct {
+	LE    *time.Duration `json:"le_ns"`
+	Count int64          `json:"count"`
+}
+
+// MarshalJSON writes h with each bucket's bound beside its count.
+func (h Histogram) MarshalJSON() ([]byte, error) {
+	out := histogramJSON{Count: h.Count, Sum: h.Sum}
+	for i, n := range h.Buckets {
+		b := bucketJSON{Count: n}
+		if i < len(durationBuckets) {
+			le := durationBuckets[i]
+			b.LE = &le
+		}
+		out.Buckets = append(out.Buckets, b)
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes. Buckets whose bounds are
+// not the pool's ([DurationBuckets]) are an error.
+func (h *Histogram) UnmarshalJSON(b []byte) error {
+	var in histogramJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*h = Histogram{Count: in.Count, Sum: in.Sum}
+	for i, bk := range in.Buckets {
+		last := i == len(durationBuckets)
+		if i > len(durationBuckets) || last != (bk.LE == nil) || (!last && *bk.LE != durationBuckets[i]) {
+			return fmt.Errorf("pool: histogram bucket %d: its bound is not the pool's", i)
+		}
+		h.Buckets = append(h.Buckets, bk.Count)
+	}
+	return nil
 }
 
 // histogram is a Histogram as the pool's counters keep it, with no
@@ -63,6 +114,18 @@ func (h *histogram) export() Histogram {
 		out.Buckets = slices.Clone(h.buckets[:])
 	}
 	return out
+}
+
+// add adds the counts of o to h, bucket by bucket.
+func (h *Histogram) add(o Histogram) {
+	h.Count += o.Count
+	h.Sum += o.Sum
+	if len(o.Buckets) > 0 && h.Buckets == nil {
+		h.Buckets = make([]int64, len(o.Buckets))
+	}
+	for i, n := range o.Buckets {
+		h.Buckets[i] += n
+	}
 }
 
 // check returns false unless the buckets add up to Count.

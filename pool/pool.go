@@ -25,7 +25,10 @@ type Pool struct {
 	client  *http.Client
 	cfg     config
 	maxConn int
-	stacks  bool // the tracer captures stacks (CaptureStacks)
+	// settings are the caps and bounds in force, as the debug page
+	// shows them; never changed once built.
+	settings *Settings
+	stacks   bool // the tracer captures stacks (CaptureStacks)
 
 	// shut is set by Close: the pool refuses new requests.
 	shut atomic.Bool
@@ -164,6 +167,7 @@ func build(tr *http.Transport, dial dialFunc, cfg config, dialer *net.Dialer) (*
 		return nil, fmt.Errorf("pool: %w", err)
 	}
 	p.stacks = hook.Settings(traced).Stacks
+	p.settings = settingsOf(tr, dialer, cfg, traced)
 	hook.EnableDialerHooks(traced)
 	p.traced = traced
 	p.rt = &roundTripper{p: p}

@@ -233,6 +233,54 @@ func (s Stats) Check() error {
 	return nil
 }
 
+// Add adds the numbers of o to those of s, as a total of several hosts
+// (or pools) is made: counts, gauges, durations, the splits by reason,
+// side and method and the histograms by their sum; MaxOpen by the larger,
+// since the peaks need not have come at once; Scheme is emptied, as in a
+// pool's totals. A field added to Stats is added here too
+// (TestStatsAddEveryField).
+func (s *Stats) Add(o Stats) {
+	if s == nil {
+		return
+	}
+	s.Open += o.Open
+	s.Active += o.Active
+	s.Idle += o.Idle
+	s.Dialing += o.Dialing
+	s.Dials += o.Dials
+	s.DialErrors += o.DialErrors
+	s.Closed += o.Closed
+	s.ClosedBy = addCounts(s.ClosedBy, o.ClosedBy)
+	s.ClosedByClient += o.ClosedByClient
+	s.ClosedByServer += o.ClosedByServer
+	s.Requests += o.Requests
+	s.ReusedRequests += o.ReusedRequests
+	s.InFlight += o.InFlight
+	s.OpenBodies += o.OpenBodies
+	s.Waiting += o.Waiting
+	s.WaitCount += o.WaitCount
+	s.WaitDuration += o.WaitDuration
+	s.MaxOpen = max(s.MaxOpen, o.MaxOpen)
+	s.Waits.add(o.Waits)
+	s.Setups.add(o.Setups)
+	s.InFlightByMethod = addCounts(s.InFlightByMethod, o.InFlightByMethod)
+	s.HiddenRetries += o.HiddenRetries
+	s.HiddenRetriesPossiblyProcessed += o.HiddenRetriesPossiblyProcessed
+	s.Scheme = ""
+}
+
+// addCounts adds the counts of o to those of m, which it returns (made if
+// nil and o has any).
+func addCounts[K comparable, N int | int64](m, o map[K]N) map[K]N {
+	if len(o) > 0 && m == nil {
+		m = make(map[K]N, len(o))
+	}
+	for k, n := range o {
+		m[k] += n
+	}
+	return m
+}
+
 // Stats returns the pool's totals.
 func (p *Pool) Stats() Stats {
 	if p == nil {

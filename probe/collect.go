@@ -30,15 +30,18 @@ type aggregator struct {
 	pool   any
 	stream func(*httptrace.Timeline)
 
-	mu        sync.Mutex
-	outcomes  map[httptrace.Class]int
-	statuses  map[int]int
-	failures  []Failure
-	cut       int
-	hidden    int
-	extra     int
-	newConn   stageHists
-	reused    stageHists
+	mu       sync.Mutex
+	outcomes map[httptrace.Class]int
+	statuses map[int]int
+	failures []Failure
+	cut      int
+	hidden   int
+	extra    int
+	newConn  stageHists
+	reused   stageHists
+	// setup counts what each successful request on a new connection spent
+	// setting it up (DNS, connect, TLS): what reuse saves.
+	setup     histogram
 	ev        evidence
 	timelines []*httptrace.Timeline
 	// run counts the latest requests alike in outcome and status before
@@ -329,7 +332,9 @@ func (a *aggregator) Observe(tl *httptrace.Timeline) {
 	if ok {
 		if t.NewConn {
 			a.newConn.add(t)
-			if d := t.DNS + t.Connect + t.TLS; d > a.timeout/2 {
+			d := t.DNS + t.Connect + t.TLS
+			a.setup.add(d)
+			if d > a.timeout/2 {
 				a.ev.slowSetups++
 				a.ev.slowestSetup = max(a.ev.slowestSetup, d)
 			}
@@ -416,7 +421,7 @@ func (a *aggregator) fill(rep *Result) evidence {
 	rep.Stages.New = a.newConn.set()
 	rep.Stages.Reused = a.reused.set()
 	if rep.Stages.New.Count > 0 && rep.Stages.Reused.Count > 0 {
-		d := rep.Stages.New.Total.P50 - rep.Stages.Reused.Total.P50
+		d := a.setup.percentiles().P50
 		rep.Stages.ReuseSaves = &d
 	}
 	rep.Timelines = a.timelines

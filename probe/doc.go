@@ -99,8 +99,8 @@
 //	stages                   {new: StageSet, reused: StageSet, reuse_saves_ns}: successful requests only;
 //	                         StageSet is {count, dns, connect, tls, pool_wait, write, server, transfer, total},
 //	                         each {p50_ns, p90_ns, p99_ns, max_ns} (nearest rank, from a histogram: within 1 %;
-//	                         max_ns exact); reuse_saves_ns is the median total on new connections minus that
-//	                         on reused ones, absent unless both
+//	                         max_ns exact); reuse_saves_ns is the median of dns + connect + tls on new
+//	                         connections, what reuse saves, absent unless there are requests on both
 //	server_keep_alive        {header, responses, timeout_ns, max}: the server's Keep-Alive response header
 //	                         (absent when no response had one)
 //	discovery                {requests, dials,

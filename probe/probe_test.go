@@ -347,6 +347,34 @@ func TestErrorResponses(t *testing.T) {
 	})
 }
 
+// TestReuseSavesTheSetup: what reuse saves is the setup a new connection
+// costs (DNS, connect, TLS), not the difference in totals, which counts a
+// server slow to give its first response (nginx warming up) as a cost of
+// the new connection.
+func TestReuseSavesTheSetup(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	s := startCounting(t, httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1) == 1 {
+			// A fault, not a wait for a state: the first response is slow.
+			time.Sleep(200 * time.Millisecond)
+		}
+		io.WriteString(w, "ok")
+	})))
+	rep := mustProbe(t, s, probe.Requests(4))
+	st := rep.Stages
+	require.Equal(t, 1, st.New.Count)
+	require.Equal(t, 3, st.Reused.Count)
+	require.NotNil(t, st.ReuseSaves)
+	setup := st.New.DNS.Max + st.New.Connect.Max + st.New.TLS.Max // exact: one new connection
+	require.GreaterOrEqual(t, *st.ReuseSaves, time.Duration(0))
+	require.LessOrEqual(t, *st.ReuseSaves, setup+setup/100, "within the histogram's 1%% of the setup")
+	require.Less(t, *st.ReuseSaves, st.New.Total.P50-st.Reused.Total.P50, "the slow first response is not counted")
+	var text strings.Builder
+	require.NoError(t, rep.WriteText(&text, false))
+	require.Contains(t, text.String(), "per request (median of dns, connect and tls on a new connection)")
+}
+
 func TestSlowNewConnection(t *testing.T) {
 	t.Parallel()
 	// The server accepts one connection, serves two requests on it and

@@ -115,8 +115,11 @@ type Result struct {
 	ClosedBy           map[pool.CloseReason]int64 `json:"closed_by"`
 	// Stages are stage-duration percentiles of the successful main-run
 	// requests, split by whether the request dialed a new connection.
-	// ReuseSaves is the median total of requests on new connections minus
-	// that of requests on reused ones, when there are both.
+	// ReuseSaves is what a request on a reused connection does not spend:
+	// the median of DNS, connect and TLS together on new connections,
+	// when there are requests on both. (The totals' difference would
+	// count the server's answers too: a slow first response is no cost
+	// of a new connection.)
 	Stages struct {
 		New        StageSet       `json:"new"`
 		Reused     StageSet       `json:"reused"`

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -40,8 +41,9 @@ func (r *Result) WriteJSON(w io.Writer) error {
 
 // WriteText writes r for a reader: the requests and their outcomes, dials
 // against the ideal, the connections grouped by fate, the stage
-// percentiles, discovery, and the findings, most severe first, one line
-// each, led by its severity in capitals ("WARN"). With verbose, each kept
+// percentiles, discovery, and the findings, most severe first, each led
+// by its severity in capitals ("WARN") and wrapped to 100 columns, its
+// later lines indented under its text. With verbose, each kept
 // timeline's waterfall ([KeepTimelines]) comes before the summary.
 func (r *Result) WriteText(w io.Writer, verbose bool) error {
 	if err := r.writable(w); err != nil {
@@ -159,10 +161,13 @@ func (r *Result) WriteText(w io.Writer, verbose bool) error {
 		b.WriteString("  none\n")
 	}
 	for _, f := range r.Findings {
-		// The severity word in capitals, padded to five columns.
+		// The severity word in capitals, padded to five columns; the
+		// finding wrapped under its text.
 		label := strings.ToUpper(string(f.Severity))
 		pad := strings.Repeat(" ", max(0, 5-len(f.Severity)))
-		fmt.Fprintf(&b, "  %s%s %s: %s\n", label, pad, f.ID, f.Message)
+		for _, l := range text.Wrap(f.ID+": "+f.Message, "  "+label+pad+" ", findingIndent, textWidth) {
+			b.WriteString(l + "\n")
+		}
 	}
 	if r.DeadlineReached {
 		b.WriteString("\n(the deadline stopped the probe: the numbers above cover part of it)\n")
@@ -173,6 +178,13 @@ func (r *Result) WriteText(w io.Writer, verbose bool) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// textWidth is the width the findings are wrapped to; findingIndent
+// begins each line of a finding after its first, under its text.
+const (
+	textWidth     = 100
+	findingIndent = "        "
+)
 
 func outcomeText(r *Result) string {
 	if len(r.Outcomes) == 0 {
@@ -409,7 +421,7 @@ func writeStages(b *strings.Builder, r *Result) {
 		b.WriteByte('\n')
 	}
 	if s.ReuseSaves != nil {
-		fmt.Fprintf(b, "  reuse saves %s per request (median total, new minus reused)\n", ms(*s.ReuseSaves))
+		fmt.Fprintf(b, "  reuse saves %s per request (median of dns, connect and tls on a new connection)\n", ms(*s.ReuseSaves))
 	}
 }
 

@@ -203,3 +203,27 @@ func TestWriteTextTimes(t *testing.T) {
 	}
 	require.NotContains(t, out, "failed")
 }
+
+// TestFindingsWrap: a finding longer than a line wraps to 100 columns, its
+// later lines indented under its text, as the tables fit them; none is
+// lost.
+func TestFindingsWrap(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("the server closed the connection after its response; ", 5) + "fix the server"
+	rep := &probe.Result{Method: "GET", Target: "http://127.0.0.1:1/", Findings: []probe.Finding{
+		{ID: "request-errors", Severity: "error", Message: long},
+		{ID: "hidden-retries", Severity: "warn", Message: "short"},
+	}}
+	section, _ := textSection(t, rep, "\nfindings\n")
+	lines := strings.Split(strings.TrimRight(section, "\n"), "\n")
+	require.Greater(t, len(lines), 3, section)
+	require.True(t, strings.HasPrefix(lines[0], "  ERROR request-errors: the server closed"), section)
+	for _, l := range lines[1 : len(lines)-1] {
+		require.True(t, strings.HasPrefix(l, "        ") && l[8] != ' ', "%q", l)
+	}
+	require.Equal(t, "  WARN  hidden-retries: short", lines[len(lines)-1])
+	for _, l := range lines {
+		require.LessOrEqual(t, len([]rune(l)), 100, "%q", l)
+	}
+	require.Contains(t, strings.ReplaceAll(section, "\n        ", " "), "request-errors: "+long+"\n")
+}

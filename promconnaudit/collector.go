@@ -164,7 +164,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if other == nil {
 			other = new(pool.Stats)
 		}
-		addStats(other, hosts[h])
+		other.Add(hosts[h])
 	}
 	c.mu.Unlock()
 	for _, h := range admitted {
@@ -227,45 +227,4 @@ func (c *collector) histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h
 		cum[le] = n
 	}
 	ch <- prometheus.MustNewConstHistogram(d, uint64(h.Count), h.Sum.Seconds(), cum, host...)
-}
-
-// addStats adds the numbers of s to those of sum: peaks and caps by their
-// largest, the rest by their total.
-func addStats(sum *pool.Stats, s pool.Stats) {
-	sum.Open += s.Open
-	sum.Active += s.Active
-	sum.Idle += s.Idle
-	sum.Dialing += s.Dialing
-	sum.Dials += s.Dials
-	sum.DialErrors += s.DialErrors
-	sum.Closed += s.Closed
-	if len(s.ClosedBy) > 0 && sum.ClosedBy == nil {
-		sum.ClosedBy = map[pool.CloseReason]int64{}
-	}
-	for r, n := range s.ClosedBy {
-		sum.ClosedBy[r] += n
-	}
-	sum.Requests += s.Requests
-	sum.ReusedRequests += s.ReusedRequests
-	sum.InFlight += s.InFlight
-	sum.OpenBodies += s.OpenBodies
-	sum.Waiting += s.Waiting
-	sum.WaitCount += s.WaitCount
-	sum.WaitDuration += s.WaitDuration
-	sum.MaxOpen = max(sum.MaxOpen, s.MaxOpen)
-	addHistogram(&sum.Waits, s.Waits)
-	addHistogram(&sum.Setups, s.Setups)
-	sum.HiddenRetries += s.HiddenRetries
-	sum.HiddenRetriesPossiblyProcessed += s.HiddenRetriesPossiblyProcessed
-}
-
-func addHistogram(sum *pool.Histogram, h pool.Histogram) {
-	sum.Count += h.Count
-	sum.Sum += h.Sum
-	if len(h.Buckets) > 0 && sum.Buckets == nil {
-		sum.Buckets = make([]int64, len(h.Buckets))
-	}
-	for i, n := range h.Buckets {
-		sum.Buckets[i] += n
-	}
 }

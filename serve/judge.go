@@ -8,6 +8,7 @@ import (
 
 	"github.com/connaudit/connaudit/audit"
 	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -199,11 +200,11 @@ func cutByGuard(f *facts) {
 	case f.ev.Requests > 1 && endedByClient(f.st) >= 1:
 		f.add(failUnbounded, "unbounded: the call had not ended within the server's guard (%v): each of its %s ended, "+
 			"the client closing its connection, but nothing bounded them all: the server cut the call",
-			guardFor(f.sp), plural(f.ev.Requests, "attempt"))
+			guardFor(f.sp), text.Plural(f.ev.Requests, "attempt"))
 		f.fail(failBudget)
 	case f.ev.Requests > 1:
 		f.add(failUnbounded, "unbounded: the call had not ended within the server's guard (%v), after %s: the server cut it",
-			guardFor(f.sp), plural(f.ev.Requests, "request"))
+			guardFor(f.sp), text.Plural(f.ev.Requests, "request"))
 	default:
 		f.add(failUnbounded, "unbounded: no timeout fired at stage %s within the server's guard (%v): the server cut the call",
 			stageOf(f.sp), guardFor(f.sp))
@@ -292,7 +293,7 @@ func hiddenReplay(f *facts) {
 	switch {
 	case f.res.HiddenRetry:
 		text := fmt.Sprintf("the server read %s for %s of the client's: the client sent the request again by itself",
-			plural(f.ev.Requests, "request"), plural(int64(*f.res.Attempts), "attempt"))
+			text.Plural(f.ev.Requests, "request"), text.Plural(int64(*f.res.Attempts), "attempt"))
 		if f.exp.HiddenRetry && f.exp.Note != "" {
 			text += " (" + f.exp.Note + ")"
 		}
@@ -338,7 +339,7 @@ func closedConnection(f *facts) {
 		}
 		if onClosed > 0 {
 			f.add(failStale, "the client sent the request on the idle connection the server had %s: %s on it, %d on a new one",
-				how, plural(int64(onClosed), "request"), onNew)
+				how, text.Plural(int64(onClosed), "request"), onNew)
 		}
 	}
 }
@@ -384,10 +385,10 @@ func serverRequests(f *facts) {
 	}
 	switch {
 	case sp.Contract != "" && ev.Requests > e.ServerRequests:
-		f.add(extra(), "%s was retried: %s, contract %d", sp.Subject, plural(ev.Requests, "request"), e.ServerRequests)
+		f.add(extra(), "%s was retried: %s, contract %d", sp.Subject, text.Plural(ev.Requests, "request"), e.ServerRequests)
 	case sp.Contract != "":
 		f.add(failNotRetried, "%s was not retried as the contract says: %s, contract %d", sp.Subject,
-			plural(ev.Requests, "request"), e.ServerRequests)
+			text.Plural(ev.Requests, "request"), e.ServerRequests)
 	case sp.Steps == audit.StepsSecondCaller:
 		f.add(failPool, "server-seen requests: expected 0 (the second caller waits for the one connection), observed %d", ev.Requests)
 	default:
@@ -407,10 +408,10 @@ func budgetEnds(f *facts) {
 	}
 	switch {
 	case ev.Requests > e.ServerRequests:
-		f.add(failBudget, "%s was retried past the budget: %s, contract %d", f.sp.Subject, plural(ev.Requests, "request"), e.ServerRequests)
+		f.add(failBudget, "%s was retried past the budget: %s, contract %d", f.sp.Subject, text.Plural(ev.Requests, "request"), e.ServerRequests)
 	case ev.Requests < e.ServerRequests:
 		f.add(failBudget, "%s was not retried as the contract says: %s, contract %d", f.sp.Subject,
-			plural(ev.Requests, "request"), e.ServerRequests)
+			text.Plural(ev.Requests, "request"), e.ServerRequests)
 	}
 	if f.o.Error == nil && !f.res.Unbounded {
 		f.fail(failBudget)
@@ -424,7 +425,7 @@ func writes(f *facts) {
 		if f.res.HiddenRetry {
 			kind = failHidden // the client's own replay, not its retry layer's
 		}
-		f.add(kind, "the server committed %s, contract %d", plural(f.ev.Writes, "write"), *w)
+		f.add(kind, "the server committed %s, contract %d", text.Plural(f.ev.Writes, "write"), *w)
 	}
 }
 
@@ -595,25 +596,11 @@ func callerText(o *Outcome) string {
 	if o.Error != nil {
 		s := o.Error.Kind + " error"
 		if o.Error.Message != "" {
-			s += " (" + firstLine(o.Error.Message) + ")"
+			s += " (" + text.FirstLine(o.Error.Message) + ")"
 		}
 		return s
 	}
 	return fmt.Sprintf("status %d", o.Status)
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-func plural(n int64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // retriedWhat says what kind of retry one too many requests is.

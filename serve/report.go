@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/connaudit/connaudit/internal/junit"
+	"github.com/connaudit/connaudit/internal/text"
 )
 
 // textWidth is the width the text report fits.
@@ -20,9 +21,9 @@ const textWidth = 100
 func (r *SessionReport) WriteText(w io.Writer) error {
 	var b strings.Builder
 	title := strings.TrimSpace(r.Client.Name+" "+r.Client.Version) + fmt.Sprintf(" (kit %s, session %s)", r.Kit, r.Session)
-	b.WriteString(strings.Join(wrap(title, "", "    ", textWidth), "\n") + "\n")
+	b.WriteString(strings.Join(text.Wrap(title, "", "    ", textWidth), "\n") + "\n")
 	if r.Client.Config != "" {
-		b.WriteString(strings.Join(wrap(r.Client.Config, "  ", "    ", textWidth), "\n") + "\n")
+		b.WriteString(strings.Join(text.Wrap(r.Client.Config, "  ", "    ", textWidth), "\n") + "\n")
 	}
 	rows := [][]string{{"SCENARIO", "OUTCOME", "SENT/SEEN", "CONNECTION", "TIME", "RESULT"}}
 	unders := [][]string{nil}
@@ -34,10 +35,10 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 			row[1], row[5] = "not reported", "FAIL"
 		case res.NotConfigurable != "":
 			row[1], row[5] = "not configurable", "N/A"
-			under = append(under, wrap(firstLine(res.NotConfigurable), "  - ", "    ", textWidth)...)
+			under = append(under, text.Wrap(text.FirstLine(res.NotConfigurable), "  - ", "    ", textWidth)...)
 		case res.Skipped != "":
 			row[1], row[5] = "not run", "SKIP"
-			under = append(under, wrap(firstLine(res.Skipped), "  - ", "    ", textWidth)...)
+			under = append(under, text.Wrap(text.FirstLine(res.Skipped), "  - ", "    ", textWidth)...)
 		default:
 			row[1] = outcomeText(res)
 			sent := "?"
@@ -60,14 +61,14 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 		}
 		if !res.Pass {
 			for _, m := range res.Mismatches {
-				under = append(under, wrap(firstLine(m), "  - ", "    ", textWidth)...)
+				under = append(under, text.Wrap(text.FirstLine(m), "  - ", "    ", textWidth)...)
 			}
 			if res.Fix != "" {
-				under = append(under, wrap(res.Fix, "  fix: ", "    ", textWidth)...)
+				under = append(under, text.Wrap(res.Fix, "  fix: ", "    ", textWidth)...)
 			}
 		}
 		for _, f := range res.Findings {
-			under = append(under, wrap(firstLine(f.Text), "  finding ("+string(f.Class)+"): ", "    ", textWidth)...)
+			under = append(under, text.Wrap(text.FirstLine(f.Text), "  finding ("+string(f.Class)+"): ", "    ", textWidth)...)
 		}
 		rows, unders = append(rows, row), append(unders, under)
 	}
@@ -76,17 +77,17 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 		if f.Scenario != "" {
 			continue // under its scenario's row
 		}
-		text := f.Text
+		finding := f.Text
 		if f.Fix != "" {
-			text += "; fix: " + f.Fix
+			finding += "; fix: " + f.Fix
 		}
-		b.WriteString(strings.Join(wrap(text, "FINDING ("+string(f.Class)+"): ", "    ", textWidth), "\n") + "\n")
+		b.WriteString(strings.Join(text.Wrap(finding, "FINDING ("+string(f.Class)+"): ", "    ", textWidth), "\n") + "\n")
 	}
 	if r.Error != "" {
-		b.WriteString(strings.Join(wrap(r.Error, "ERROR: ", "    ", textWidth), "\n") + "\n")
+		b.WriteString(strings.Join(text.Wrap(r.Error, "ERROR: ", "    ", textWidth), "\n") + "\n")
 	}
 	if r.Limits != "" {
-		b.WriteString(strings.Join(wrap(r.Limits, "note: ", "    ", textWidth), "\n") + "\n")
+		b.WriteString(strings.Join(text.Wrap(r.Limits, "note: ", "    ", textWidth), "\n") + "\n")
 	}
 	fmt.Fprintf(&b, "%d passed, %d failed, %d not configurable, %d skipped, %d not reported in %.1fs\n",
 		r.Passed, r.Failed, r.NotConfigurable, r.Skipped, r.NotReported, r.ElapsedMS/1000)
@@ -129,7 +130,7 @@ func writeTable(b *strings.Builder, rows [][]string, unders [][]string) {
 	for k, r := range rows {
 		var line strings.Builder
 		for i, c := range r {
-			c = cut(c, widths[i])
+			c = text.Cut(c, widths[i])
 			pad := widths[i] - utf8.RuneCountInString(c)
 			if i == 4 {
 				line.WriteString(strings.Repeat(" ", pad) + c)
@@ -148,34 +149,6 @@ func writeTable(b *strings.Builder, rows [][]string, unders [][]string) {
 			b.WriteString(u + "\n")
 		}
 	}
-}
-
-func cut(s string, w int) string {
-	if utf8.RuneCountInString(s) <= w {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:w-1]) + "…"
-}
-
-// wrap breaks s into lines of at most width columns at spaces, the first
-// with prefix, the others with indent.
-func wrap(s, prefix, indent string, width int) []string {
-	var lines []string
-	cur := prefix
-	empty := true
-	for _, word := range strings.Fields(s) {
-		if !empty && utf8.RuneCountInString(cur)+1+utf8.RuneCountInString(word) > width {
-			lines = append(lines, cur)
-			cur, empty = indent, true
-		}
-		if !empty {
-			cur += " "
-		}
-		cur += word
-		empty = false
-	}
-	return append(lines, cur)
 }
 
 // WriteJSON writes the reports as one JSON object:
@@ -211,11 +184,11 @@ func junitSuite(r *SessionReport) junit.Suite {
 			c.Skipped = &junit.Skipped{Message: res.Skipped}
 			s.Skipped++
 		case !res.Pass:
-			text := strings.Join(res.Mismatches, "\n")
+			body := strings.Join(res.Mismatches, "\n")
 			if res.Fix != "" {
-				text += "\nfix: " + res.Fix
+				body += "\nfix: " + res.Fix
 			}
-			c.Failure = &junit.Failure{Message: firstLine(strings.Join(res.Mismatches, "; ")), Text: text}
+			c.Failure = &junit.Failure{Message: text.FirstLine(strings.Join(res.Mismatches, "; ")), Text: body}
 			s.Failures++
 		}
 		for _, f := range res.Findings {
@@ -242,7 +215,7 @@ func junitSuite(r *SessionReport) junit.Suite {
 	}
 	if len(whole) > 0 {
 		c := junit.Case{Name: "(the client as a whole)", Classname: "connaudit.serve." + r.Client.Name, Time: "0.000",
-			Failure: &junit.Failure{Message: firstLine(whole[0]), Text: strings.Join(whole, "\n")}}
+			Failure: &junit.Failure{Message: text.FirstLine(whole[0]), Text: strings.Join(whole, "\n")}}
 		s.Cases = append(s.Cases, c)
 		s.Tests++
 		s.Failures++

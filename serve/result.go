@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/faultserver"
+	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -208,7 +209,7 @@ func sessionReport(se *session, why string, faults [3]*faultserver.Server) *Sess
 			}
 		}
 		text := fmt.Sprintf("the client still holds %s open a second after the kit said done (opened in %s",
-			plural(int64(r.OpenAtDone), "connection"), strings.Join(opened, ", "))
+			text.Plural(int64(r.OpenAtDone), "connection"), strings.Join(opened, ", "))
 		if !slices.Equal(opened, last) {
 			text += "; last used in " + strings.Join(last, ", ")
 		}

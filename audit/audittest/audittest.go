@@ -15,6 +15,7 @@ package audittest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,6 +61,9 @@ func RunScenarios(t *testing.T, scenarios []audit.Scenario, opts ...audit.Option
 	var mu sync.Mutex
 	for _, s := range scenarios {
 		t.Run(s.Name, func(t *testing.T) {
+			// What the subtest logs is at the line that ran the
+			// catalogue, the caller's test, not in this package.
+			t.Helper()
 			if parallel {
 				t.Parallel()
 			}
@@ -88,7 +92,7 @@ func judge(t *testing.T, res audit.Result) {
 		t.Skip(redact.Printable("not configurable: " + res.NotConfigurable))
 	case res.Pass:
 		if testing.Verbose() {
-			for _, n := range res.Observed.Notes {
+			for _, n := range once(res.Observed.Notes) {
 				t.Log(redact.Printable(n))
 			}
 		}
@@ -103,7 +107,7 @@ func judge(t *testing.T, res audit.Result) {
 		fmt.Fprintf(&b, "  fix: %s\n", redact.Printable(res.Fix))
 	}
 	if testing.Verbose() {
-		for _, n := range res.Observed.Notes {
+		for _, n := range once(res.Observed.Notes) {
 			fmt.Fprintf(&b, "  note: %s\n", redact.Printable(n))
 		}
 		if tl := res.Observed.Timeline; tl != nil {
@@ -116,4 +120,15 @@ func judge(t *testing.T, res audit.Result) {
 		}
 	}
 	t.Error(strings.TrimRight(b.String(), "\n"))
+}
+
+// once returns notes without repeats, in their order.
+func once(notes []string) []string {
+	var out []string
+	for _, n := range notes {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -102,3 +102,14 @@ func TestParallelSubtests(t *testing.T) {
 	require.Equal(t, 4, strings.Count(out, "=== PAUSE TestShape/"), out)
 	require.Equal(t, 4, strings.Count(out, "--- PASS: TestShape/"), out)
 }
+
+// -v shows a passing scenario's notes once each, at the line of the test
+// that ran the catalogue (the subtest is a helper's), not inside
+// audittest: the unclosed body's goroutines are one note.
+func TestNotesOnceAtTheCaller(t *testing.T) {
+	out, ok := child(t, "reference", "-test.run", "^TestShape$/^unclosed-body$")
+	require.True(t, ok, out)
+	require.Equal(t, 1, strings.Count(out, "holds the body open on purpose"), out)
+	require.Regexp(t, `(?m)^\s+audittest_test\.go:\d+: the scenario's goroutines while it holds the body open`, out)
+	require.NotContains(t, out, "audittest.go:", out)
+}

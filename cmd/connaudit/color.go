@@ -64,8 +64,13 @@ func writeProbeText(w io.Writer, rep *probe.Result, verbose, color bool) error {
 // colorProbeText colours text, rep's text ([probe.Result.WriteText]), for
 // a terminal: "probe" in bold at the start of the summary, and each
 // finding's severity word in red (error), yellow (warn) or cyan. The
-// summary follows the timelines (with -v); the findings, one line each
-// and in rep's order, follow its last "findings" heading.
+// summary follows the timelines (with -v); the findings, in rep's order,
+// each a line and the lines it wraps onto (indented by
+// probeFindingIndent), follow its last "findings" heading.
+// probeFindingIndent begins the lines a finding wraps onto in probe's
+// text.
+const probeFindingIndent = "        "
+
 func colorProbeText(text string, rep *probe.Result) string {
 	header := "probe " + rep.Method + " " + rep.Target + "\n"
 	if i := lineStart(text, header); i >= 0 {
@@ -84,9 +89,14 @@ func colorProbeText(text string, rep *probe.Result) string {
 		if !strings.HasPrefix(rest, "  "+word) {
 			break
 		}
-		end := len(rest)
-		if j := strings.IndexByte(rest, '\n'); j >= 0 {
-			end = j + 1
+		// The finding's line, and the lines it wraps onto, indented.
+		end := 0
+		for end < len(rest) && (end == 0 || strings.HasPrefix(rest[end:], probeFindingIndent)) {
+			if j := strings.IndexByte(rest[end:], '\n'); j >= 0 {
+				end += j + 1
+			} else {
+				end = len(rest)
+			}
 		}
 		b.WriteString("  " + paint(severityColor(f.Severity), word) + rest[len("  "+word):end])
 		rest = rest[end:]

@@ -13,7 +13,8 @@ func helpFor(name string) helpText {
 	case "trace":
 		return helpText{
 			about: `Trace one request: the connection it got (new or reused), DNS, connect, TLS,
-the request written, the server's wait and the transfer, then every event.
+the request written, the server's wait and the transfer, every event, then
+the response header (as httpstat shows it, each secret masked).
 No redirect is followed. A URL without a scheme means http://; flags may come
 before or after the URL. Secrets (the URL's user name, password and query
 values, Authorization, Proxy-Authorization, Cookie, every -H value) are never

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -36,4 +37,29 @@ func TestVersion(t *testing.T) {
 	require.Equal(t, exitOK, code, "help, as for every command")
 	require.Contains(t, out, "usage: connaudit version")
 	require.Empty(t, errOut, "help asked for goes to stdout")
+}
+
+// version says the commit the binary was built from, as debug.ReadBuildInfo
+// has it (vcs.revision, vcs.time, vcs.modified), and says when it does
+// not know it; its -h has no empty "flags:" heading.
+func TestVersionSaysTheCommit(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/connaudit/connaudit", Version: "v0.3.0"},
+		Settings: []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+			{Key: "vcs.time", Value: "2026-12-05T16:37:44Z"}, {Key: "vcs.modified", Value: "true"}}}
+	require.Equal(t, "connaudit v0.3.0, commit 0123456789ab (2026-12-05T16:37:44Z, modified), go1.26.8", versionText(bi))
+	bi.Settings = bi.Settings[:3]
+	require.Equal(t, "connaudit v0.3.0, commit 0123456789ab (2026-12-05T16:37:44Z), go1.26.8", versionText(bi))
+	bi.Main.Version, bi.Settings = "", nil
+	require.Equal(t, "connaudit (devel), commit unknown (built without VCS stamping), go1.26.8", versionText(bi))
+	require.Equal(t, "connaudit (devel), commit unknown", versionText(nil))
+
+	code, out, _ := runCLI(t, "version")
+	require.Equal(t, exitOK, code)
+	require.True(t, strings.HasPrefix(out, "connaudit ") && strings.Contains(out, ", commit "), out)
+	code, out, _ = runCLI(t, "version", "-h")
+	require.Equal(t, exitOK, code)
+	require.NotContains(t, out, "flags:", out)
+	require.Contains(t, out, "exit status:")
+	_, out, _ = runCLI(t, "trace", "-h")
+	require.Contains(t, out, "flags:", "a command with flags lists them")
 }

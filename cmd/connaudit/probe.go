@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,7 +50,9 @@ type probeFlags struct {
 func (pf *probeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&pf.n, "n", defaultProbeRequests, "number of requests to send (1 to 1000000)")
 	fs.IntVar(&pf.c, "c", 1, "requests in flight at once (at most -n); past -conns they wait for a connection")
-	fs.IntVar(&pf.conns, "conns", 1, "cap on connections to the host (MaxConnsPerHost; 0: no cap)")
+	pf.conns = connsUnset
+	fs.Var((*connsFlag)(&pf.conns), "conns", "cap on connections to the host, an `int` (MaxConnsPerHost; 0: no cap); by default\n"+
+		"-c: a connection per worker, as hey has")
 	fs.DurationVar(&pf.gap, "gap", 0, "pause between one worker's requests")
 	fs.DurationVar(&pf.deadline, "deadline", 5*time.Minute, "bound on the whole probe, discovery included")
 	fs.DurationVar(&pf.clientIdle, "client-idle", defaultClientIdle, "your client's IdleConnTimeout, to compare with the server's idle timeout")
@@ -63,6 +66,29 @@ func (pf *probeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&pf.findIdleTimeout, "find-idle-timeout", false, "discover the server's keep-alive idle timeout")
 	fs.DurationVar(&pf.maxIdle, "max-idle", defaultMaxIdle, "longest idle gap -find-idle-timeout tries")
 	fs.DurationVar(&pf.duration, "duration", 0, "send requests for this long instead of -n of them (at least one; at most -n if given)")
+}
+
+// connsUnset is -conns before the flags are read: not given, it is -c.
+const connsUnset = -1
+
+// connsFlag is -conns: an int whose default, -c, is no number of its own,
+// so that -h shows none.
+type connsFlag int
+
+func (c *connsFlag) String() string {
+	if c == nil || *c <= 0 {
+		return ""
+	}
+	return strconv.Itoa(int(*c))
+}
+
+func (c *connsFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("parse error")
+	}
+	*c = connsFlag(n)
+	return nil
 }
 
 // validate checks the values the flag package cannot, with one message
@@ -115,6 +141,11 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if pf.duration > 0 && !given(fs.FlagSet, "n") {
 		// -duration bounds the run; -n, when given, bounds its requests.
 		pf.n = maxProbeRequests
+	}
+	if !given(fs.FlagSet, "conns") {
+		// A connection per worker, as hey: -c 4 alone is four workers on
+		// four connections, not four queued on one.
+		pf.conns = pf.c
 	}
 	if pf.duration > 0 && !given(fs.FlagSet, "deadline") {
 		// The default deadline bounds what comes after the run's time.

@@ -416,3 +416,30 @@ func TestProbeFlagDefaults(t *testing.T) {
 		require.ErrorContains(t, err, fmt.Sprintf("to %d", maxProbeRequests))
 	}
 }
+
+// -c alone runs a worker per connection, as hey does: -conns defaults to
+// -c, not 1 (four workers queued on one connection); given, it is kept.
+// -h says so, with no number for a default.
+func TestProbeConnsDefaultsToC(t *testing.T) {
+	t.Parallel()
+	s := newProbeServer(t, 0, false)
+	for _, tc := range []struct {
+		args []string
+		cap  int
+	}{
+		{[]string{"-n", "8", "-c", "4"}, 4},
+		{[]string{"-n", "8", "-c", "4", "-conns", "1"}, 1},
+		{[]string{"-n", "8", "-c", "4", "-conns", "0"}, 0},
+		{[]string{"-n", "2"}, 1},
+	} {
+		code, stdout, stderr := probeCLI(t, append(append([]string{"probe", "-s", "-json"}, tc.args...), s.URL)...)
+		require.Equal(t, exitOK, code, stderr)
+		var rep struct {
+			MaxConns int `json:"max_conns"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+		require.Equal(t, tc.cap, rep.MaxConns, "%v", tc.args)
+	}
+	_, help, _ := probeCLI(t, "probe", "-h")
+	require.Contains(t, help, "by default\n    \t-c: a connection per worker, as hey has\n")
+}

@@ -142,7 +142,8 @@ func TestColorProbeText(t *testing.T) {
 	got := colorProbeText(plain.String(), rep)
 	require.Equal(t, 2, strings.Count(got, ansiReset), got)
 	require.True(t, strings.HasPrefix(got, "\x1b[1mprobe\x1b[0m WARN http://127.0.0.1:8080/\n"), got)
-	require.Contains(t, got, "\nfindings\n  \x1b[33mWARN\x1b[0m  no-keep-alive:   WARN  findings\nprobe\n")
+	require.Contains(t, got, "\nfindings\n  \x1b[33mWARN\x1b[0m  no-keep-alive: WARN findings probe\n",
+		"a line break in a message is a space: it cannot start a line of its own")
 	// Text that is not the report's is left alone.
 	require.Equal(t, "findings\n  WARN x\n", colorProbeText("findings\n  WARN x\n", &probe.Result{}))
 }

@@ -155,11 +155,16 @@ func (fs *flagSet) help(w io.Writer) {
 	if h.about != "" {
 		fmt.Fprintf(w, "%s\n\n", h.about)
 	}
-	fmt.Fprintln(w, "flags:")
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
-	fmt.Fprintln(w)
+	flags := 0
+	fs.VisitAll(func(*flag.Flag) { flags++ })
+	if flags > 0 {
+		// A command without flags (version) has no empty heading.
+		fmt.Fprintln(w, "flags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		fmt.Fprintln(w)
+	}
 	fmt.Fprint(w, h.exits)
 	if len(h.examples) > 0 {
 		fmt.Fprintln(w)
@@ -247,10 +252,53 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int 
 	if fs.NArg() > 0 {
 		return fs.usageError("unexpected argument %q", fs.Arg(0))
 	}
-	v := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		v = bi.Main.Version
-	}
-	fmt.Fprintf(stdout, "connaudit %s\n", v)
+	bi, _ := debug.ReadBuildInfo()
+	fmt.Fprintln(stdout, versionText(bi))
 	return exitOK
+}
+
+// versionText says the module's version, the commit it was built from
+// (vcs.revision, with its time and whether the tree had changes), and the
+// Go that built it: "connaudit (devel), commit 0123456789ab (2026-12-05T16:37:44Z,
+// modified), go1.26.8". A build without VCS stamping (go run, go test, a
+// tree without its .git) says that the commit is unknown.
+func versionText(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "connaudit (devel), commit unknown"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at string
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	commit := "commit unknown (built without VCS stamping)"
+	if rev != "" {
+		var notes []string
+		if at != "" {
+			notes = append(notes, at)
+		}
+		if modified {
+			notes = append(notes, "modified")
+		}
+		commit = "commit " + rev[:min(12, len(rev))]
+		if len(notes) > 0 {
+			commit += " (" + strings.Join(notes, ", ") + ")"
+		}
+	}
+	out := "connaudit " + v + ", " + commit
+	if bi.GoVersion != "" {
+		out += ", " + bi.GoVersion
+	}
+	return out
 }

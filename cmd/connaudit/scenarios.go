@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/internal/text"
 )
 
 func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -113,32 +114,14 @@ func writeList(w io.Writer, scenarios []audit.Scenario) {
 	indent := strings.Repeat(" ", nameW+2+5+2)
 	fmt.Fprintf(w, "%-*s  %-5s  %s\n", nameW, "SCENARIO", "PROTO", "FAULT; REFERENCE BOUND")
 	for _, s := range scenarios {
-		text := s.Fault
+		what := s.Fault
 		if s.Bound != "" && s.Bound != "-" {
-			text += "; " + s.Bound
+			what += "; " + s.Bound
 		}
-		lines := wrapWords(text, listWidth-len(indent))
+		lines := text.Wrap(what, "", "", listWidth-len(indent))
 		fmt.Fprintf(w, "%-*s  %-5s  %s\n", nameW, s.Name, s.Proto, lines[0])
 		for _, l := range lines[1:] {
 			fmt.Fprintf(w, "%s%s\n", indent, l)
 		}
 	}
-}
-
-// wrapWords breaks s into lines of at most width bytes at spaces (a word
-// longer than that stands alone).
-func wrapWords(s string, width int) []string {
-	var lines []string
-	cur := ""
-	for _, word := range strings.Fields(s) {
-		if cur != "" && len(cur)+1+len(word) > width {
-			lines = append(lines, cur)
-			cur = ""
-		}
-		if cur != "" {
-			cur += " "
-		}
-		cur += word
-	}
-	return append(lines, cur)
 }

@@ -31,6 +31,21 @@ func TestScenariosSubset(t *testing.T) {
 	require.Contains(t, string(b), `<testsuite name="connaudit" tests="3" failures="0"`)
 }
 
+// The footer says that the scenarios' waits are summed over scenarios run
+// side by side, and how many ran at once: a run shorter than its waits'
+// sum is not a contradiction.
+func TestScenariosFooterSaysTheWaitsAreSummed(t *testing.T) {
+	for _, tc := range []struct{ parallel, says string }{
+		{"2", "(the scenarios' own waits, summed over those run 2 at once: "},
+		{"1", "(the scenarios' own waits, summed over those run one at a time: "},
+	} {
+		code, out, errOut := runCLI(t, "scenarios", "-run", "^(ok|h2/ok)$", "-parallel", tc.parallel)
+		require.Equal(t, exitOK, code, "stderr: %s\nstdout: %s", errOut, out)
+		require.Contains(t, out, "2 passed, 0 failed in ", out)
+		require.Contains(t, strings.ReplaceAll(out, "\n    ", " "), tc.says, out)
+	}
+}
+
 func TestScenariosJSON(t *testing.T) {
 	code, out, errOut := runCLI(t, "scenarios", "-run", "^status-404$", "-json")
 	require.Equal(t, exitOK, code, errOut)

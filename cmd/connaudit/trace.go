@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/pool"
 )
@@ -79,11 +83,13 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	resp, err := client.Do(req.WithContext(rctx))
 	var (
-		notH2   string // why -http2 was not met
-		bodyErr error  // reading the body
-		cut     bool   // -max-body stopped the read before the body's end
+		notH2   string      // why -http2 was not met
+		bodyErr error       // reading the body
+		cut     bool        // -max-body stopped the read before the body's end
+		header  http.Header // the response's
 	)
 	if err == nil {
+		header = resp.Header
 		if rf.http2 && resp.ProtoMajor != 2 {
 			alpn := "none"
 			if resp.TLS != nil && resp.TLS.NegotiatedProtocol != "" {
@@ -125,7 +131,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "connaudit trace: writing the timeline: %v\n", err)
 			return exitFail
 		}
-	} else if err := tl.WriteText(stdout, true); err != nil {
+	} else if err := writeTraceText(stdout, tl, header, req, rf); err != nil {
 		fmt.Fprintf(stderr, "connaudit trace: writing the timeline: %v\n", err)
 		return exitFail
 	}
@@ -134,6 +140,37 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		interrupted: interrupt.Err() != nil, failHTTP: tf.fail,
 	})
 }
+
+// writeTraceText writes the timeline, then the response's header, as
+// httpstat shows it: a line per value, sorted by name, each fitted to 100
+// columns, with every secret masked — the values of Set-Cookie,
+// Authorization, Proxy-Authorization, Cookie and the -H headers' names
+// whole, and anywhere in a value the request's secrets a server may echo.
+func writeTraceText(w io.Writer, tl *httptrace.Timeline, header http.Header, req *http.Request, rf *requestFlags) error {
+	var b strings.Builder
+	if err := tl.WriteText(&b, true); err != nil {
+		return err
+	}
+	if len(header) > 0 {
+		secret := rf.secretHeaders()
+		more := redact.RequestSecrets(req, secret)
+		b.WriteString("  response header\n")
+		for _, name := range slices.Sorted(maps.Keys(header)) {
+			for _, v := range header[name] {
+				if redact.Sensitive(name) || slices.ContainsFunc(secret, func(s string) bool { return strings.EqualFold(s, name) }) {
+					v = redact.Masked
+				}
+				line := "    " + redact.Printable(name) + ": " + redact.Printable(redact.Mask(v, req.URL, more))
+				b.WriteString(text.Cut(line, traceWidth) + "\n")
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// traceWidth is the width trace's lines of the response header fit.
+const traceWidth = 100
 
 // traceResult is what trace's exit code and stderr lines depend on.
 type traceResult struct {

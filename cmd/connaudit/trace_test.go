@@ -314,3 +314,35 @@ func TestHostileCertificateNamesEscaped(t *testing.T) {
 		}
 	}
 }
+
+// trace shows the response's header under the timeline, as httpstat does,
+// a line per value fitted to 100 columns, with every secret masked:
+// Set-Cookie whole, the request's secrets a server echoes anywhere, and
+// what a terminal would obey escaped.
+func TestTraceShowsTheResponseHeader(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Set-Cookie", "session=cookie-SECRET")
+		w.Header().Add("X-Echo", "token "+r.URL.Query().Get("token")+" key "+r.Header.Get("X-Api-Key"))
+		w.Header().Set("X-Long", strings.Repeat("a", 300))
+		w.Header().Set("X-Term", "a\u202eb")
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	code, out, errOut := runCLIGuarded(t, "trace", "-H", "X-Api-Key: key-SECRET", srv.URL+"/?token=tok-SECRET")
+	require.Equal(t, exitOK, code, errOut)
+	_, head, ok := strings.Cut(out, "\n  response header\n")
+	require.True(t, ok, out)
+	require.Contains(t, head, "    Set-Cookie: REDACTED\n")
+	require.Contains(t, head, "    X-Echo: token REDACTED key REDACTED\n")
+	require.Contains(t, head, "    Content-Length: 2\n")
+	require.Contains(t, head, `    X-Term: a\u202eb`+"\n")
+	for _, l := range strings.Split(strings.TrimSuffix(head, "\n"), "\n") {
+		require.LessOrEqual(t, len([]rune(l)), 100, "%q", l)
+		require.True(t, strings.HasPrefix(l, "    "), "%q", l)
+	}
+	require.NotContains(t, out, "SECRET")
+
+	code, out, _ = runCLIGuarded(t, "trace", "-json", srv.URL)
+	require.Equal(t, exitOK, code)
+	require.NotContains(t, out, "response header", "the JSON is the timeline alone")
+}

@@ -133,6 +133,8 @@ type TraceSettings struct {
 	BodyIdle time.Duration
 	// Stacks is set with CaptureStacks.
 	Stacks bool
+	// HeldAfter is its UnclosedBodyWarning, 0 if off.
+	HeldAfter time.Duration
 }
 
 // Settings, set by package httptrace, returns the settings of rt (an
