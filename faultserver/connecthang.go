@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -14,7 +15,9 @@ import (
 // holds itself. Linux only (elsewhere the probe in [NewConnectHang] fails).
 // No goroutine runs.
 type ConnectHang struct {
-	ln   net.Listener
+	ln net.Listener
+
+	mu   sync.Mutex
 	held []net.Conn
 }
 
@@ -72,7 +75,9 @@ func (h *ConnectHang) fill() error {
 			}
 			return fmt.Errorf("faultserver: ConnectHang: %w", err)
 		}
+		h.mu.Lock()
 		h.held = append(h.held, c)
+		h.mu.Unlock()
 	}
 	return fmt.Errorf("faultserver: ConnectHang: accept queue still not full after %d connections", maxHeld)
 }
@@ -84,15 +89,22 @@ func (h *ConnectHang) Addr() string { return h.ln.Addr().String() }
 func (h *ConnectHang) URL() string { return "http://" + h.Addr() }
 
 // Held returns how many connections fill the accept queue.
-func (h *ConnectHang) Held() int { return len(h.held) }
+func (h *ConnectHang) Held() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.held)
+}
 
 // Close closes the held connections and the listener. It returns nil, also
 // on a second call.
 func (h *ConnectHang) Close() error {
-	for _, c := range h.held {
+	h.mu.Lock()
+	held := h.held
+	h.held = nil
+	h.mu.Unlock()
+	for _, c := range held {
 		c.Close()
 	}
-	h.held = nil
 	h.ln.Close()
 	return nil
 }

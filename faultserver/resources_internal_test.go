@@ -2,12 +2,15 @@ package faultserver
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/notify"
 )
 
 // The bounds on what connections hold, shortened for the test.
@@ -53,10 +56,13 @@ func TestConnectionsBounded(t *testing.T) {
 	for _, c := range conns {
 		closedWithin(t, c, 10*time.Second)
 	}
-	s.mu.Lock()
-	open := len(s.conns)
-	s.mu.Unlock()
-	if open != 0 {
+	// The server forgets each once its serving goroutine has seen it end.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := notify.Wait(ctx, &s.mu, &s.changes, func() bool { return len(s.conns) == 0 }); err != nil {
+		s.mu.Lock()
+		open := len(s.conns)
+		s.mu.Unlock()
 		t.Fatalf("%d connections still open", open)
 	}
 	if got := s.Totals().ConnsAccepted; got != int64(3*maxOpenConns) {

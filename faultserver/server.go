@@ -55,7 +55,7 @@ type Server struct {
 	conns     map[*trackedConn]struct{} // accepted and not yet done
 	nextID    uint64
 	inflight  map[*trackedConn]int // running handlers per connection
-	changes   notify.Changes       // signalled whenever a handler exits
+	changes   notify.Changes       // signalled whenever a handler exits or a connection is done
 }
 
 // NewUnstarted returns a [Server] listening on 127.0.0.1 with a
@@ -364,6 +364,7 @@ func (s *Server) connDone(tc *trackedConn) {
 	tc.done.Do(func() {
 		s.mu.Lock()
 		delete(s.conns, tc)
+		s.changes.Signal()
 		s.mu.Unlock()
 		s.connWG.Done()
 	})
