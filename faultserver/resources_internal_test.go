@@ -1,16 +1,15 @@
 package faultserver
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"io"
 	"net"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/connaudit/connaudit/internal/notify"
+	"golang.org/x/net/http2"
 )
 
 // The bounds on what connections hold, shortened for the test.
@@ -32,8 +31,7 @@ func closedWithin(t *testing.T, c net.Conn, bound time.Duration) {
 }
 
 // TestConnectionsBounded: connections that say nothing are closed once the
-// header bound passes; past maxOpenConns a new one is closed as accepted;
-// an idle kept-alive connection is closed once the idle bound passes.
+// header bound passes; past maxOpenConns a new one is closed as accepted.
 func TestConnectionsBounded(t *testing.T) {
 	shortBounds(t)
 	s, err := New()
@@ -69,23 +67,11 @@ func TestConnectionsBounded(t *testing.T) {
 		t.Fatalf("%d connections accepted, want %d (shed ones included)", got, 3*maxOpenConns)
 	}
 
-	// A kept-alive connection that goes idle after a request.
-	c, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	io.WriteString(c, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("%v %v", resp, err)
-	}
-	resp.Body.Close()
-	closedWithin(t, c, 10*time.Second)
 }
 
 // TestRawHTTP2Bounded: the raw HTTP/2 server closes a connection that
-// does not finish its handshake within the header bound.
+// does not finish its handshake within the header bound, and one that
+// sends its preface and then nothing once the idle bound passes.
 func TestRawHTTP2Bounded(t *testing.T) {
 	shortBounds(t)
 	s, err := New(RawHTTP2())
@@ -100,13 +86,20 @@ func TestRawHTTP2Bounded(t *testing.T) {
 	defer c.Close()
 	closedWithin(t, c, 10*time.Second)
 
-	// One that finishes the handshake and sends nothing more.
-	tc, err := tls.Dial("tcp", s.Addr(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
+	// One that finishes the handshake and sends nothing more, and one
+	// that sends its preface and settings, and then nothing.
+	for _, preface := range []bool{false, true} {
+		tc, err := tls.Dial("tcp", s.Addr(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close()
+		if preface {
+			io.WriteString(tc, http2.ClientPreface)
+			http2.NewFramer(tc, tc).WriteSettings()
+		}
+		closedWithin(t, tc, 10*time.Second)
 	}
-	defer tc.Close()
-	closedWithin(t, tc, 10*time.Second)
 }
 
 // TestTLSStallBounded: a TLSStall holds at most maxStalled connections;
