@@ -345,6 +345,7 @@ var settings = []struct{ in, as string }{
 	{"ResponseHeaderTimeout", "`ResponseHeaderTimeout`"},
 	{"pool.BodyIdleTimeout", "`pool.BodyIdleTimeout(d)`"},
 	{"IdleConnTimeout", "`IdleConnTimeout`"},
+	{"HTTP2Config", "`Transport.HTTP2`'s `SendPingTimeout`"},
 	{"DisableKeepAlives", "no `DisableKeepAlives`"},
 	{"MaxIdleConnsPerHost", "`MaxIdleConnsPerHost`"},
 	{"audit.GuardDeadline", "`audit.GuardDeadline(d)` to wait for a longer bound"},
