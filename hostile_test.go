@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +60,13 @@ var hostileExpect = map[string]httptrace.Class{
 // every outcome is classified, nothing hangs, and every connection the
 // server accepted is accounted for and closed.
 func TestHostileServers(t *testing.T) {
+	// net/http logs bytes a server sends on an idle connection
+	// ("Unsolicited response") through the standard logger: the test's
+	// log, not a stray line on the run's output.
+	out, flags := log.Writer(), log.Flags()
+	log.SetOutput(testLog{t})
+	log.SetFlags(0)
+	t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
 	for _, reply := range hostile.Corpus() {
 		t.Run(reply.Name, func(t *testing.T) {
 			t.Run("pool", func(t *testing.T) { hostilePool(t, reply) })
@@ -153,4 +162,13 @@ func hostileProbe(t *testing.T, reply hostile.Reply) {
 	require.Equal(t, srv.ConnsAccepted(), rep.Dials-rep.DialErrors, "every connection the server accepted was dialed by the probe")
 	require.NoError(t, srv.Close())
 	require.NoError(t, leaks.Name(goleak.Find(base)))
+}
+
+// testLog writes what is logged to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Helper()
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

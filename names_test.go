@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
 
 	"github.com/connaudit/connaudit/retry"
 )
@@ -49,7 +50,7 @@ var foreign = map[string]string{
 // repository's packages — in the Go code's strings and comments, and in
 // the Markdown documents — is one the package declares, and every word of
 // a production string of the main module written as a setting is one that
-// exists (a field of http.Transport, net.Dialer, tls.Config or a retry
+// exists (a field of http.Transport, x/net's http2.Transport, net.Dialer, tls.Config or a retry
 // policy, or a name a package declares): a fix, a bound or a document that
 // names a setting renamed or removed fails here, not in a user's hands.
 func TestSettingNamesExist(t *testing.T) {
@@ -67,7 +68,7 @@ func TestSettingNamesExist(t *testing.T) {
 	for _, n := range declaredNames(t, filepath.Join(strings.TrimSpace(string(goroot)), "src", "net", "http", "httptrace")) {
 		declared["httptrace"][n] = true
 	}
-	for _, v := range []any{http.Transport{}, http.HTTP2Config{}, net.Dialer{}, tls.Config{}, retry.Policy{}, retry.Backoff{}} {
+	for _, v := range []any{http.Transport{}, http.HTTP2Config{}, http2.Transport{}, net.Dialer{}, tls.Config{}, retry.Policy{}, retry.Backoff{}} {
 		for f := range reflect.TypeOf(v).Fields() {
 			all[f.Name] = true
 		}

@@ -99,6 +99,14 @@ const (
 	// request the server never processed, reached the caller.
 	noteLossToCaller = "the caller got the connection's loss: the server had read none of the request, so " +
 		"sending it again on a new connection would have been safe"
+	// noteLossNetHTTP follows noteLossToCaller in the Go audit: what a
+	// net/http user can do about it.
+	noteLossNetHTTP = "nothing in net/http sends it again: a retry layer may, for a request that is idempotent " +
+		"or carries an Idempotency-Key"
+	// noteHealthCheckFirst: the HTTP/2 health check, shorter than the
+	// header bound, ended the request on a connection gone dark.
+	noteHealthCheckFirst = "the HTTP/2 health check ended the request before the header bound did: the PING went " +
+		"unanswered, and the connection was closed"
 	// noteResentUnwritten: the request was sent again on a new connection
 	// when none of it had reached the server.
 	noteResentUnwritten = "the request was sent again on a new connection, which is safe: none of it had reached the server"
@@ -379,8 +387,11 @@ func http2Scenarios() []Scenario {
 		Or: &Expect{Class: httptrace.ClassServerClosed, Stage: httptrace.StageAwaitHeaders, ServerRequests: 0, Note: noteLossToCaller}}
 	// A dark connection: the request's bound ends it; the health check
 	// (a PING unanswered) closes the connection, so /ok goes on a new one.
+	// A client whose health check is shorter than its header bound has
+	// the request ended by the check itself, which closes the connection.
 	dark := failed(httptrace.ClassResponseHeaderTimeout, httptrace.StageAwaitHeaders, 0)
 	dark.Fate, dark.OnWarmConn = closedFate(pool.ClosedByClient, pool.ReasonPingTimeout), true
+	dark.Or = &Expect{Class: httptrace.ClassTimeout, Stage: httptrace.StageAwaitHeaders, ServerRequests: 0, Note: noteHealthCheckFirst}
 	limited := ok(200)
 	limited.Dials, limited.Fate = n(2), reusedFate()
 	idleClosed := ok(200)

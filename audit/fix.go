@@ -164,12 +164,18 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 // hidden retry the scenario did not expect.
 func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed) {
 	if f := s.Expect.Fate; f != nil && f.Reason == pool.ReasonPingTimeout && o.Fate.Reason != pool.ReasonPingTimeout &&
-		(!o.Recovered || !o.Unbounded) {
+		(!o.Recovered || !o.Unbounded) && o.Beyond == "" {
 		// The dark connection stayed in the pool: nothing checked its
 		// health.
-		fs.add("set the Transport's HTTP/2 health check, Transport.HTTP2 = &http.HTTP2Config{SendPingTimeout: …, " +
-			"PingTimeout: …} (x/net's ReadIdleTimeout): without it net/http keeps a connection that went dark in " +
-			"its pool, and every request on it hangs until its own bound")
+		if hc, name := sub.healthCheck(); hc > 0 {
+			fs.add(fmt.Sprintf("the Transport's HTTP/2 health check (yours: %s) did not close the connection that "+
+				"went dark within %v: -v shows its timeline", name, hc))
+		} else {
+			fs.add("set the Transport's HTTP/2 health check, Transport.HTTP2 = &http.HTTP2Config{SendPingTimeout: …, " +
+				"PingTimeout: …} (x/net's ReadIdleTimeout), such as 5s and 5s, within the audit's guard deadline: " +
+				"without it net/http keeps a connection that went dark in its pool, and every request on it hangs " +
+				"until its own bound")
+		}
 	}
 	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
 		switch o.Fate.Reason {
@@ -194,6 +200,10 @@ func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed) {
 func (sub subject) mismatchFixes(fs *fixes, mismatches []string) {
 	for _, m := range mismatches {
 		switch {
+		case strings.HasPrefix(m, beyondHealthCheck):
+			hc, name := sub.healthCheck()
+			fs.add(fmt.Sprintf("%s(%v) waits for the HTTP/2 health check (%s); or keep SendPingTimeout + "+
+				"PingTimeout within the guard deadline", nameGuardDeadline, hc, name))
 		case strings.HasPrefix(m, "not HTTP/2"):
 			if sub.fixH2 != "" {
 				fs.add(sub.fixH2)

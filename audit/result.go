@@ -59,6 +59,9 @@ type Observed struct {
 	// the guard ended the call at: one the runner sees, longer than the
 	// guard deadline ([GuardDeadline]), so not waited for and not judged,
 	// such as "net.Dialer.Timeout (30s)". UnboundedStage is that stage.
+	// On a connection gone dark it is the HTTP/2 health check, longer than
+	// the deadline, that would have closed it ("SendPingTimeout 30s +
+	// PingTimeout 15s"); neither the outcome nor the fate is judged.
 	Beyond string `json:"beyond_guard,omitempty"`
 	// LeakFound lists what the pool check found while the scenario's own
 	// leak was in place (unclosed-body).

@@ -378,10 +378,33 @@ func (r *Runner) observeCall(ctx context.Context, s Scenario, e *env, sub subjec
 			obs.Notes = append(obs.Notes, note)
 		}
 	}
-	if f := s.Expect.Fate; f != nil && f.ClosedBy != "" && !end.cut {
-		r.awaitClose(ctx, e.Pool, obs)
+	f := s.Expect.Fate
+	if f == nil || f.ClosedBy == "" || end.cut {
+		return
 	}
+	wait := r.recovery
+	if hc, name := sub.healthCheck(); f.Reason == pool.ReasonPingTimeout && hc > 0 {
+		if hc > r.deadline() {
+			// The health check would notice the dark connection later
+			// than the guard waits: no verdict on the connection, which
+			// is let go so that /ok does not wait on it.
+			obs.Beyond = name
+			res.Mismatches = append(res.Mismatches, fmt.Sprintf("%s (%s) closes a connection that went dark "+
+				"%v after its last frame, longer than the audit's guard deadline (%v): no verdict on it",
+				beyondHealthCheck, name, hc, r.deadline()))
+			e.Pool.CloseIdleConnections()
+			return
+		}
+		// The connection went dark as the request went out: the health
+		// check closes it within its own time of that.
+		wait += hc
+	}
+	r.awaitClose(ctx, e.Pool, obs, wait)
 }
+
+// beyondHealthCheck begins the mismatch of a transport whose HTTP/2 health
+// check is longer than the guard waits.
+const beyondHealthCheck = "beyond the guard: the HTTP/2 health check"
 
 // recoverAndCheck sends /ok through the same pool, then checks that
 // nothing is left active or open.
@@ -451,6 +474,9 @@ func (r *Runner) judge(s Scenario, sub subject, res *Result) {
 	}
 	if len(m) == 0 && exp.Note != "" {
 		obs.Notes = append(obs.Notes, exp.Note)
+		if exp.Note == noteLossToCaller {
+			obs.Notes = append(obs.Notes, noteLossNetHTTP)
+		}
 	}
 	res.Mismatches = append(res.Mismatches, m...)
 }
@@ -715,7 +741,7 @@ func (r *Runner) recover(ctx context.Context, e *env) {
 	}
 }
 
-// awaitClose waits, bounded by the recovery time, for the faulted
+// awaitClose waits, at most wait, for the faulted
 // request's connection to close, when the scenario expects it closed.
 // net/http may hand the caller the outcome before it closes the connection
 // (HTTP/2's read loop fails the streams first, then closes; a connection
@@ -723,12 +749,12 @@ func (r *Runner) recover(ctx context.Context, e *env) {
 // fate under audit is what the Transport does, not whether it did it
 // before the caller went on, and the recovery request must not find the
 // connection still open.
-func (r *Runner) awaitClose(ctx context.Context, p *pool.Pool, o *Observed) {
+func (r *Runner) awaitClose(ctx context.Context, p *pool.Pool, o *Observed, wait time.Duration) {
 	id := faultedConn(p, o)
 	if id == 0 {
 		return
 	}
-	wctx, cancel := context.WithTimeout(ctx, r.recovery)
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	p.WaitFor(wctx, func(pool.Stats) bool {
 		c, ok := p.Conn(id)

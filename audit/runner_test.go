@@ -8,11 +8,13 @@ import (
 	"encoding/xml"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -582,4 +584,71 @@ func TestUnclosedBodyClosedByTheAudit(t *testing.T) {
 	require.Len(t, notes, 1, "%q", rep.Results[0].Observed.Notes)
 	require.Contains(t, notes[0], "(net/http.(*persistConn).readLoop)")
 	require.Contains(t, notes[0], "(net/http.(*persistConn).writeLoop)")
+}
+
+// TestHealthCheckOnADarkConnection: on h2/go-dark a transport's HTTP/2
+// health check is a bound the runner sees. Shorter than the header bound,
+// it ends the request itself (the other outcome the scenario allows);
+// longer, the runner waits for it to close the connection; longer than
+// the guard deadline, no verdict, and the fix says so; none at all, the fix
+// names it. Each outcome and fate is what the client did (pinned by
+// TestTruth's h2/dark-ping cases).
+func TestHealthCheckOnADarkConnection(t *testing.T) {
+	withPing := func(rht, ping, timeout time.Duration) func() *http.Transport {
+		return func() *http.Transport {
+			tr := &http.Transport{ResponseHeaderTimeout: rht, ForceAttemptHTTP2: true}
+			if ping > 0 {
+				tr.HTTP2 = &http.HTTP2Config{SendPingTimeout: ping, PingTimeout: timeout}
+			}
+			return tr
+		}
+	}
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name           string
+		transport      func() *http.Transport
+		guard          time.Duration
+		pass           bool
+		class          httptrace.Class
+		beyond, fix    string
+		note, mismatch string
+	}{
+		{name: "the check first", transport: withPing(2*time.Second, 200*ms, 200*ms), pass: true,
+			class: httptrace.ClassTimeout, note: "the HTTP/2 health check ended the request before the header bound did"},
+		{name: "the header bound first", transport: withPing(200*ms, 400*ms, 400*ms), pass: true,
+			class: httptrace.ClassResponseHeaderTimeout},
+		{name: "beyond the guard", transport: withPing(200*ms, time.Second, time.Second), guard: time.Second,
+			beyond: "SendPingTimeout 1s + PingTimeout 1s", mismatch: "beyond the guard: the HTTP/2 health check",
+			fix: "audit.GuardDeadline(2s) waits for the HTTP/2 health check (SendPingTimeout 1s + PingTimeout 1s)"},
+		{name: "none", transport: withPing(200*ms, 0, 0), class: httptrace.ClassResponseHeaderTimeout,
+			mismatch: "connection fate: expected closed by client (ping-timeout), observed open",
+			fix:      "set the Transport's HTTP/2 health check"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []audit.Option{audit.WithTransport(tc.name, tc.transport), audit.Protocols(httpProtocols(false, true))}
+			if tc.guard > 0 {
+				opts = append(opts, audit.GuardDeadline(tc.guard))
+			}
+			r, err := audit.NewRunner(opts...)
+			require.NoError(t, err)
+			res := r.RunOne(context.Background(), scenario(t, "h2/go-dark"))
+			require.Equal(t, tc.pass, res.Pass, "%v", res.Mismatches)
+			require.Equal(t, tc.beyond, res.Observed.Beyond)
+			if tc.class != "" {
+				require.Equal(t, tc.class, res.Observed.Class, "%v", res.Observed.Error)
+			}
+			if tc.pass {
+				require.Equal(t, pool.ReasonPingTimeout, res.Observed.Fate.Reason)
+				require.True(t, res.Observed.Recovered)
+				require.Empty(t, res.Fix)
+			} else {
+				require.True(t, slices.ContainsFunc(res.Mismatches, func(m string) bool { return strings.HasPrefix(m, tc.mismatch) }),
+					"%q", res.Mismatches)
+				require.Contains(t, res.Fix, tc.fix)
+			}
+			if tc.note != "" {
+				require.Contains(t, strings.Join(res.Observed.Notes, "\n"), tc.note)
+			}
+		})
+	}
 }

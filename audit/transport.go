@@ -38,9 +38,39 @@ type subject struct {
 	// long it keeps idle connections; bodyIdle is the pool's body-idle
 	// watchdog.
 	rht, tlsht, idle, bodyIdle time.Duration
+	// ping and pingTimeout are the transport's HTTP/2 health check
+	// (Transport.HTTP2's SendPingTimeout and PingTimeout, the latter at
+	// net/http's default when unset); 0 when it has none.
+	ping, pingTimeout time.Duration
 	// retryDefaults is set when the retry layer under audit runs at its
 	// defaults (RetryAtDefaults).
 	retryDefaults bool
+}
+
+// defaultPingTimeout is how long net/http waits for a PING's answer when
+// HTTP2Config.PingTimeout is unset.
+const defaultPingTimeout = 15 * time.Second
+
+// healthCheck returns how long after its last frame read the transport's
+// HTTP/2 health check closes a connection that went dark, and its
+// settings as a fix names them; 0 when it has none.
+func (s subject) healthCheck() (time.Duration, string) {
+	if s.ping <= 0 {
+		return 0, ""
+	}
+	return s.ping + s.pingTimeout, fmt.Sprintf("SendPingTimeout %v + PingTimeout %v", s.ping, s.pingTimeout)
+}
+
+// pingsOf returns t's HTTP/2 health check: SendPingTimeout, and
+// PingTimeout as net/http applies it; zeros when it has none.
+func pingsOf(t *http.Transport) (ping, timeout time.Duration) {
+	if h := t.HTTP2; h != nil && h.SendPingTimeout > 0 {
+		ping, timeout = h.SendPingTimeout, h.PingTimeout
+		if timeout <= 0 {
+			timeout = defaultPingTimeout
+		}
+	}
+	return ping, timeout
 }
 
 // describe reads t's protocols and bounds as net/http will use them.
@@ -49,6 +79,7 @@ func describe(t *http.Transport) subject {
 		rht: t.ResponseHeaderTimeout, tlsht: t.TLSHandshakeTimeout, idle: t.IdleConnTimeout,
 		ownDial: t.DialContext != nil || oldDial(t), ownTLSDial: t.DialTLSContext != nil || oldDialTLS(t),
 	}
+	s.ping, s.pingTimeout = pingsOf(t)
 	switch d := dialerOf(t.DialContext); {
 	case !s.ownDial:
 		// net/http dials with a zero net.Dialer: no timeout.
@@ -72,6 +103,7 @@ func describe(t *http.Transport) subject {
 func (s *subject) learn(p *pool.Pool) {
 	t := p.Transport()
 	s.rht, s.tlsht, s.idle = t.ResponseHeaderTimeout, t.TLSHandshakeTimeout, t.IdleConnTimeout
+	s.ping, s.pingTimeout = pingsOf(t)
 	b := hook.Bounds(p)
 	s.bodyIdle = b.BodyIdle
 	if b.ConnectSet {
