@@ -137,12 +137,12 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 		if e.Stage == httptrace.StageBody {
 			setting = nameBodyIdleTimeout
 		}
-		fs.add(fmt.Sprintf("set %s well apart from the retry layer's attempt limit: %s", setting, side))
+		fs.add(fmt.Sprintf("set %s well apart from %s: %s", setting, sub.layerLimit(), side))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
 		_, own := sub.stageBound(e.Stage)
 		limits := yours(own)
 		if s.Contract != "" && s.Policy.AttemptTimeout > 0 && !sub.retryDefaults {
-			limits += fmt.Sprintf("; the retry layer's attempt limit: %v", s.Policy.AttemptTimeout)
+			limits += fmt.Sprintf("; %s: %v", sub.layerLimit(), s.Policy.AttemptTimeout)
 		}
 		fs.add(fmt.Sprintf("%s must end this request before anything else does: set it below the "+
 			"request's own deadline or attempt limit (%s)", classSetting(e.Class), limits))
@@ -310,6 +310,16 @@ func (sub subject) inLayer() string {
 		return "configure the retry layer (it runs at its defaults) to "
 	}
 	return "in the retry layer: "
+}
+
+// layerLimit names the attempt limit of the retry layer under audit as a
+// fix says it: the caller's layer's, or package retry's, which runs the
+// retry contracts over a transport when the caller gives no layer.
+func (sub subject) layerLimit() string {
+	if sub.ownLayer {
+		return "the retry layer's attempt limit"
+	}
+	return "the attempt limit of package retry, the layer the retry scenarios use when you give none"
 }
 
 // idleMismatch begins the mismatch of a transport that keeps idle

@@ -237,6 +237,7 @@ func (r *Runner) runOne(ctx context.Context, s Scenario, label string) (res Resu
 	}()
 	e, closeAll := r.setUp(&s, &res, &sub, label)
 	sub.retryDefaults = r.retryRow == retryDefaults
+	sub.ownLayer = r.retryLayer != nil
 	if e == nil {
 		return res
 	}

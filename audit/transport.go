@@ -45,6 +45,9 @@ type subject struct {
 	// retryDefaults is set when the retry layer under audit runs at its
 	// defaults (RetryAtDefaults).
 	retryDefaults bool
+	// ownLayer is set when the retry layer under audit is the caller's
+	// (WithRetry, WithRetryTransport), not package retry's.
+	ownLayer bool
 }
 
 // defaultPingTimeout is how long net/http waits for a PING's answer when

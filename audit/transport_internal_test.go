@@ -129,8 +129,9 @@ func TestFixFor(t *testing.T) {
 			[]string{"the transport's ResponseHeaderTimeout ended the request before the bound under audit: keep it longer than that"}, nil},
 		{"a header bound tied with the attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 3 * time.Second}), a7,
 			Observed{ClientAttempts: 1, Class: httptrace.ClassDeadline, Stage: httptrace.StageAwaitHeaders}, nil,
-			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: below it"}, nil},
-		{"a header bound tied with a short attempt limit", describe(&http.Transport{ResponseHeaderTimeout: 150 * time.Millisecond}), a6,
+			[]string{"set ResponseHeaderTimeout well apart from the attempt limit of package retry, the layer the retry " +
+				"scenarios use when you give none: below it"}, nil},
+		{"a header bound tied with a short attempt limit", withLayer(describe(&http.Transport{ResponseHeaderTimeout: 150 * time.Millisecond})), a6,
 			Observed{ClientAttempts: 1, Class: httptrace.ClassResponseHeaderTimeout, Stage: httptrace.StageAwaitHeaders}, nil,
 			[]string{"set ResponseHeaderTimeout well apart from the retry layer's attempt limit: above it"}, nil},
 		{"no TLS bound", plain, tlsStall, unbounded(httptrace.StageTLS), nil, []string{"set TLSHandshakeTimeout"}, nil},
@@ -320,4 +321,10 @@ func contractFix(id string) string {
 		}
 	}
 	panic("no contract " + id)
+}
+
+// withLayer returns s audited with a retry layer of the caller's.
+func withLayer(s subject) subject {
+	s.ownLayer = true
+	return s
 }
