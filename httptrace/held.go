@@ -16,6 +16,11 @@ import (
 type heldList struct {
 	mu         sync.Mutex
 	head, tail *recorder
+	// reporting is held by a callback from taking the warnings due to
+	// reporting the last of them, so that a second callback, which may
+	// take later ones meanwhile, reports them after: taking and reporting
+	// are one step. It is taken before any recorder's mu, never after.
+	reporting sync.Mutex
 }
 
 // heldDue is a warning taken from the list to report: its recorder and

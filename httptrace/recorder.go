@@ -524,6 +524,8 @@ func (r *recorder) startHeldLocked() {
 // heldList), its own among them unless another timer's call reported it
 // already.
 func (r *recorder) bodyHeld() {
+	r.t.held.reporting.Lock()
+	defer r.t.held.reporting.Unlock()
 	for _, d := range r.t.held.due(time.Now()) {
 		d.r.reportHeld(d.gen)
 	}
