@@ -334,7 +334,7 @@ func closedConnection(f *facts) {
 		if st.clientClosed {
 			f.res.Notes = append(f.res.Notes, "the client closed its side of the idle connection the server closed")
 		} else {
-			f.res.Notes = append(f.res.Notes, fmt.Sprintf("the client had not closed its side of the idle connection a %v "+
+			f.res.Notes = append(f.res.Notes, fmt.Sprintf("the client had not closed its side of the idle connection %v "+
 				"after the server's FIN", clientCloseWait))
 		}
 		if onClosed > 0 {
