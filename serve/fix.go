@@ -75,7 +75,7 @@ var clientFixes = map[string]fixes{
 		recovery:      "one curl invocation must serve both URLs: pass the /ok URL with --next",
 		fate:          "curl keeps a connection open for the next URL of the same invocation unless told otherwise",
 		stale:         "curl checks a cached connection before it reuses it and sends a request again on a new one when the reused one died before any response byte: nothing to set; a POST that must not be written twice goes on a fresh connection (an invocation of its own, or -H 'Connection: close' on the transfer before it)",
-		idle:          "the curl tool cannot set libcurl's CURLOPT_MAXAGE_CONN (118 s): make requests further apart than the servers' keep-alive timeout in separate invocations, or use libcurl with CURLOPT_MAXAGE_CONN below it",
+		idle:          "the curl tool cannot shorten libcurl's CURLOPT_MAXAGE_CONN (118 s), but its connection cache lives only as long as the invocation: keep each invocation shorter than the servers' keep-alive timeout, so that none of its connections is idle that long (a later request in a new invocation, on a new connection), or use libcurl with CURLOPT_MAXAGE_CONN below that timeout",
 	},
 	"requests": {
 		bounds: map[bound]string{
@@ -99,7 +99,7 @@ var clientFixes = map[string]fixes{
 		recovery:      "send /ok through the same requests.Session",
 		fate:          "urllib3 returns a connection to the pool only once the body is read",
 		stale:         "urllib3 Retry(read=1, allowed_methods={\"GET\", \"HEAD\"}) sends an idempotent request again when its reused connection died before a response",
-		idle:          "urllib3 has no idle timeout: close the Session (or HTTPAdapter.close()) after an idle period longer than the servers' keep-alive timeout",
+		idle:          "urllib3 has no idle timeout: close the Session (or HTTPAdapter.close()) once it has been idle for a time shorter than the servers' keep-alive timeout (a timer of your own), so that it drops its connections before the server would",
 	},
 	"httpx": {
 		bounds: map[bound]string{
