@@ -29,3 +29,24 @@ func TestIdleFixDirection(t *testing.T) {
 		}
 	}
 }
+
+// TestCurlBudgetFix: the fix for a curl call the total budget did not end
+// says what curl's options do (TestTruthCurlRetryBudget measures it), not
+// "add --max-time", which bounds each attempt and was already set.
+func TestCurlBudgetFix(t *testing.T) {
+	var a8 *spec
+	for _, sp := range catalogue(false) {
+		if sp.Name == "retry/total-budget" {
+			a8 = sp
+		}
+	}
+	if a8 == nil {
+		t.Fatal("no retry/total-budget in the catalogue")
+	}
+	for _, fails := range [][]failure{{failBudget}, {failUnbounded}, {failOutcome, failBudget}} {
+		got := fixFor("curl", a8, fails)
+		if got != curlBudget || strings.Contains(got, "add --max-time") {
+			t.Errorf("curl, %v: fix %q", fails, got)
+		}
+	}
+}
