@@ -152,6 +152,9 @@ func (se *session) settle(ctx context.Context, st *scenarioState) (Closed, error
 	se.waitFor(ctx, st.sp.wait+clientCloseWait, func() bool { return c.closed })
 	se.mu.Lock()
 	defer se.mu.Unlock()
+	if !c.closed {
+		st.openAtSettle = c
+	}
 	return Closed{Protocol: Protocol, ClientClosed: c.closed}, nil
 }
 

@@ -69,7 +69,8 @@ func evidence(se *session, st *scenarioState, fs *faultserver.Server) Evidence {
 }
 
 // fateOf is what became of the faulted request's connection, as the
-// audit says it.
+// audit says it: where the kit asked the server to settle, as of the
+// settle's answer.
 func fateOf(st *scenarioState, rep *KitReport) audit.Fate {
 	if st.sp.on > onRawH2 || len(st.fault) == 0 {
 		return audit.Fate{None: true}
@@ -78,7 +79,7 @@ func fateOf(st *scenarioState, rep *KitReport) audit.Fate {
 	if len(st.ok) > 0 && st.ok[0].conn == c {
 		return audit.Fate{Reused: true}
 	}
-	if !c.closed {
+	if !c.closed || st.openAtSettle == c {
 		return audit.Fate{}
 	}
 	if c.closedBy == "server" {

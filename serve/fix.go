@@ -49,7 +49,18 @@ type fixes struct {
 	// openAtDone says what holds connections open after done; idle: the
 	// client keeps idle connections as long as the servers do, or longer.
 	stale, openAtDone, idle string
+	// health: what checks an HTTP/2 connection's health (a connection gone
+	// dark kept taking requests); empty: the scenario's fix, in the
+	// policy's terms.
+	health string
 }
+
+// curlBudget is what bounds a curl call's retries as a whole: no option
+// of curl's (measured: TestTruthCurlRetryBudget).
+const curlBudget = "curl has no total budget that ends a call: --retry-max-time (whole seconds) is checked before " +
+	"each retry's delay, the delay not counted, and then curl hands back the last response, no timeout; --max-time " +
+	"bounds each attempt, not the delays: bound the invocation from outside (timeout(1)) or loop on %{http_code} in " +
+	"the script, counting the budget"
 
 // clientFixes are the clients whose fixes are said in their own terms.
 var clientFixes = map[string]fixes{
@@ -59,14 +70,14 @@ var clientFixes = map[string]fixes{
 			bAttempt: "--max-time SECONDS (fractions allowed) bounds each transfer, retries each get their own",
 			bConnect: "--connect-timeout SECONDS bounds the connect (and the TLS handshake)",
 			bTLS:     "--connect-timeout SECONDS bounds the TLS handshake with the connect",
-			bTotal:   "--retry-max-time bounds the time in which retries start, not an attempt in flight: add --max-time",
+			bTotal:   curlBudget,
 			bPool:    "curl has no pool of one to wait for",
 		},
 		retriedStatus: "curl's --retry retries 408, 429, 500, 502, 503 and 504 alike: to retry 503 only, drop --retry and loop on %{http_code} in the script",
 		retriedError:  "curl's --retry retries timeouts too (and --retry-all-errors every error): to retry 503 only, drop --retry and loop on %{http_code}",
 		notRetried:    "--retry N (with --retry-delay SECONDS) retries a 503",
 		tooMany:       "--retry N caps the retries at N",
-		budget:        "--retry-max-time SECONDS ends the retries, and --max-time the attempt in flight",
+		budget:        curlBudget,
 		post:          "curl's --retry replays a POST as any request: leave --retry off for a request that must not be replayed",
 		key:           "set the Idempotency-Key with -H once, outside any retry loop",
 		lastStatus:    "without --fail curl hands back the last response's status",
@@ -75,7 +86,8 @@ var clientFixes = map[string]fixes{
 		recovery:      "one curl invocation must serve both URLs: pass the /ok URL with --next",
 		fate:          "curl keeps a connection open for the next URL of the same invocation unless told otherwise",
 		stale:         "curl checks a cached connection before it reuses it and sends a request again on a new one when the reused one died before any response byte: nothing to set; a POST that must not be written twice goes on a fresh connection (an invocation of its own, or -H 'Connection: close' on the transfer before it)",
-		idle:          "the curl tool cannot set libcurl's CURLOPT_MAXAGE_CONN (118 s): make requests further apart than the servers' keep-alive timeout in separate invocations, or use libcurl with CURLOPT_MAXAGE_CONN below it",
+		health:        "the curl tool has no HTTP/2 health check (libcurl's upkeep PINGs keep a connection alive, sent only when an application calls curl_easy_upkeep): a connection whose transfer timed out stays in the invocation's connection cache and takes its next transfer, which hangs too; send what follows a timeout in a new curl invocation (a cache of its own), or use --http1.1, over which curl closes a connection a transfer timed out on",
+		idle:          "the curl tool cannot shorten libcurl's CURLOPT_MAXAGE_CONN (118 s), but its connection cache lives only as long as the invocation: keep each invocation shorter than the servers' keep-alive timeout, so that none of its connections is idle that long (a later request in a new invocation, on a new connection), or use libcurl with CURLOPT_MAXAGE_CONN below that timeout",
 	},
 	"requests": {
 		bounds: map[bound]string{
@@ -84,7 +96,7 @@ var clientFixes = map[string]fixes{
 			bConnect: "timeout=(connect, read): the connect timeout bounds the TCP connect",
 			bTLS:     "timeout=(connect, read): the TLS handshake counts against the read timeout",
 			bTotal:   "urllib3 Retry has no total budget: bound the call with a deadline of your own",
-			bPool:    "HTTPAdapter(pool_maxsize=1, pool_block=True) makes a pool of one; urllib3 has no acquire timeout besides the connect timeout",
+			bPool:    "requests passes no pool_timeout to urllib3, so with HTTPAdapter(pool_maxsize=1, pool_block=True) a second caller waits for the connection with no bound (neither the connect nor the read timeout bounds that wait): use urllib3 directly, PoolManager(maxsize=1, block=True) with urlopen(..., pool_timeout=SECONDS), which raises EmptyPoolError",
 		},
 		retriedStatus: "urllib3 Retry: status_forcelist=[503] only",
 		retriedError:  "urllib3 Retry(connect=0, read=0, other=0) so that only the statuses of status_forcelist are retried",
@@ -99,7 +111,7 @@ var clientFixes = map[string]fixes{
 		recovery:      "send /ok through the same requests.Session",
 		fate:          "urllib3 returns a connection to the pool only once the body is read",
 		stale:         "urllib3 Retry(read=1, allowed_methods={\"GET\", \"HEAD\"}) sends an idempotent request again when its reused connection died before a response",
-		idle:          "urllib3 has no idle timeout: close the Session (or HTTPAdapter.close()) after an idle period longer than the servers' keep-alive timeout",
+		idle:          "urllib3 has no idle timeout: close the Session (or HTTPAdapter.close()) once it has been idle for a time shorter than the servers' keep-alive timeout (a timer of your own), so that it drops its connections before the server would",
 	},
 	"httpx": {
 		bounds: map[bound]string{
@@ -311,6 +323,15 @@ func fixFor(client string, sp *spec, fails []failure) string {
 		return fmt.Sprintf("see the mismatches: the client's %s", sp.Name)
 	}
 	return strings.Join(out, "; ")
+}
+
+// healthFix says what checks an HTTP/2 connection's health, in the
+// client's own terms where it is known, else the scenario's fix.
+func healthFix(client string, sp *spec) string {
+	if f, ok := clientFixes[strings.ToLower(client)]; ok && f.health != "" {
+		return f.health
+	}
+	return sp.Fix
 }
 
 // openAtDoneFix says, in the client's own terms where it is known, what

@@ -147,12 +147,12 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 	}
 	if !res.Pass {
 		res.Fix = fixFor(se.client.Name, sp, f.fails)
-		if sp.Policy.SendPingTimeout > 0 && slices.Contains(f.fails, failRecovery) && sp.Fix != "" {
+		if health := healthFix(se.client.Name, sp); sp.Policy.SendPingTimeout > 0 && slices.Contains(f.fails, failRecovery) && health != "" {
 			// A connection that went dark kept taking requests, /ok's
-			// too: what checks its health is the scenario's fix, not
-			// how the kit sends /ok.
+			// too: what checks its health is the fix, in the client's
+			// terms where known, not how the kit sends /ok.
 			f.fails = slices.DeleteFunc(f.fails, func(k failure) bool { return k == failRecovery })
-			res.Fix = sp.Fix
+			res.Fix = health
 			if rest := fixFor(se.client.Name, sp, f.fails); len(f.fails) > 0 {
 				res.Fix += "; " + rest
 			}
@@ -334,7 +334,7 @@ func closedConnection(f *facts) {
 		if st.clientClosed {
 			f.res.Notes = append(f.res.Notes, "the client closed its side of the idle connection the server closed")
 		} else {
-			f.res.Notes = append(f.res.Notes, fmt.Sprintf("the client had not closed its side of the idle connection a %v "+
+			f.res.Notes = append(f.res.Notes, fmt.Sprintf("the client had not closed its side of the idle connection %v "+
 				"after the server's FIN", clientCloseWait))
 		}
 		if onClosed > 0 {

@@ -70,6 +70,10 @@ type scenarioState struct {
 	// side when the server answered.
 	closed       *connRec
 	clientClosed bool
+	// openAtSettle is the connection settle_url waited on when the client
+	// had not closed it by the settle's answer: its fate is as of then (a
+	// process that exits later closes it all the same, after /ok).
+	openAtSettle *connRec
 }
 
 // reqRec is a request the server read.

@@ -1,10 +1,15 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +165,60 @@ func TestUnboundedTotalSaidAsSuch(t *testing.T) {
 	ctlDo(t, "POST", opened.DoneURL, Done{}, &SessionReport{})
 	if !res.Unbounded || len(res.Mismatches) == 0 || !strings.Contains(res.Mismatches[0], "ended, the client closing its connection, but nothing bounded them all") {
 		t.Fatalf("%d attempts: unbounded %v, %q", attempts, res.Unbounded, res.Mismatches)
+	}
+}
+
+// TestIdleCloseNotNoticed: a client that keeps its side of the idle
+// connection the server closed (a raw socket that reads nothing more) is
+// told so in plain words: how long after the server's FIN.
+func TestIdleCloseNotNoticed(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	opened, list := openSession(t, srv, `^idle-close$`)
+	sc := list[0]
+	u, err := url.Parse(sc.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The warm-up on a connection the client keeps, and never reads again.
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", u.RequestURI(), u.Host)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	var closed Closed
+	if code := ctlDo(t, "POST", sc.CloseURL, struct{}{}, &closed); code != 200 || closed.ClientClosed {
+		t.Fatalf("close: %d, client closed %v", code, closed.ClientClosed)
+	}
+	// The request and /ok through a client of their own, one connection.
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	get := func(u string) Outcome {
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return Outcome{Status: resp.StatusCode}
+	}
+	o, ok := get(sc.URL), get(sc.OKURL)
+	var res Result
+	ctlDo(t, "POST", opened.ReportURL, KitReport{Scenario: sc.Name, Outcome: &o, OK: &ok}, &res)
+	c.Close()
+	ctlDo(t, "POST", opened.DoneURL, Done{}, &SessionReport{})
+	want := "the client had not closed its side of the idle connection 1s after the server's FIN"
+	if !res.Pass || !slices.Contains(res.Notes, want) {
+		t.Errorf("pass %v, %q, notes %q, want %q", res.Pass, res.Mismatches, res.Notes, want)
 	}
 }

@@ -12,7 +12,13 @@
 # lives as long as the invocation. Before reusing a connection curl checks
 # that the server has not closed it. The tool has no HTTP/2 health check: its
 # PINGs (CURLOPT_UPKEEP_INTERVAL_MS) are sent only when an application calls
-# curl_easy_upkeep.
+# curl_easy_upkeep. A connection whose HTTP/2 transfer timed out stays in the
+# cache and takes the invocation's next transfer (h2/go-dark).
+#
+# curl has no total budget that ends a call: --retry-max-time is checked
+# before each retry's delay, the delay not counted, and then curl hands back
+# the last response; --max-time bounds each attempt; both take whole seconds
+# (retry/total-budget: not configurable).
 #
 # CONNAUDIT_EXAMPLE=retry-500 configures curl against contract A5 (a 500 is
 # retried: curl's --retry always does), for the test that a broken
@@ -40,14 +46,6 @@ curl_options() {
 		echo "NOT_CONFIGURABLE: curl has no pool of one whose second caller is refused after an acquire timeout"
 		return
 	fi
-	if [ "$(jq -r '.send_ping_timeout_ms // 0' <<<"$p")" != 0 ]; then
-		echo "NOTE: no HTTP/2 PING health check in the curl tool (libcurl's CURLOPT_UPKEEP_INTERVAL_MS needs an application's curl_easy_upkeep calls)"
-	fi
-	[ "$attempt" != 0 ] && printf -- '--max-time\n%s\n' "$(secs "$attempt")"
-	local c
-	c=$(awk -v a="$connect" -v b="$tls" 'BEGIN{print (a>b)?a:b}')
-	[ "$c" != 0 ] && printf -- '--connect-timeout\n%s\n' "$(secs "$c")"
-	[ "$read" != 0 ] && printf -- '--speed-limit\n1\n--speed-time\n%s\n' "$(ceil_s "$read")"
 	method=$(jq -r .request.method <<<"$1")
 	anym=$(jq -r .retry_any_method <<<"$p")
 	keyed=$(jq -r .retry_with_idempotency_key <<<"$p")
@@ -60,6 +58,23 @@ curl_options() {
 	if [ "${CONNAUDIT_EXAMPLE:-}" = retry-500 ] && [ "$(jq -r .name <<<"$1")" = retry/500 ]; then
 		retries=2 replayable=true
 	fi
+	# A budget that runs out within the delays must end the call (A8):
+	# curl's cannot. --retry-max-time is checked before each retry's delay,
+	# the delay not counted, and then curl hands back the last response;
+	# --max-time bounds each attempt (serve/truth_curl_test.go measures it).
+	if [ "$total" != 0 ] && [ "$retries" != 0 ] && [ "$replayable" = true ] &&
+		awk -v r="$retries" -v d="$delay" -v t="$total" 'BEGIN{exit !(r*d > t)}'; then
+		echo "NOT_CONFIGURABLE: curl cannot end a call when its retry budget runs out: --retry-max-time is checked before each retry's delay (not counted) and then the last response is handed back, no timeout; --max-time bounds each attempt"
+		return
+	fi
+	if [ "$(jq -r '.send_ping_timeout_ms // 0' <<<"$p")" != 0 ]; then
+		echo "NOTE: no HTTP/2 health check in the curl tool (libcurl's upkeep PINGs, sent only when an application calls curl_easy_upkeep, keep a connection alive)"
+	fi
+	[ "$attempt" != 0 ] && printf -- '--max-time\n%s\n' "$(secs "$attempt")"
+	local c
+	c=$(awk -v a="$connect" -v b="$tls" 'BEGIN{print (a>b)?a:b}')
+	[ "$c" != 0 ] && printf -- '--connect-timeout\n%s\n' "$(secs "$c")"
+	[ "$read" != 0 ] && printf -- '--speed-limit\n1\n--speed-time\n%s\n' "$(ceil_s "$read")"
 	if [ "$retries" != 0 ] && [ "$replayable" = true ]; then
 		printf -- '--retry\n%s\n--retry-delay\n%s\n' "$retries" "$(ceil_s "$delay")"
 		[ "$total" != 0 ] && printf -- '--retry-max-time\n%s\n' "$(ceil_s "$total")"

@@ -10,7 +10,8 @@
 #                                report's config shows; or prints
 #                                "NOT_CONFIGURABLE: why"
 #   kit_run NAME VERSION CONFIG [PROTOCOLS [IDLE_TIMEOUT_MS]]
-#                                runs every scenario the server offers and
+#                                runs every scenario the server offers,
+#                                prints a line of the session's counts and
 #                                exits 0 if the session is ok, 1 if not;
 #                                IDLE_TIMEOUT_MS is the client's declared
 #                                idle timeout (client.idle_timeout_ms)
@@ -229,5 +230,6 @@ kit_run() {
 		ctl POST "$(jq -r .report_url <<<"$opened")" "$rep" >/dev/null || exit 1
 	done
 	done_json=$(ctl POST "$(jq -r .done_url <<<"$opened")" '{}') || exit 1
+	jq -r --arg n "$name" '"connaudit kit: \($n): \(.passed) passed, \(.failed) failed, \(.not_configurable) not configurable"' <<<"$done_json"
 	[ "$(jq -r .ok <<<"$done_json")" = true ]
 }

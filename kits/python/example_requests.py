@@ -4,6 +4,10 @@ timeout=(connect, read), HTTPAdapter(max_retries=Retry(total, status,
 status_forcelist, allowed_methods, backoff_factor, connect=0, read=0,
 raise_on_status=False)).
 
+requests has no pool acquire timeout: HTTPAdapter.send calls urllib3's
+urlopen without pool_timeout, so a blocking pool's second caller waits for
+the connection with no bound (pool-acquire-timeout: not configurable).
+
 urllib3 has no idle timeout: a pooled connection is kept until the server
 closes it (idle_timeout_ms 0); when a connection is taken from the pool,
 urllib3 drops it if the server's close has already arrived
@@ -55,6 +59,12 @@ class Requests:
             raise NotConfigurable("urllib3 Retry resends the same headers: no new key per attempt")
         if p["total_timeout_ms"] and sc["expect"]["attempts"] > 1 and sc["contract"] == "A8":
             raise NotConfigurable("urllib3 Retry has no total budget")
+        if p["pool_acquire_timeout_ms"]:
+            # HTTPAdapter.send calls urlopen without pool_timeout: a
+            # blocking pool's second caller waits with no bound.
+            raise NotConfigurable("requests passes no pool_timeout to urllib3: with HTTPAdapter(pool_maxsize=1, "
+                                  "pool_block=True) a second caller waits for the connection with no bound; "
+                                  "urllib3's own acquire timeout (urlopen's pool_timeout) is out of requests' reach")
         statuses = list(p["retry_statuses"])
         if os.environ.get("CONNAUDIT_EXAMPLE") == "retry-500" and sc["name"] == "retry/500":
             statuses.append(500)

@@ -316,6 +316,19 @@ public final class ServeKit {
     }
 
     /**
+     * The line every kit prints when its session is done (the Python, Node and curl kits' format):
+     * {@code connaudit kit: NAME: N passed, N failed, N not configurable}.
+     *
+     * @param done the response to done
+     * @return the line
+     */
+    public static String line(JsonNode done) {
+        return "connaudit kit: " + done.path("client").path("name").asText() + ": " + done.path("passed").asInt()
+                + " passed, " + done.path("failed").asInt() + " failed, " + done.path("not_configurable").asInt()
+                + " not configurable";
+    }
+
+    /**
      * One line of a session's report: its counts, as the server gave them.
      *
      * @param done the response to done

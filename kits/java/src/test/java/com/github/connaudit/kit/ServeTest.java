@@ -35,7 +35,7 @@ class ServeTest {
             }
             for (ServeKit.ClientFactory f : clients) {
                 JsonNode done = kit.run(f);
-                System.out.println("kit: " + ServeKit.summary(done));
+                System.out.println(ServeKit.line(done));
                 assertTrue(done.path("not_reported").asInt() == 0, ServeKit.summary(done));
             }
         }
