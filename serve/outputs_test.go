@@ -62,15 +62,15 @@ func TestVerdictsInJSON(t *testing.T) {
 	var done SessionReport
 	ctlDo(t, "POST", opened.DoneURL, Done{}, &done)
 	want := map[string]struct {
-		verdict  Verdict
+		verdict  string
 		attempts int
 	}{
-		"ok": {VerdictPass, 1}, "status-404": {VerdictSkipped, 1}, "status-503": {VerdictNotReported, 1},
-		"retry/503-503-ok": {VerdictNotConfigurable, 3},
+		"ok": {verdictPass, 1}, "status-404": {verdictSkipped, 1}, "status-503": {verdictNotReported, 1},
+		"retry/503-503-ok": {verdictNotConfigurable, 3},
 	}
 	for _, res := range done.Results {
 		w := want[res.Name]
-		if res.Verdict != w.verdict || res.Pass != (w.verdict == VerdictPass) || res.Expected.Attempts != w.attempts {
+		if res.Verdict != w.verdict || res.Pass != (w.verdict == verdictPass) || res.Expected.Attempts != w.attempts {
 			t.Errorf("%s: verdict %q, pass %v, expected attempts %d; want %q, %d", res.Name, res.Verdict, res.Pass,
 				res.Expected.Attempts, w.verdict, w.attempts)
 		}
@@ -131,11 +131,11 @@ func TestNotReportedWhenCut(t *testing.T) {
 func TestTextConnectionColumn(t *testing.T) {
 	one := 1
 	r := &SessionReport{Client: Client{Name: "c"}, Kit: "k", Session: "s1", Passed: 3, Results: []Result{
-		{Name: "retry/response-header-timeout", Verdict: VerdictPass, Pass: true, Class: "response-header-timeout",
+		{Name: "retry/response-header-timeout", Verdict: verdictPass, Pass: true, Class: "response-header-timeout",
 			Attempts: &one, Server: Evidence{Requests: 1}, Fate: "closed by client (request-error)", ElapsedMS: 12345},
-		{Name: "stale-post-reset-before-read", Verdict: VerdictPass, Pass: true, Class: "reset", Attempts: &one,
+		{Name: "stale-post-reset-before-read", Verdict: verdictPass, Pass: true, Class: "reset", Attempts: &one,
 			Server: Evidence{Requests: 1, Writes: 1}, Contract: "W2", HiddenRetry: true, Fate: "closed by server (server-reset)"},
-		{Name: "ok", Verdict: VerdictPass, Pass: true, Class: "ok", Caller: &Outcome{Status: 200}, Fate: "reused"},
+		{Name: "ok", Verdict: verdictPass, Pass: true, Class: "ok", Caller: &Outcome{Status: 200}, Fate: "reused"},
 	}}
 	var b bytes.Buffer
 	if err := r.WriteText(&b); err != nil {

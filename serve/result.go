@@ -19,13 +19,16 @@ type Result struct {
 	Contract string `json:"contract,omitempty"`
 	Proto    string `json:"proto"`
 	Fault    string `json:"fault"`
-	// Verdict says what became of the scenario: passed, failed, or no
-	// verdict (not configurable, skipped, not reported) and why not.
-	Verdict Verdict `json:"verdict"`
+	// Verdict says what became of the scenario: "pass", "fail", or no
+	// verdict on the client, and why: "not-configurable" (the client has
+	// no equivalent of a setting it needs), "skipped" (the kit did not
+	// run it), "not-reported" (the kit never reported it, which fails the
+	// session).
+	Verdict string `json:"verdict"`
 	// Pass is set when the scenario passed. A result that did not pass
-	// failed only when its Verdict is fail: one with no verdict
-	// (NotConfigurable, Skipped) does not pass and does not fail, as the
-	// audit's own results do not ([audit.Result.Skipped]).
+	// failed only when its Verdict is "fail": one with no verdict
+	// (NotConfigurable, Skipped) neither passes nor fails, as a skipped
+	// result of the audit's does not ([audit.Result.Skipped]).
 	Pass bool `json:"pass"`
 	// Caller is what the kit reported the caller got; Expected what it
 	// must get.
@@ -70,34 +73,31 @@ type Result struct {
 	NotReported     bool   `json:"not_reported,omitempty"`
 }
 
-// Verdict is what became of a scenario in a session.
-type Verdict string
-
-// The verdicts. Only VerdictPass and VerdictFail are verdicts on the
+// The verdicts of a [Result]. Only pass and fail are verdicts on the
 // client; a scenario not configurable or skipped has none, and fails no
 // session (the JUnit output reports it skipped); one not reported fails
 // its session (a JUnit failure).
 const (
-	VerdictPass            Verdict = "pass"             // it passed
-	VerdictFail            Verdict = "fail"             // it failed: Mismatches say how
-	VerdictNotConfigurable Verdict = "not-configurable" // the client has no equivalent of a setting it needs
-	VerdictSkipped         Verdict = "skipped"          // the kit did not run it
-	VerdictNotReported     Verdict = "not-reported"     // the kit never reported it
+	verdictPass            = "pass"             // it passed
+	verdictFail            = "fail"             // it failed: Mismatches say how
+	verdictNotConfigurable = "not-configurable" // the client has no equivalent of a setting it needs
+	verdictSkipped         = "skipped"          // the kit did not run it
+	verdictNotReported     = "not-reported"     // the kit never reported it
 )
 
 // verdictOf is res's Verdict.
-func verdictOf(res *Result) Verdict {
+func verdictOf(res *Result) string {
 	switch {
 	case res.NotReported:
-		return VerdictNotReported
+		return verdictNotReported
 	case res.NotConfigurable != "":
-		return VerdictNotConfigurable
+		return verdictNotConfigurable
 	case res.Skipped != "":
-		return VerdictSkipped
+		return verdictSkipped
 	case res.Pass:
-		return VerdictPass
+		return verdictPass
 	}
-	return VerdictFail
+	return verdictFail
 }
 
 // judged is judge's verdict with its Verdict set; s.mu is held.
@@ -223,13 +223,13 @@ func sessionReport(se *session, why string, faults [3]*faultserver.Server) *Sess
 			}
 		}
 		switch res.Verdict {
-		case VerdictNotReported:
+		case verdictNotReported:
 			r.NotReported++
-		case VerdictNotConfigurable:
+		case verdictNotConfigurable:
 			r.NotConfigurable++
-		case VerdictSkipped:
+		case verdictSkipped:
 			r.Skipped++
-		case VerdictPass:
+		case verdictPass:
 			r.Passed++
 		default:
 			r.Failed++
