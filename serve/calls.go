@@ -194,7 +194,7 @@ func (s *Server) report(ctx context.Context, se *session, rep KitReport) (*Resul
 	se.waitFor(ctx, time.Second, func() bool { return settled(st, fs) })
 	se.mu.Lock()
 	defer se.mu.Unlock()
-	st.result = judge(se, st, fs)
+	st.result = judged(se, st, fs)
 	return st.result, nil
 }
 

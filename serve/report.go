@@ -15,9 +15,10 @@ const textWidth = 100
 
 // WriteText writes one session's verdicts as a table within 100 columns —
 // scenario, the caller's outcome in the audit's vocabulary, attempts the
-// kit reported and requests the server saw, the faulted connection's
-// fate, the call's time, result — with each failure's mismatches and fix
-// under its row, then the findings and the totals.
+// kit reported and requests the server saw, what became of the faulted
+// connection (reused, open, closed), the call's time, result — with who
+// closed the connection and why, and each failure's mismatches and fix,
+// under its row, then the findings and the totals ([SessionReport.Counts]).
 func (r *SessionReport) WriteText(w io.Writer) error {
 	var b strings.Builder
 	title := strings.TrimSpace(r.Client.Name+" "+r.Client.Version) + fmt.Sprintf(" (kit %s, session %s)", r.Kit, r.Session)
@@ -52,7 +53,11 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 			if res.HiddenRetry {
 				row[2] += " hidden"
 			}
-			row[3] = res.Fate
+			var closed string
+			row[3], closed = fateText(res.Fate)
+			if closed != "" && !res.Unbounded {
+				under = append(under, closed)
+			}
 			row[4] = fmt.Sprintf("%.3fs", res.ElapsedMS/1000)
 			row[5] = "PASS"
 			if !res.Pass {
@@ -89,10 +94,30 @@ func (r *SessionReport) WriteText(w io.Writer) error {
 	if r.Limits != "" {
 		b.WriteString(strings.Join(text.Wrap(r.Limits, "note: ", "    ", textWidth), "\n") + "\n")
 	}
-	fmt.Fprintf(&b, "%d passed, %d failed, %d not configurable, %d skipped, %d not reported in %.1fs\n",
-		r.Passed, r.Failed, r.NotConfigurable, r.Skipped, r.NotReported, r.ElapsedMS/1000)
+	fmt.Fprintf(&b, "%s in %.1fs\n", r.Counts(), r.ElapsedMS/1000)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// Counts says the session's scenarios by verdict, every scenario offered
+// counted once: "45 passed, 2 failed, 4 not configurable, 2 skipped, 0
+// not reported". A kit's own count of what it reported leaves out what
+// it never reported.
+func (r *SessionReport) Counts() string {
+	return fmt.Sprintf("%d passed, %d failed, %d not configurable, %d skipped, %d not reported",
+		r.Passed, r.Failed, r.NotConfigurable, r.Skipped, r.NotReported)
+}
+
+// fateText is the CONNECTION cell — reused, open, closed, "-" — and, for
+// a closed connection, who closed it and why, the line under the row, as
+// the audit's report says it: "  closed by client: request-error".
+func fateText(fate string) (cell, under string) {
+	rest, ok := strings.CutPrefix(fate, "closed by ")
+	if !ok {
+		return fate, ""
+	}
+	who, why, _ := strings.Cut(strings.TrimSuffix(rest, ")"), " (")
+	return "closed", "  closed by " + who + ": " + why
 }
 
 // outcomeText is the OUTCOME cell: ok(200), unbounded, a class.
@@ -107,7 +132,8 @@ func outcomeText(res Result) string {
 }
 
 // writeTable writes rows in columns, shrinking the CONNECTION and OUTCOME
-// columns (cut with "…") to fit textWidth, each row's lines under it.
+// columns (cut with "…") should they not fit textWidth, each row's lines
+// under it.
 func writeTable(b *strings.Builder, rows [][]string, unders [][]string) {
 	widths := make([]int, len(rows[0]))
 	for _, r := range rows {

@@ -19,7 +19,17 @@ type Result struct {
 	Contract string `json:"contract,omitempty"`
 	Proto    string `json:"proto"`
 	Fault    string `json:"fault"`
-	Pass     bool   `json:"pass"`
+	// Verdict says what became of the scenario: "pass", "fail", or no
+	// verdict on the client, and why: "not-configurable" (the client has
+	// no equivalent of a setting it needs), "skipped" (the kit did not
+	// run it), "not-reported" (the kit never reported it, which fails the
+	// session).
+	Verdict string `json:"verdict"`
+	// Pass is set when the scenario passed. A result that did not pass
+	// failed only when its Verdict is "fail": one with no verdict
+	// (NotConfigurable, Skipped) neither passes nor fails, as a skipped
+	// result of the audit's does not ([audit.Result.Skipped]).
+	Pass bool `json:"pass"`
 	// Caller is what the kit reported the caller got; Expected what it
 	// must get.
 	Caller   *Outcome    `json:"caller,omitempty"`
@@ -61,6 +71,40 @@ type Result struct {
 	NotConfigurable string `json:"not_configurable,omitempty"`
 	Skipped         string `json:"skipped,omitempty"`
 	NotReported     bool   `json:"not_reported,omitempty"`
+}
+
+// The verdicts of a [Result]. Only pass and fail are verdicts on the
+// client; a scenario not configurable or skipped has none, and fails no
+// session (the JUnit output reports it skipped); one not reported fails
+// its session (a JUnit failure).
+const (
+	verdictPass            = "pass"             // it passed
+	verdictFail            = "fail"             // it failed: Mismatches say how
+	verdictNotConfigurable = "not-configurable" // the client has no equivalent of a setting it needs
+	verdictSkipped         = "skipped"          // the kit did not run it
+	verdictNotReported     = "not-reported"     // the kit never reported it
+)
+
+// verdictOf is res's Verdict.
+func verdictOf(res *Result) string {
+	switch {
+	case res.NotReported:
+		return verdictNotReported
+	case res.NotConfigurable != "":
+		return verdictNotConfigurable
+	case res.Skipped != "":
+		return verdictSkipped
+	case res.Pass:
+		return verdictPass
+	}
+	return verdictFail
+}
+
+// judged is judge's verdict with its Verdict set; s.mu is held.
+func judged(se *session, st *scenarioState, fs *faultserver.Server) *Result {
+	res := judge(se, st, fs)
+	res.Verdict = verdictOf(res)
+	return res
 }
 
 // Evidence is what the server saw of a scenario.
@@ -149,9 +193,10 @@ type SessionReport struct {
 	Skipped         int      `json:"skipped"`
 	NotReported     int      `json:"not_reported"`
 	// Findings are the client's findings: of the client as a whole
-	// (connections it still held open after it said it was done), which
-	// fail the session, and those of its scenarios (a hidden retry), which
-	// fail it only when their scenario does.
+	// (connections it still held open after it said it was done) and of
+	// its scenarios (a hidden retry, a loss to the caller). None of those
+	// this server makes fails the session by itself (their Fails is
+	// false): a scenario's goes with its scenario's verdict.
 	Findings []Finding `json:"findings,omitempty"`
 	// OpenAtDone counts those connections.
 	OpenAtDone int `json:"open_at_done"`
@@ -172,16 +217,19 @@ func sessionReport(se *session, why string, faults [3]*faultserver.Server) *Sess
 	for _, st := range se.states {
 		res := st.result
 		if res == nil {
-			res = judge(se, st, faults[min(st.sp.on, onRawH2)])
+			res = judged(se, st, faults[min(st.sp.on, onRawH2)])
+			if res.NotReported && why != "" {
+				res.Mismatches = []string{"not reported: the session ended before the kit reported it"}
+			}
 		}
-		switch {
-		case res.NotReported:
+		switch res.Verdict {
+		case verdictNotReported:
 			r.NotReported++
-		case res.NotConfigurable != "":
+		case verdictNotConfigurable:
 			r.NotConfigurable++
-		case res.Skipped != "":
+		case verdictSkipped:
 			r.Skipped++
-		case res.Pass:
+		case verdictPass:
 			r.Passed++
 		default:
 			r.Failed++

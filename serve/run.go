@@ -8,8 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/text"
 )
 
 // RunConfig says what [Run] does: the kit's command it supervises, if
@@ -65,11 +70,14 @@ type RunOutcome struct {
 	// judged in them (passed or failed).
 	Sessions, Judged int
 	// Failed are the sessions whose report is not ok, in the order they
-	// ended, each in a line's worth: who, and its counts (no results,
-	// findings or error: those were written out).
+	// ended, each in a line's worth: who, its counts and its error (no
+	// results or findings: those were written out).
 	Failed []*SessionReport
-	// Command says how the command failed, or why it was stopped; "" if
-	// it exited 0 or no command was run.
+	// Command says, naming the kit by its script, how the command ended
+	// when it did not exit 0: stopped, and why; exited non-zero after the
+	// failures its session reported ("kit kits/curl/example.sh exited
+	// with status 1 after the failures it reported"), leaving a session unfinished, or with no scenario judged (a
+	// failure); crashed. "" if it exited 0 or no command was run.
 	Command string
 	// Output is the first error writing an output (text, JSON, JUnit);
 	// what could not be written is lost.
@@ -134,11 +142,14 @@ func Run(ctx context.Context, cfg RunConfig, opts ...Option) (*RunOutcome, error
 		cfg.Listening(srv.URL(), ca)
 	}
 	if len(cfg.Command) > 0 {
-		out.Command = runCommand(ctx, cfg, srv.URL(), ca)
-	} else {
-		<-ctx.Done()
+		end := runCommand(ctx, cfg, srv.URL(), ca)
+		srv.Close() // ends the sessions left open: their reports are recorded
+		rec.finish()
+		out.Command = end.say(kitName(cfg.Command), out)
+		return out, nil
 	}
-	srv.Close() // ends the sessions left open: their reports are recorded
+	<-ctx.Done()
+	srv.Close()
 	rec.finish()
 	return out, nil
 }
@@ -170,7 +181,7 @@ func (rec *recorder) add(r *SessionReport) {
 	if !r.OK {
 		o.Failed = append(o.Failed, &SessionReport{Protocol: r.Protocol, Session: r.Session, Kit: r.Kit, Client: r.Client,
 			Passed: r.Passed, Failed: r.Failed, NotConfigurable: r.NotConfigurable, Skipped: r.Skipped,
-			NotReported: r.NotReported, OpenAtDone: r.OpenAtDone, OK: r.OK, ElapsedMS: r.ElapsedMS})
+			NotReported: r.NotReported, OpenAtDone: r.OpenAtDone, Error: r.Error, OK: r.OK, ElapsedMS: r.ElapsedMS})
 	}
 	if rec.text != nil {
 		err := r.WriteText(rec.text)
@@ -205,10 +216,21 @@ func (rec *recorder) fail(err error) {
 	}
 }
 
+// commandEnd is how a kit's command ended: stopped, with the reason;
+// exited, with its exit code (-1: a signal ended it); or failed to start
+// or to be waited for, with err.
+type commandEnd struct {
+	stopped string
+	exited  bool
+	code    int
+	status  string // the exit status in words when a signal ended it
+	err     error
+}
+
 // runCommand runs the kit's command to its end, or stops it at its
 // deadline or when ctx ends, and leaves nothing of its process group
-// running; it says how the command failed ("" if it did not).
-func runCommand(ctx context.Context, cfg RunConfig, url, ca string) string {
+// running; it says how the command ended.
+func runCommand(ctx context.Context, cfg RunConfig, url, ca string) commandEnd {
 	args := cfg.Command
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), "CONNAUDIT_URL="+url, "CONNAUDIT_CA="+ca)
@@ -217,7 +239,7 @@ func runCommand(ctx context.Context, cfg RunConfig, url, ca string) string {
 	g := &group{cmd: cmd}
 	g.prepare()
 	if err := cmd.Start(); err != nil {
-		return fmt.Sprintf("%s: %v", args[0], err)
+		return commandEnd{err: err}
 	}
 	g.exited = make(chan struct{})
 	go func() {
@@ -242,13 +264,64 @@ func runCommand(ctx context.Context, cfg RunConfig, url, ca string) string {
 	var ee *exec.ExitError
 	switch {
 	case stopped != "":
-		return fmt.Sprintf("%s was stopped: %s", args[0], stopped)
+		return commandEnd{stopped: stopped}
 	case g.err == nil, errors.Is(g.err, exec.ErrWaitDelay): // exited 0; what held its output was stopped
-		return ""
+		return commandEnd{exited: true}
 	case errors.As(g.err, &ee):
-		return fmt.Sprintf("%s failed: %v", args[0], ee)
+		return commandEnd{exited: true, code: ee.ExitCode(), status: ee.String()}
 	}
-	return fmt.Sprintf("%s: %v", args[0], g.err)
+	return commandEnd{err: g.err}
+}
+
+// say says how the kit's command ended, when that is not all well ("" if
+// it exited 0), once its sessions ended (out): a non-zero exit that
+// follows the failures its sessions reported is said as such; one that
+// left a session unfinished, or had no scenario judged, reads as the
+// failure it is.
+func (e commandEnd) say(kit string, out *RunOutcome) string {
+	cut := slices.ContainsFunc(out.Failed, func(r *SessionReport) bool { return r.Error != "" })
+	sessions := "its session"
+	if out.Sessions > 1 {
+		sessions = "a session of its"
+	}
+	switch {
+	case e.stopped != "":
+		return fmt.Sprintf("kit %s was stopped: %s", kit, e.stopped)
+	case !e.exited:
+		return fmt.Sprintf("kit %s could not run: %v", kit, e.err)
+	case e.code == 0:
+		return ""
+	case e.code < 0:
+		return fmt.Sprintf("kit %s crashed (%s)", kit, e.status)
+	case cut:
+		return fmt.Sprintf("kit %s failed: it exited with status %d, leaving %s unfinished", kit, e.code, sessions)
+	case len(out.Failed) > 0:
+		return fmt.Sprintf("kit %s exited with status %d after the failures it reported", kit, e.code)
+	case out.Judged == 0:
+		return fmt.Sprintf("kit %s failed: it exited with status %d before any scenario was judged", kit, e.code)
+	}
+	return fmt.Sprintf("kit %s exited with status %d, though no session it opened failed (its output says why)", kit, e.code)
+}
+
+// kitName names a kit's command for a person: the script an interpreter
+// runs (its first argument that is not an option, when that is a file:
+// "kits/python/example_requests.py" of "python
+// kits/python/example_requests.py"), else the command line, cut to 60
+// columns and quoted when it has arguments; its secrets masked.
+func kitName(args []string) string {
+	for _, a := range args[1:] {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if fi, err := os.Stat(a); err == nil && fi.Mode().IsRegular() {
+			return redact.Text(a)
+		}
+		break
+	}
+	if len(args) == 1 {
+		return redact.Text(args[0])
+	}
+	return redact.Text(`"` + text.Cut(strings.Join(args, " "), 60) + `"`)
 }
 
 // group is a command's process group: the command and every process it

@@ -71,6 +71,11 @@ func served(s audit.Scenario, sourceNumbers bool) *spec {
 			sp.caller.Or = &or
 		}
 	}
+	// The attempts go with either outcome: they are the scenario's.
+	sp.caller.Attempts = max(1, s.Expect.ClientAttempts)
+	if sp.caller.Or != nil {
+		sp.caller.Or.Attempts = sp.caller.Attempts
+	}
 	return sp
 }
 

@@ -282,7 +282,6 @@ func (s *Server) listen(se *session, chosen []*spec) error {
 		st.spec = ScenarioSpec{Name: sp.Name, Contract: sp.Contract, Proto: string(sp.Proto), Fault: sp.Fault,
 			Steps: sp.Steps, URL: base + st.faultPath, OKURL: okBase + st.okPath, ReadBytes: sp.ReadBytes,
 			Request: sp.request, Policy: sp.policy, Expect: sp.caller, GuardMS: ms(guardFor(sp))}
-		st.spec.Expect.Attempts = max(1, sp.Expect.ClientAttempts)
 		if sp.Steps.Warmed() {
 			st.spec.WarmURL, st.spec.WarmRequests = st.spec.URL, max(1, sp.Warm)
 			if sp.WarmAside {

@@ -88,9 +88,14 @@ every session's verdicts; without, serve until interrupted and print each
 session's verdicts as it ends. Every listener is on loopback unless -addr
 names another address for the control API (a warning is printed then).`,
 			exits: `exit status:
-  0  CMD succeeded and every scenario it ran passed
-  1  a scenario failed, a session had a finding or was not finished, CMD
-     failed, or CMD audited no scenario (nothing was judged)
+  0  every session passed, and CMD (if any) exited 0 having had a scenario
+     judged; without CMD, an interrupt that cut no session short is how
+     serve stops
+  1  a session failed: a scenario failed or was not reported, none passed,
+     or it ended before the kit said done (it gave up, an interrupt cut it
+     short); or CMD exited non-zero, was stopped (-deadline, an interrupt),
+     or had no scenario judged. A finding (hidden-retry, loss-to-caller,
+     open-at-done) fails no session by itself
   2  a usage error (a flag, a file named, CMD not found)
 `,
 			examples: []string{

@@ -4,8 +4,10 @@
 // (scenarios).
 //
 // Exit status: 0 when all is well; 1 when the audit or request failed, or a
-// run was cut by its deadline or interrupted; 2 on a usage error; 3 when
-// the target did not answer (no request got a response).
+// run was cut by its deadline or interrupted (serve without a command
+// stops when interrupted: 1 only if that cut a session short); 2 on a
+// usage error; 3 when the target did not answer (no request got a
+// response).
 package main
 
 import (

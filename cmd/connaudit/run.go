@@ -62,6 +62,7 @@ func usage(w io.Writer) {
 const exitHelp = `exit status:
   0  all well
   1  a failed audit or request; a run cut by its -deadline or interrupted
+     (serve without a command: an interrupt that cut a session short)
   2  a usage error (a flag, an argument, a file named)
   3  the target did not answer: no request got a response (trace, probe)
 `

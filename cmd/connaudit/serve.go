@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/serve"
 )
 
@@ -98,11 +99,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // serveExit says the outcome on stderr and returns the exit code.
 func serveExit(dashed bool, out *serve.RunOutcome, stderr io.Writer) int {
 	for _, r := range out.Failed {
-		fmt.Fprintf(stderr, "connaudit serve: %s %s: %d of %d scenarios failed, %d not reported\n",
-			r.Client.Name, r.Session, r.Failed, r.Passed+r.Failed+r.NotConfigurable+r.Skipped+r.NotReported, r.NotReported)
+		// Its counts as its text's last line says them, under who it is.
+		fmt.Fprintf(stderr, "connaudit serve: %s %s failed (%s):\n", r.Client.Name, r.Session,
+			text.Plural(r.Passed+r.Failed+r.NotConfigurable+r.Skipped+r.NotReported, "scenario"))
+		counts := r.Counts()
+		switch {
+		case r.Error != "":
+			counts += "; " + r.Error
+		case r.Failed == 0 && r.NotReported == 0:
+			counts += "; none passed"
+		}
+		for _, l := range text.Wrap(counts, "    ", "    ", 100) {
+			fmt.Fprintln(stderr, l) // a line a Write: stderr escapes a newline within one
+		}
 	}
 	if out.Command != "" {
-		fmt.Fprintf(stderr, "connaudit serve: %s\n", out.Command)
+		for _, l := range text.Wrap("connaudit serve: "+out.Command, "", "    ", 100) {
+			fmt.Fprintln(stderr, l)
+		}
 	}
 	if dashed && out.Judged == 0 {
 		fmt.Fprintf(stderr, "connaudit serve: the command audited no scenario: nothing was judged\n")

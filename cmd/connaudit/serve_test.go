@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/serve"
 	"github.com/stretchr/testify/require"
 )
 
@@ -45,7 +46,37 @@ func TestServeNothingJudged(t *testing.T) {
 	require.Contains(t, errOut, "the command audited no scenario: nothing was judged")
 	code, _, errOut = runCLI(t, "serve", "--", "sh", "-c", "exit 3")
 	require.Equal(t, exitFail, code)
-	require.Contains(t, errOut, "sh failed: exit status 3")
+	require.Contains(t, errOut, `kit "sh -c exit 3" failed: it exited with status 3 before any scenario was judged`)
+}
+
+// TestServeHelpFindings: serve's -h says what the code does: a finding
+// fails no session, an interrupt that cut none short is how serve stops.
+func TestServeHelpFindings(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCLI(t, "serve", "-h")
+	require.Equal(t, exitOK, code)
+	require.NotContains(t, out, "had a finding")
+	require.Contains(t, out, "open-at-done) fails no session by itself")
+	require.Contains(t, out, "an interrupt that cut no session short is how\n     serve stops")
+}
+
+// TestServeFailedSessionSaid: a failed session's line on stderr gives the
+// same five counts as its text's last line, which add up to the scenarios
+// offered, and a session's error.
+func TestServeFailedSessionSaid(t *testing.T) {
+	t.Parallel()
+	var errOut strings.Builder
+	code := serveExit(true, &serve.RunOutcome{Sessions: 2, Judged: 47, Failed: []*serve.SessionReport{
+		{Client: serve.Client{Name: "curl"}, Session: "s1-7f3a", Passed: 45, Failed: 2, NotConfigurable: 4, Skipped: 2},
+		{Client: serve.Client{Name: "requests"}, Session: "s2-9c1d", Passed: 3, NotReported: 50,
+			Error: "the server stopped before the kit said done"},
+	}}, &errOut)
+	require.Equal(t, exitFail, code)
+	require.Equal(t, "connaudit serve: curl s1-7f3a failed (53 scenarios):\n"+
+		"    45 passed, 2 failed, 4 not configurable, 2 skipped, 0 not reported\n"+
+		"connaudit serve: requests s2-9c1d failed (53 scenarios):\n"+
+		"    3 passed, 0 failed, 0 not configurable, 0 skipped, 50 not reported; the server stopped before\n"+
+		"    the kit said done\n", errOut.String())
 }
 
 // TestServeCurlKit: the curl kit's example under connaudit serve, on two
@@ -114,43 +145,68 @@ func (l *lineSignal) String() string {
 }
 
 // TestServeUntilInterrupted: without --, serve says its address, reports
-// each session as it ends, and exits when interrupted (1: the session it
-// saw was not reported).
+// each session as it ends, and exits when interrupted: 0 when it cut no
+// session short and none failed, 1 when a session failed (one that said
+// done having reported nothing) or the interrupt cut one short (its
+// unreported scenarios and its error said).
 func TestServeUntilInterrupted(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	errOut := &lineSignal{want: "CONNAUDIT_URL=", got: make(chan string, 1)}
-	out := &lineSignal{want: "not reported in", got: make(chan string, 1)}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve", "-run", "^ok$"}, out, errOut) }()
-	var line string
-	select {
-	case line = <-errOut.got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no address said")
-	}
-	url := strings.Fields(strings.SplitN(line, "CONNAUDIT_URL=", 2)[1])[0]
-	post := func(u, body string) map[string]any {
-		resp, err := http.Post(u, "application/json", strings.NewReader(body))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var m map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
-		return m
-	}
-	opened := post(url+"/v1/sessions", `{"protocol":"connaudit.serve/v1","kit":"t","client":{"name":"nothing"}}`)
-	post(opened["done_url"].(string), `{}`)
-	select {
-	case <-out.got:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the session's end was not reported: %s", out.String())
-	}
-	require.Contains(t, out.String(), "nothing (kit t, session s1-")
-	cancel()
-	select {
-	case code := <-done:
-		require.Equal(t, exitFail, code)
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop when interrupted")
+	for _, c := range []string{"idle", "failed", "cut"} {
+		t.Run(c, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			errOut := &lineSignal{want: "CONNAUDIT_URL=", got: make(chan string, 1)}
+			out := &lineSignal{want: "not reported in", got: make(chan string, 1)}
+			done := make(chan int, 1)
+			go func() { done <- run(ctx, []string{"serve", "-run", "^ok$"}, out, errOut) }()
+			var line string
+			select {
+			case line = <-errOut.got:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no address said")
+			}
+			url := strings.Fields(strings.SplitN(line, "CONNAUDIT_URL=", 2)[1])[0]
+			post := func(u, body string) map[string]any {
+				resp, err := http.Post(u, "application/json", strings.NewReader(body))
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				var m map[string]any
+				require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+				return m
+			}
+			want := exitFail
+			switch c {
+			case "idle":
+				want = exitOK
+			case "failed":
+				opened := post(url+"/v1/sessions", `{"protocol":"connaudit.serve/v1","kit":"t","client":{"name":"nothing"}}`)
+				post(opened["done_url"].(string), `{}`)
+				select {
+				case <-out.got:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("the session's end was not reported: %s", out.String())
+				}
+				require.Contains(t, out.String(), "nothing (kit t, session s1-")
+			case "cut":
+				post(url+"/v1/sessions", `{"protocol":"connaudit.serve/v1","kit":"t","client":{"name":"cut"}}`)
+			}
+			cancel()
+			select {
+			case code := <-done:
+				require.Equal(t, want, code, "stderr: %s", errOut.String())
+			case <-time.After(10 * time.Second):
+				t.Fatal("serve did not stop when interrupted")
+			}
+			switch c {
+			case "idle":
+				require.Equal(t, 1, strings.Count(errOut.String(), "\n"), errOut.String())
+				require.Empty(t, out.String())
+			case "cut":
+				require.Contains(t, out.String(), "not reported: the session ended before the kit reported it")
+				require.Contains(t, errOut.String(), "connaudit serve: cut s1-")
+				require.Contains(t, errOut.String(), " failed (1 scenario):\n    0 passed, 0 failed, 0 not configurable, "+
+					"0 skipped, 1 not reported; the server stopped before the\n    kit said done\n")
+			}
+		})
 	}
 }
