@@ -29,6 +29,7 @@ func TestEveryScenarioBothWays(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole catalogue twice")
 	}
+	beside(t)
 	cat := audit.Catalogue()
 	served := map[string]bool{}
 	for _, sp := range catalogue(false) {

@@ -705,6 +705,7 @@ func TestConnectHangOutOfOrder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for a SYN's retransmission (about 15 s)")
 	}
+	beside(t)
 	srv, err := New()
 	if err != nil {
 		t.Fatal(err)

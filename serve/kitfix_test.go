@@ -19,6 +19,7 @@ func TestKitVerdictsTrue(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real clients")
 	}
+	beside(t)
 	r := root(t)
 	col := &collector{}
 	srv, err := New(OnSessionEnd(col.add), Select(regexp.MustCompile(`^(retry/total-budget|h2/go-dark|pool-acquire-timeout)$`), nil))

@@ -67,6 +67,22 @@ var examples = []example{
 	{"java", func(t *testing.T, root string) []string { return javaKit(t, root) }, []string{"webclient", "restclient"}, true},
 }
 
+// clients keeps a JVM's start apart from the tests that run clients on
+// timers, which otherwise run beside one another (t.Parallel), so that
+// the package's tests take about as long as the longest, TestTable's curl
+// session: Maven and a JVM starting take both cores of a small machine for
+// seconds. A test that runs clients holds it for reading ([beside]); a
+// JVM's run, for writing.
+var clients sync.RWMutex
+
+// beside runs t beside the package's other tests that run clients, apart
+// from a JVM's start ([clients]). Only a top-level test calls it.
+func beside(t *testing.T) {
+	t.Parallel()
+	clients.RLock()
+	t.Cleanup(clients.RUnlock)
+}
+
 // javaKit is the command that runs kits/java's ServeTest with Maven, with
 // extra -D properties; it skips the test, saying so, when mvn or a JDK 17
 // javac is not on PATH (kits/java/ci.sh installs them; CI has them).
@@ -149,6 +165,7 @@ func TestTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every kit's example client")
 	}
+	t.Parallel()
 	r := root(t)
 	col := &collector{}
 	srv, err := New(OnSessionEnd(col.add))
@@ -165,13 +182,17 @@ func TestTable(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
+	clients.RLock()
 	for _, argv := range argvs {
 		wg.Go(func() { runExample(t.Context(), t, srv, argv) })
 	}
 	wg.Wait()
+	clients.RUnlock()
+	clients.Lock()
 	for _, argv := range after {
 		runExample(t.Context(), t, srv, argv)
 	}
+	clients.Unlock()
 	srv.Close()
 	reports := col.all()
 	var sessions []*SessionReport
@@ -294,6 +315,7 @@ func TestFourAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real clients")
 	}
+	beside(t)
 	argv := examples[1].cmd(t, root(t))
 	// Scenarios whose counts do not wait on a timer of the client's.
 	env := "CONNAUDIT_SKIP=^(trickle-body|pool-acquire-timeout)$"

@@ -18,6 +18,7 @@ func TestTruthCurlRetryBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs curl for seconds")
 	}
+	beside(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed (.ci/run installs it)")
 	}

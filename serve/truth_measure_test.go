@@ -104,6 +104,7 @@ func TestTruth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real clients")
 	}
+	beside(t)
 	for _, client := range []string{"curl", "requests", "httpx", "fetch", "axios"} {
 		t.Run(client, func(t *testing.T) {
 			for _, kase := range truthOrder {

@@ -176,6 +176,7 @@ func TestTruthStale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real clients")
 	}
+	beside(t)
 	runs := 1
 	if n, err := strconv.Atoi(os.Getenv("CONNAUDIT_MEASURE_RUNS")); err == nil && n > 1 {
 		runs = min(n, 100)

@@ -133,6 +133,7 @@ func TestUnboundedTotalSaidAsSuch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the server's guard (8 s)")
 	}
+	beside(t)
 	srv, err := New()
 	if err != nil {
 		t.Fatal(err)
