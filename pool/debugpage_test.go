@@ -43,7 +43,7 @@ func TestDebugPageSaysWhatItCounts(t *testing.T) {
 	for _, want := range []string{"ResponseHeaderTimeout 5s", "TLSHandshakeTimeout 10s", "ConnectTimeout 30s",
 		"IdleConnTimeout 1m30s", "BodyIdleTimeout none", "UnclosedBodyWarning 1m0s", "CaptureStacks off",
 		"WAITS: the requests not handed an idle connection at once: each waited for a dial",
-		"or for a connection in use, at MaxConnsPerHost, which is all database/sql's WaitCount counts"} {
+		"or for a connection in use, at MaxConnsPerHost; database/sql's WaitCount counts only the waits at its cap, the second kind"} {
 		require.Contains(t, flat, want, text)
 	}
 	var snap struct {
@@ -82,7 +82,7 @@ func TestDebugPageSaysWhatItCounts(t *testing.T) {
 	for _, want := range []string{"pool: MaxConnsPerHost none, MaxIdleConns no limit, MaxIdleConnsPerHost 2 (net/http's default),",
 		"ConnectTimeout the caller's own dial function's", "ResponseHeaderTimeout none",
 		"WAITS: the requests not handed an idle connection at once: with no MaxConnsPerHost, each waited for a dial",
-		"never for a cap, which is all database/sql's WaitCount counts",
+		"never for a cap; database/sql's WaitCount, which counts only the waits at its cap, would count none of them",
 		"SITE -: pool.CaptureStacks() records where each request is made"} {
 		require.Contains(t, flat, want, text)
 	}

@@ -120,11 +120,12 @@ func (s Snapshot) WriteText(w io.Writer, verbose bool) error {
 		return err
 	}
 	waitsKey := "WAITS: the requests not handed an idle connection at once: each waited for a dial (its own or " +
-		"another's) or for a connection in use, at MaxConnsPerHost, which is all database/sql's WaitCount counts"
+		"another's) or for a connection in use, at MaxConnsPerHost; database/sql's WaitCount counts only the " +
+		"waits at its cap, the second kind"
 	if s.Settings != nil && s.Settings.MaxConnsPerHost <= 0 {
 		waitsKey = "WAITS: the requests not handed an idle connection at once: with no MaxConnsPerHost, each waited " +
-			"for a dial (its own or another's) or a connection released meanwhile, never for a cap, which is all " +
-			"database/sql's WaitCount counts"
+			"for a dial (its own or another's) or a connection released meanwhile, never for a cap; database/sql's " +
+			"WaitCount, which counts only the waits at its cap, would count none of them"
 	}
 	for _, l := range text.Wrap(waitsKey, "", "    ", textWidth) {
 		fmt.Fprintln(tw, l)

@@ -20,6 +20,9 @@ before or after the URL. Secrets (the URL's user name, password and query
 values, Authorization, Proxy-Authorization, Cookie, every -H value) are never
 printed, as sent or as a server echoes them Go-quoted, JSON-escaped or
 percent-encoded; one of 1 or 2 bytes only where it follows its name (pin=42).
+Nor are the server's: a response header named for one (Set-Cookie,
+X-Auth-Token, X-Api-Key) shows REDACTED, and so do a URL's user information
+and query values, a Bearer token and a value after a secret's name.
 "get conn" is the time the Transport took to hand the request a connection,
 DNS, connect and TLS apart: its own bookkeeping when the request took an idle
 connection or dialed its own; a wait only when another request held it.`,

@@ -143,9 +143,12 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // writeTraceText writes the timeline, then the response's header, as
 // httpstat shows it: a line per value, sorted by name, each fitted to 100
-// columns, with every secret masked — the values of Set-Cookie,
-// Authorization, Proxy-Authorization, Cookie and the -H headers' names
-// whole, and anywhere in a value the request's secrets a server may echo.
+// columns, with every secret masked — whole, the values of a header named
+// for a credential or a secret (Set-Cookie, Authorization, X-Auth-Token,
+// X-Api-Key: [redact.SecretHeader]) or as a -H header; anywhere in a
+// value, the request's secrets a server may echo, and the server's own in
+// the forms that carry one (a URL's user information and query values, a
+// Bearer token, name=value after a secret's name: [redact.Text]).
 func writeTraceText(w io.Writer, tl *httptrace.Timeline, header http.Header, req *http.Request, rf *requestFlags) error {
 	var b strings.Builder
 	if err := tl.WriteText(&b, true); err != nil {
@@ -157,10 +160,10 @@ func writeTraceText(w io.Writer, tl *httptrace.Timeline, header http.Header, req
 		b.WriteString("  response header\n")
 		for _, name := range slices.Sorted(maps.Keys(header)) {
 			for _, v := range header[name] {
-				if redact.Sensitive(name) || slices.ContainsFunc(secret, func(s string) bool { return strings.EqualFold(s, name) }) {
+				if redact.SecretHeader(name) || slices.ContainsFunc(secret, func(s string) bool { return strings.EqualFold(s, name) }) {
 					v = redact.Masked
 				}
-				line := "    " + redact.Printable(name) + ": " + redact.Printable(redact.Mask(v, req.URL, more))
+				line := "    " + redact.Printable(name) + ": " + redact.Text(redact.Mask(v, req.URL, more))
 				b.WriteString(text.Cut(line, traceWidth) + "\n")
 			}
 		}

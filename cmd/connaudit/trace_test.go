@@ -317,11 +317,16 @@ func TestHostileCertificateNamesEscaped(t *testing.T) {
 
 // trace shows the response's header under the timeline, as httpstat does,
 // a line per value fitted to 100 columns, with every secret masked:
-// Set-Cookie whole, the request's secrets a server echoes anywhere, and
-// what a terminal would obey escaped.
+// Set-Cookie and the headers named for a secret whole, the request's
+// secrets a server echoes anywhere, the server's own where a value's form
+// carries one, and what a terminal would obey escaped.
 func TestTraceShowsTheResponseHeader(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Set-Cookie", "session=cookie-SECRET")
+		w.Header().Set("X-Auth-Token", "issued-SECRET")
+		w.Header().Set("X-Client-Secret", "client-SECRET")
+		w.Header().Set("Location", "http://user:pw-SECRET@example.com/next?sig=sig-SECRET")
+		w.Header().Set("WWW-Authenticate", "Bearer bearer-SECRET")
 		w.Header().Add("X-Echo", "token "+r.URL.Query().Get("token")+" key "+r.Header.Get("X-Api-Key"))
 		w.Header().Set("X-Long", strings.Repeat("a", 300))
 		w.Header().Set("X-Term", "a\u202eb")
@@ -333,6 +338,10 @@ func TestTraceShowsTheResponseHeader(t *testing.T) {
 	_, head, ok := strings.Cut(out, "\n  response header\n")
 	require.True(t, ok, out)
 	require.Contains(t, head, "    Set-Cookie: REDACTED\n")
+	require.Contains(t, head, "    X-Auth-Token: REDACTED\n")
+	require.Contains(t, head, "    X-Client-Secret: REDACTED\n")
+	require.Contains(t, head, "    Location: http://REDACTED@example.com/next?sig=REDACTED\n")
+	require.Contains(t, head, "    Www-Authenticate: Bearer REDACTED\n")
 	require.Contains(t, head, "    X-Echo: token REDACTED key REDACTED\n")
 	require.Contains(t, head, "    Content-Length: 2\n")
 	require.Contains(t, head, `    X-Term: a\u202eb`+"\n")

@@ -108,6 +108,12 @@ func Sensitive(name string) bool {
 	return false
 }
 
+// SecretHeader reports whether the values of a header a server sent, its
+// secrets not known, are masked whole: a [Sensitive] header, or one whose
+// name is a secret's as [Text] reads names (X-Auth-Token, X-Api-Key,
+// Client-Secret, X-Session-Id), whatever its letter case.
+func SecretHeader(name string) bool { return Sensitive(name) || secretName(name) }
+
 // Header returns the values of the header name joined as one, or [Masked]
 // for a [Sensitive] header.
 func Header(name string, values []string) string {

@@ -64,6 +64,19 @@ func TestRequestSecretsAnyCase(t *testing.T) {
 	assert.Equal(t, 4, strings.Count(msg, Masked), msg)
 }
 
+// TestSecretHeader: a header a server sent is masked whole when its name
+// is a credential's or a secret's, in any case; others stay readable.
+func TestSecretHeader(t *testing.T) {
+	for _, name := range []string{"Set-Cookie", "authorization", "X-Auth-Token", "x-api-key", "Client-Secret",
+		"X-Session-Id", "X-Amz-Security-Token", "Proxy-Authorization", "X-CSRF-Token", "Key"} {
+		assert.True(t, SecretHeader(name), name)
+	}
+	for _, name := range []string{"Content-Type", "Location", "Date", "Server", "Keep-Alive", "Cache-Control",
+		"X-Request-Id", "Link"} {
+		assert.False(t, SecretHeader(name), name)
+	}
+}
+
 // TestPrintable: control characters and bytes that are not UTF-8 are
 // escaped; tabs and other text stay.
 func TestPrintable(t *testing.T) {
