@@ -39,6 +39,12 @@ func verdicts(s Scenario, sub subject, o Observed, mismatches []string) []string
 			m = fmt.Sprintf("%d attempts, which MaxRetries=%d allows, where the budget allows %d: TotalTimeout (%v) "+
 				"ends during the delay (%v) before attempt %d", o.ClientAttempts, s.Policy.MaxRetries, e.ClientAttempts,
 				s.Policy.TotalTimeout, s.Policy.Delay, e.ClientAttempts+1)
+		case strings.HasPrefix(m, "client attempts:") && o.ClientAttempts > e.ClientAttempts && !o.Unbounded &&
+			s.Subject == "503" && e.Class == httptrace.ClassDeadline:
+			// More than either limit allows.
+			m = fmt.Sprintf("%d attempts, where the budget allows %d (TotalTimeout (%v) ends during the delay (%v) "+
+				"before attempt %d) and MaxRetries=%d allows %d: the layer applies neither", o.ClientAttempts, e.ClientAttempts,
+				s.Policy.TotalTimeout, s.Policy.Delay, e.ClientAttempts+1, s.Policy.MaxRetries, s.Policy.MaxRetries+1)
 		case strings.HasPrefix(m, "writes committed:"):
 			m = fmt.Sprintf("the server committed %s, contract %d", text.Plural(o.Writes, "write"), *e.Writes)
 		}

@@ -382,11 +382,16 @@ func TestBudgetVerdictSaysWhereEachNumberComes(t *testing.T) {
 			a8 = s
 		}
 	}
+	retries := 0 // 0: the policy's MaxRetries
 	noBudget := func(p retry.Policy) (audit.RetryFunc, error) {
+		limit := p.MaxRetries
+		if retries > 0 {
+			limit = retries
+		}
 		return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
 			for attempt := 0; ; attempt++ {
 				resp, err := c.Do(req.WithContext(ctx))
-				if err != nil || resp.StatusCode != http.StatusServiceUnavailable || attempt == p.MaxRetries {
+				if err != nil || resp.StatusCode != http.StatusServiceUnavailable || attempt == limit {
 					return resp, err
 				}
 				io.Copy(io.Discard, resp.Body)
@@ -412,4 +417,18 @@ func TestBudgetVerdictSaysWhereEachNumberComes(t *testing.T) {
 		require.NotContains(t, m, "client attempts: expected")
 	}
 	require.True(t, strings.HasPrefix(res.Fix, "in the retry layer: apply TotalTimeout (450ms)"), res.Fix)
+
+	// A layer that applies neither limit: both numbers, and that neither
+	// is applied.
+	retries = 3
+	r, err = audit.NewRunner(audit.WithRetry("no limit", noBudget))
+	require.NoError(t, err)
+	res = r.RunOne(t.Context(), a8)
+	require.False(t, res.Pass)
+	require.Equal(t, 4, res.Observed.ClientAttempts, "%v", res.Mismatches)
+	require.Contains(t, res.Mismatches, "A8: 4 attempts, where the budget allows 2 (TotalTimeout (450ms) ends during "+
+		"the delay (300ms) before attempt 3) and MaxRetries=2 allows 3: the layer applies neither")
+	for _, m := range res.Mismatches {
+		require.NotContains(t, m, "client attempts: expected")
+	}
 }
