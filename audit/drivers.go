@@ -341,8 +341,9 @@ func (e *env) closeWarm() (uint64, error) {
 // requests for the fault path, in order, and which are closed.
 type serverConns struct {
 	mu      sync.Mutex
-	order   []uint64          // each fault-path request's connection (at most maxRecorded)
-	closed  map[uint64]string // who closed each closed connection first
+	order    []uint64          // each fault-path request's connection (at most maxRecorded)
+	accepted int               // connections accepted
+	closed   map[uint64]string // who closed each closed connection first
 	changes notify.Changes
 }
 
@@ -354,6 +355,8 @@ func (c *serverConns) observe(ev faultserver.ConnEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch ev.Kind {
+	case faultserver.ConnAccepted:
+		c.accepted++
 	case faultserver.ConnRequest:
 		if ev.Path == faultPath && len(c.order) < maxRecorded {
 			c.order = append(c.order, ev.Conn)
@@ -365,6 +368,13 @@ func (c *serverConns) observe(ev faultserver.ConnEvent) {
 		c.closed[ev.Conn] = ev.ClosedBy
 	}
 	c.changes.Signal()
+}
+
+// open returns how many of the server's connections are open.
+func (c *serverConns) open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.accepted - len(c.closed)
 }
 
 // first returns the connection of the first request for the fault path.

@@ -403,6 +403,10 @@ func (r *Runner) observeCall(ctx context.Context, s Scenario, e *env, sub subjec
 	r.awaitClose(ctx, e.Pool, obs, wait)
 }
 
+// closeReadWait bounds the wait for the Transport to read a close the
+// server made before the recovery's check.
+const closeReadWait = time.Second
+
 // beyondHealthCheck begins the mismatch of a transport whose HTTP/2 health
 // check is longer than the guard waits.
 const beyondHealthCheck = "beyond the guard: the HTTP/2 health check"
@@ -421,6 +425,13 @@ func (r *Runner) recoverAndCheck(ctx context.Context, e *env, end guardEnd) {
 	}
 	cctx, ccancel := context.WithTimeout(ctx, check)
 	defer ccancel()
+	// A connection the server has closed is open in the pool until the
+	// Transport's read loop reads the close, which a loaded machine may
+	// schedule after the recovery request: it is not over the cap. Wait,
+	// bounded, for the pool to hold no more connections than the server.
+	wctx, wcancel := context.WithTimeout(cctx, closeReadWait)
+	e.Pool.WaitFor(wctx, func(s pool.Stats) bool { return s.Open <= e.serverConns.open() })
+	wcancel()
 	if err := e.Pool.Check(cctx); err != nil {
 		for _, l := range splitErrors(err) {
 			if dialing && strings.HasPrefix(l, "pool: did not settle: ") {
