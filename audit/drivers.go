@@ -340,11 +340,11 @@ func (e *env) closeWarm() (uint64, error) {
 // serverConns follows the fault server's connections: which carried the
 // requests for the fault path, in order, and which are closed.
 type serverConns struct {
-	mu      sync.Mutex
+	mu       sync.Mutex
 	order    []uint64          // each fault-path request's connection (at most maxRecorded)
 	accepted int               // connections accepted
 	closed   map[uint64]string // who closed each closed connection first
-	changes notify.Changes
+	changes  notify.Changes
 }
 
 // maxRecorded bounds the requests serverConns records.
