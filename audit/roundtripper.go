@@ -313,3 +313,41 @@ func (sub subject) chainStageFix(stage httptrace.Stage) string {
 	}
 	return ""
 }
+
+// contractOverHTTP2 runs a retry contract, written over HTTP/1, over
+// HTTP/2 when the client speaks HTTP/2 and not HTTP/1 (or HTTP/1 is not
+// meant), so that an HTTP/2-only client has its retry verdicts; it says
+// so, or returns "" and leaves s as it is.
+func (r *Runner) contractOverHTTP2(s *Scenario, sub subject) string {
+	if s.Contract == "" || s.Proto != HTTP1 || !r.isMeant(HTTP2) {
+		return ""
+	}
+	if ok, _, _ := sub.speaks(HTTP2); !ok {
+		return ""
+	}
+	if ok, _, _ := sub.speaks(HTTP1); ok && r.isMeant(HTTP1) {
+		return ""
+	}
+	s.Proto = HTTP2
+	s.Expect = expectOverHTTP2(s.Expect)
+	return "run over HTTP/2, which the client speaks, not HTTP/1"
+}
+
+// expectOverHTTP2 returns what a retry contract written over HTTP/1
+// expects over HTTP/2, as measured of net/http and x/net (TestRetryContractsOverHTTP2):
+// an attempt that ends at its deadline, its header wait, its body read
+// interval or its caller's cancel resets its stream, and the connection
+// serves the next request, rather than closed; a server's reset is a
+// stream's (RST_STREAM), which net/http does not send again, so the caller
+// gets it.
+func expectOverHTTP2(e Expect) Expect {
+	if f := e.Fate; f != nil && f.ClosedBy == pool.ClosedByClient && f.Reason == pool.ReasonRequestError {
+		e.Fate = reusedFate()
+	}
+	if e.Or != nil && e.Or.Class == httptrace.ClassReset {
+		or := *e.Or
+		or.Class = httptrace.ClassStreamReset
+		e.Or = &or
+	}
+	return e
+}

@@ -293,6 +293,10 @@ func (r *Runner) setUp(s *Scenario, res *Result, sub *subject, label string) (*e
 		unused()
 		return nil, nil
 	}
+	if note := r.contractOverHTTP2(s, *sub); note != "" {
+		res.Proto, res.Expected = s.Proto, s.Expect
+		res.Observed.Notes = append(res.Observed.Notes, note)
+	}
 	if res.Skipped, res.Fix = r.skipFor(*s, *sub); res.Skipped != "" {
 		unused()
 		return nil, nil
