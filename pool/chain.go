@@ -27,9 +27,9 @@ func trackChain(top http.RoundTripper, inner *http.Transport, dials bool, opts [
 	if inner == nil {
 		return build(&http.Transport{}, nil, cfg, nil, top, dials)
 	}
-	// Clone runs net/http's one-time HTTP/2 set-up on inner with the
-	// caller's settings, before the pool's change them, as Track's does.
-	inner.Clone()
+	// net/http's one-time HTTP/2 set-up runs at inner's first request,
+	// with the settings the options leave: a TLS configuration of the
+	// pool's then offers h2 when HTTP/2 is on.
 	dial, dialer := dialOf(inner)
 	return build(inner, dial, cfg, dialer, top, true)
 }
