@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 x/net's http2.Transport is deprecated, not gone: clients still use it, and it is audited as it is.
+
 package audit
 
 import (
@@ -235,8 +237,17 @@ func (r *Runner) newChainPool(s Scenario, srv *faultserver.Server, obs httptrace
 		if cfg != nil {
 			opts = append(opts, pool.TLSClientConfig(mergeTLS(c.t1.TLSClientConfig, cfg)))
 		}
-	case c.t2 != nil && cfg != nil:
-		c.t2.TLSClientConfig = mergeTLS(c.t2.TLSClientConfig, cfg)
+	case c.t2 != nil:
+		if cfg != nil {
+			c.t2.TLSClientConfig = mergeTLS(c.t2.TLSClientConfig, cfg)
+		}
+		// The pool names a close by x/net's settings, given to it as
+		// net/http's: its idle timeout and health check.
+		opts = append(opts, pool.IdleConnTimeout(c.t2.IdleConnTimeout))
+		if c.t2.ReadIdleTimeout > 0 {
+			opts = append(opts, pool.HTTP2(http.HTTP2Config{SendPingTimeout: c.t2.ReadIdleTimeout,
+				PingTimeout: c.t2.PingTimeout}))
+		}
 	}
 	v, err := hook.TrackChain(c.top, c.t1, c.t2 != nil, append(opts, r.poolOpts...))
 	if err != nil {

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 x/net's http2.Transport is deprecated, not gone: clients still use it, and it is audited as it is.
+
 package audit_test
 
 import (
@@ -11,6 +13,7 @@ import (
 
 	"github.com/connaudit/connaudit/audit"
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 )
@@ -93,6 +96,17 @@ func TestAuditXNetHTTP2Transport(t *testing.T) {
 		require.Equal(t, 1, o.ClientAttempts, name)
 	}
 	require.EqualValues(t, 2, res["h2/goaway"].Observed.Dials)
+
+	// Its health check closes a connection that went dark, and the pool
+	// names it so, by x/net's settings.
+	r, err = audit.NewRunner(audit.WithRoundTripper("x/net http2", func() http.RoundTripper {
+		return &http2.Transport{ReadIdleTimeout: 300 * time.Millisecond, PingTimeout: 300 * time.Millisecond}
+	}), audit.Protocols(http2Only()))
+	require.NoError(t, err)
+	dark := runEach(t, r, "h2/go-dark")["h2/go-dark"]
+	require.True(t, dark.Pass, "%v", dark.Mismatches)
+	require.Equal(t, pool.ClosedByClient, dark.Observed.Fate.ClosedBy)
+	require.Equal(t, pool.ReasonPingTimeout, dark.Observed.Fate.Reason)
 
 	rht := res["h2/response-header-timeout"]
 	require.False(t, rht.Pass)
