@@ -58,6 +58,39 @@ func ExampleWithTransport() {
 	// fix: set ResponseHeaderTimeout: it bounds the wait for the response headers
 }
 
+// withHeader is a service's own RoundTripper: it adds a header, then sends
+// the request through next. Its Unwrap method lets the audit see next.
+type withHeader struct{ next http.RoundTripper }
+
+func (w withHeader) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("X-Service", "orders")
+	return w.next.RoundTrip(req)
+}
+
+func (w withHeader) Unwrap() http.RoundTripper { return w.next }
+
+// ExampleWithRoundTripper audits a service's RoundTripper chain as it
+// sends requests: through its own wrapper, whose Unwrap method shows the
+// audit the *http.Transport inside, tracked with its connections and
+// bounds. Without Unwrap the audit would see neither, and would say so.
+func ExampleWithRoundTripper() {
+	yours := func() http.RoundTripper {
+		return withHeader{next: &http.Transport{ResponseHeaderTimeout: time.Second}}
+	}
+	r, err := audit.NewRunner(audit.WithRoundTripper("orders", yours))
+	if err != nil {
+		panic(err)
+	}
+	scenarios, _ := audit.Select(audit.Catalogue(), `^ok$`, "")
+	res := r.Run(context.Background(), scenarios).Results[0]
+	fmt.Println(res.Pass, res.Observed.Dials)
+	fmt.Println(res.Observed.Notes[0])
+	// Output:
+	// true 1
+	// sees: the *http.Transport inside audit_test.withHeader → *http.Transport (by Unwrap): its bounds and connections
+}
+
 // ExampleProtocols declares the protocols a client is meant to speak. This
 // transport dials with a net.Dialer of its own, which turns net/http's
 // automatic HTTP/2 off: with HTTP/1 and HTTP/2 meant, that is one finding,

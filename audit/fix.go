@@ -14,6 +14,9 @@ import (
 
 // stageFix says what bounds stage in an http.Transport and how to set it.
 func (sub subject) stageFix(stage httptrace.Stage) string {
+	if fix := sub.chainStageFix(stage); fix != "" {
+		return fix
+	}
 	switch stage {
 	case httptrace.StageDNS, httptrace.StageConnect:
 		if sub.ownDial {

@@ -17,6 +17,7 @@ var (
 	nameConnectTimeout    = goName(pool.ConnectTimeout)
 	nameTrack             = goName(pool.Track)
 	nameWithTransport     = goName(WithTransport)
+	nameWithRoundTripper  = goName(WithRoundTripper)
 	nameGuardDeadline     = goName(GuardDeadline)
 	nameProtocols         = goName(Protocols)
 	nameServerIdleTimeout = goName(ServerIdleTimeout)

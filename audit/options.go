@@ -14,6 +14,7 @@ import (
 // Runner runs scenarios. Build it with [NewRunner].
 type Runner struct {
 	transport     func() *http.Transport
+	roundTripper  func() http.RoundTripper // WithRoundTripper's; transport is then nil
 	transportName string
 	poolOpts      []pool.Option
 	meant         *http.Protocols // nil: either, as the transport speaks
@@ -57,7 +58,7 @@ func WithTransport(name string, newTransport func() *http.Transport, poolOpts ..
 		if newTransport == nil {
 			return errors.New("audit: nil transport factory")
 		}
-		r.transport, r.transportName, r.poolOpts = newTransport, name, poolOpts
+		r.transport, r.roundTripper, r.transportName, r.poolOpts = newTransport, nil, name, poolOpts
 		return nil
 	})
 }

@@ -116,15 +116,18 @@ func (r *Runner) Findings(scenarios []Scenario) []string {
 // subject reads the client under audit: the reference pool, or a
 // transport of the factory's, closed afterwards.
 func (r *Runner) subject() (subject, error) {
-	if r.transport == nil {
-		return subject{reference: true}, nil
+	t, c, err := r.client()
+	switch {
+	case err != nil:
+		return subject{}, err
+	case t != nil:
+		defer t.CloseIdleConnections()
+		return describe(t), nil
+	case c != nil:
+		defer closeIdle(c.top)
+		return c.describe(r.deadline()), nil
 	}
-	t := r.transport()
-	if t == nil {
-		return subject{}, errors.New("audit: transport factory returned nil")
-	}
-	defer t.CloseIdleConnections()
-	return describe(t), nil
+	return subject{reference: true}, nil
 }
 
 // meantText says which protocols are meant, for the report.
@@ -267,25 +270,35 @@ func (r *Runner) runOne(ctx context.Context, s Scenario, label string) (res Resu
 // reason in res, when the scenario is not run; otherwise the environment
 // and what closes it.
 func (r *Runner) setUp(s *Scenario, res *Result, sub *subject, label string) (*env, func()) {
-	var t *http.Transport
-	if r.transport != nil {
-		if t = r.transport(); t == nil {
-			res.Mismatches = append(res.Mismatches, "setup: audit: transport factory returned nil")
-			return nil, nil
-		}
+	t, c, err := r.client()
+	switch {
+	case err != nil:
+		res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
+		return nil, nil
+	case t != nil:
 		*sub = describe(t)
+	case c != nil:
+		*sub = c.describe(r.deadline())
+	}
+	unused := func() {
+		if t != nil {
+			t.CloseIdleConnections()
+		}
+		if c != nil {
+			closeIdle(c.top)
+		}
 	}
 	if s.ServedOnly != "" {
 		res.Skipped = "served only (connaudit serve): " + s.ServedOnly
-		if t != nil {
-			t.CloseIdleConnections()
-		}
+		unused()
 		return nil, nil
 	}
+	if note := r.contractOverHTTP2(s, *sub); note != "" {
+		res.Proto, res.Expected = s.Proto, s.Expect
+		res.Observed.Notes = append(res.Observed.Notes, note)
+	}
 	if res.Skipped, res.Fix = r.skipFor(*s, *sub); res.Skipped != "" {
-		if t != nil {
-			t.CloseIdleConnections()
-		}
+		unused()
 		return nil, nil
 	}
 	conns := &serverConns{}
@@ -298,14 +311,30 @@ func (r *Runner) setUp(s *Scenario, res *Result, sub *subject, label string) (*e
 	col := &httptrace.Collector{}
 	sig := newSignals(httptrace.KindWroteRequest)
 	prog := newProgress()
-	p, err := r.newPool(*s, srv, httptrace.Multi(col, sig, prog), t)
+	if sub.kind == kindOpaque {
+		if res.Skipped, res.Fix = skipOpaque(*s, srv); res.Skipped != "" {
+			srv.Close()
+			unused()
+			return nil, nil
+		}
+	}
+	var p *pool.Pool
+	if c != nil {
+		p, err = r.newChainPool(*s, srv, httptrace.Multi(col, sig, prog), c)
+	} else {
+		p, err = r.newPool(*s, srv, httptrace.Multi(col, sig, prog), t)
+	}
 	if err != nil {
 		srv.Close()
+		unused()
 		res.Mismatches = append(res.Mismatches, "setup: "+err.Error())
 		return nil, nil
 	}
 	obs := &res.Observed
-	if t != nil {
+	if sub.sees != "" {
+		obs.Notes = append(obs.Notes, sub.sees)
+	}
+	if !sub.reference {
 		sub.learn(p)
 		if note := sub.fitAttemptLimit(s); note != "" {
 			obs.Notes = append(obs.Notes, note)
@@ -464,6 +493,11 @@ func (r *Runner) judge(s Scenario, sub subject, res *Result) {
 		}
 		exp.Dials, exp.Fate = nil, nil
 	}
+	if sub.connsUnseen {
+		// Nothing of the RoundTripper's connections is seen: not checked,
+		// rather than passed or failed.
+		exp.Dials, exp.Fate = nil, nil
+	}
 	if givenUpUnderLoad(exp, *obs) {
 		obs.Notes = append(obs.Notes, givenUpNote)
 	}
@@ -471,7 +505,7 @@ func (r *Runner) judge(s Scenario, sub subject, res *Result) {
 		res.Mismatches = append(res.Mismatches, tie)
 		exp.Class, exp.Stage = "", ""
 	}
-	if s.Close == "idle" && !sub.reference && (sub.idle <= 0 || sub.idle >= r.serverIdle) {
+	if s.Close == "idle" && !sub.reference && !sub.boundsUnseen && (sub.idle <= 0 || sub.idle >= r.serverIdle) {
 		res.Mismatches = append(res.Mismatches, fmt.Sprintf("%sIdleConnTimeout (%s) keeps an idle connection as long as "+
 			"the server does, or longer (its keep-alive timeout: %v, %s): a request sent as the server closes it is lost "+
 			"(net/http sends a GET again; a POST fails)", idleMismatch, yours(sub.idle), r.serverIdle, nameServerIdleTimeout))

@@ -48,6 +48,14 @@ type subject struct {
 	// ownLayer is set when the retry layer under audit is the caller's
 	// (WithRetry, WithRetryTransport), not package retry's.
 	ownLayer bool
+	// kind is what the runner sees of a RoundTripper that is not an
+	// *http.Transport itself (kindWrapped, kindHTTP2, kindOpaque; "" for
+	// one that is), and sees says it in a result's note. connsUnseen is
+	// set when the runner tracks none of its connections, boundsUnseen
+	// when it sees none of its bounds.
+	kind                      string
+	sees                      string
+	connsUnseen, boundsUnseen bool
 }
 
 // defaultPingTimeout is how long net/http waits for a PING's answer when
@@ -104,12 +112,15 @@ func describe(t *http.Transport) subject {
 // the transport's own, with the pool options given after the factory
 // (pool.ConnectTimeout, pool.ResponseHeaderTimeout, pool.BodyIdleTimeout…).
 func (s *subject) learn(p *pool.Pool) {
-	t := p.Transport()
-	s.rht, s.tlsht, s.idle = t.ResponseHeaderTimeout, t.TLSHandshakeTimeout, t.IdleConnTimeout
-	s.ping, s.pingTimeout = pingsOf(t)
+	if s.kind == "" || s.kind == kindWrapped {
+		// Otherwise the pool's transport is a placeholder of its own.
+		t := p.Transport()
+		s.rht, s.tlsht, s.idle = t.ResponseHeaderTimeout, t.TLSHandshakeTimeout, t.IdleConnTimeout
+		s.ping, s.pingTimeout = pingsOf(t)
+	}
 	b := hook.Bounds(p)
 	s.bodyIdle = b.BodyIdle
-	if b.ConnectSet {
+	if b.ConnectSet && !s.connsUnseen {
 		s.dial = bound{name: nameConnectTimeout, d: b.Connect, known: true}
 	}
 }
@@ -233,6 +244,10 @@ func (sub subject) bounds(stage httptrace.Stage) bound {
 		// The reference pool's bounds are the scenario's, within the
 		// scenario's own guard.
 		return bound{known: true}
+	}
+	if sub.boundsUnseen && (stage != httptrace.StageBody || sub.bodyIdle <= 0) {
+		// Whatever the RoundTripper does, the runner cannot see it.
+		return bound{name: "the RoundTripper's own"}
 	}
 	switch stage {
 	case httptrace.StageDNS, httptrace.StageConnect:

@@ -19,7 +19,11 @@ import (
 // connections and requests are followed from dial to close. It is safe for
 // concurrent use.
 type Pool struct {
-	tr      *http.Transport
+	tr *http.Transport
+	// top, when set, is the caller's RoundTripper the tracer sends
+	// requests through ([hook.TrackChain]); tr is then the transport
+	// inside it, or a placeholder of the pool's that carries no request.
+	top     http.RoundTripper
 	traced  *httptrace.Transport
 	rt      *roundTripper
 	client  *http.Client
@@ -97,7 +101,7 @@ func New(opts ...Option) (*Pool, error) {
 	dialer := defaults.Dialer()
 	tr := defaults.Transport(dialer)
 	tr.DialContext = nil // build wraps dialer's
-	return build(tr, dialer.DialContext, cfg, dialer)
+	return build(tr, dialer.DialContext, cfg, dialer, nil, true)
 }
 
 // Track returns a pool that audits a clone of base: base's settings are
@@ -116,6 +120,14 @@ func Track(base *http.Transport, opts ...Option) (*Pool, error) {
 		return nil, err
 	}
 	tr := base.Clone()
+	dial, dialer := dialOf(tr)
+	return build(tr, dial, cfg, dialer, nil, true)
+}
+
+// dialOf returns the dial function of tr for the pool to wrap, and the
+// net.Dialer it belongs to (nil: the caller's own function), and clears
+// tr's deprecated Dial, which the wrapped DialContext replaces.
+func dialOf(tr *http.Transport) (dialFunc, *net.Dialer) {
 	dial := tr.DialContext
 	var dialer *net.Dialer
 	if dial == nil {
@@ -129,7 +141,7 @@ func Track(base *http.Transport, opts ...Option) (*Pool, error) {
 	}
 	//lint:ignore SA1019 the wrapped DialContext replaces it
 	tr.Dial = nil
-	return build(tr, dial, cfg, dialer)
+	return dial, dialer
 }
 
 func configure(opts []Option) (config, error) {
@@ -145,30 +157,45 @@ func configure(opts []Option) (config, error) {
 	return cfg, nil
 }
 
-func build(tr *http.Transport, dial dialFunc, cfg config, dialer *net.Dialer) (*Pool, error) {
+// build returns a pool over tr, whose dials dial makes (dialer's, if
+// not nil). Its requests go through top when it is not nil: a RoundTripper
+// of the caller's that sends them through tr, or, when dial is nil, one
+// whose connections the pool sees only through [Pool.trackDial]. tracked
+// says that the pool's dialer makes the dials (dial, or trackDial's), so
+// that the DNS and connect hooks are the dialer's.
+func build(tr *http.Transport, dial dialFunc, cfg config, dialer *net.Dialer, top http.RoundTripper, tracked bool) (*Pool, error) {
 	dial = cfg.setTransport(tr, dial, dialer)
 	p := &Pool{
 		tr:         tr,
+		top:        top,
 		cfg:        cfg,
 		maxConn:    tr.MaxConnsPerHost,
 		conns:      map[uint64]*connState{},
 		hosts:      map[string]*counters{},
 		pendingTLS: map[uint64]*tlsWait{},
 	}
-	tr.DialContext = p.dialer(dial, true)
-	if tr.DialTLSContext != nil {
-		tr.DialTLSContext = p.dialer(tr.DialTLSContext, false)
+	if dial != nil {
+		tr.DialContext = p.dialer(dial, true)
+		if tr.DialTLSContext != nil {
+			tr.DialTLSContext = p.dialer(tr.DialTLSContext, false)
+		}
+	}
+	var base http.RoundTripper = tr
+	if top != nil {
+		base = top
 	}
 	// The pool's own observer first: it has counted a request's event
 	// before the caller's observers see it.
 	topts := append([]httptrace.Option{httptrace.WithObserver(observer{p})}, cfg.trace...)
-	traced, err := httptrace.NewTransport(tr, topts...)
+	traced, err := httptrace.NewTransport(base, topts...)
 	if err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
 	}
 	p.stacks = hook.Settings(traced).Stacks
 	p.settings = settingsOf(tr, dialer, cfg, traced)
-	hook.EnableDialerHooks(traced)
+	if tracked {
+		hook.EnableDialerHooks(traced)
+	}
 	p.traced = traced
 	p.rt = &roundTripper{p: p}
 	p.client = &http.Client{Transport: p.rt}
@@ -236,6 +263,9 @@ func (p *Pool) CloseIdleConnections() {
 	p.closeIdle = true
 	p.mu.Unlock()
 	p.tr.CloseIdleConnections()
+	if c, ok := p.top.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 	p.mu.Lock()
 	p.closingIdle--
 	p.mu.Unlock()

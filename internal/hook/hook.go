@@ -7,6 +7,7 @@ package hook
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -184,3 +185,21 @@ func (c *Churn) Error() string {
 		"closes connections it then dials again; %s",
 		c.Closes, c.Host, c.Requests, c.PerSecond(), c.Setting, c.Limit, c.InFlight, c.Fix)
 }
+
+// DialFunc is the type of http.Transport's DialContext.
+type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// TrackChain, set by package pool, returns a pool (a *pool.Pool) whose
+// requests go through top, a RoundTripper of the caller's, with opts (its
+// []pool.Option). inner is the *http.Transport top sends its requests
+// through, found in it, or nil: the pool tracks it in place (the caller
+// hands it over unused), as Track tracks a clone. Without inner the pool
+// tracks no connection unless its dials go through [TrackDial], which dials
+// says top's will.
+var TrackChain func(top http.RoundTripper, inner *http.Transport, dials bool, opts any) (any, error)
+
+// TrackDial, set by package pool, returns dial wrapped so that the pool p
+// (a *pool.Pool made by [TrackChain] without an inner transport) tracks
+// each connection it returns, a TLS connection whose handshake is done,
+// with p's ConnectTimeout, if any, around it.
+var TrackDial func(p any, dial DialFunc) DialFunc
