@@ -24,7 +24,7 @@ import (
 var exportedTargets = map[string]int{
 	".":               0,  // documentation only
 	"audit":           30, // 28: the runner and its options, the results, and the catalogue as data (Scenario, Expect, Steps, Listener, Request, Policy, Source)
-	"audit/audittest": 3,  // 2
+	"audit/audittest": 3,  // 3: Run, RunScenarios, and RunContracts for a retry layer alone
 	"faultserver":     38, // 37: a type per fault (18 and Fault), the server, its options and hung listeners, and serve's connection events and shared certificate
 	"httptrace":       33, // 31
 	"pool":            35, // 33

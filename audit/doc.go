@@ -53,7 +53,9 @@
 // run's context ended is reported skipped (JSON: the result's "skipped"
 // reason and the report's "skipped" count; JUnit: a <skipped> element and
 // the suite's skipped attribute), and the report is incomplete and not OK.
-// Scenarios run one at a time unless [Parallel] says how many may run at
-// once (the command runs 8): each scenario's goroutines carry a pprof label
-// of their own, so that its leak check counts its own, whatever runs beside.
+// Scenarios run 8 at once unless [Parallel] says otherwise (1: one at a
+// time, in their order), and the caller's retry layer's contracts one at a
+// time unless Parallel is given: each scenario's goroutines carry a pprof
+// label of their own, so that its leak check counts its own, whatever runs
+// beside.
 package audit

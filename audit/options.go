@@ -20,6 +20,7 @@ type Runner struct {
 	meant         *http.Protocols // nil: either, as the transport speaks
 	guard         time.Duration
 	parallel      int
+	parallelSet   bool // Parallel was given: a caller's retry layer's contracts run at once too
 	recovery      time.Duration
 	progress      func(Result)
 	retryName     string
@@ -271,18 +272,26 @@ func ServerIdleTimeout(d time.Duration) Option {
 	})
 }
 
-// Parallel sets how many scenarios [Runner.Run] runs at once; by default,
-// and with 1, it runs them one after the other, in their order. Each
-// scenario has a fault server and a pool of its own and is judged alone,
-// so the verdicts are the same either way, and 8 at once take about as
-// long as the longest scenario. Package audittest's subtests call
-// t.Parallel when n is more than 1 (go test's -parallel then bounds them).
+// defaultParallel is how many scenarios run at once when [Parallel] says
+// none: they mostly wait (a bound firing, a body spread over time), so 8
+// at once take about as long as the longest, even on 2 CPUs.
+const defaultParallel = 8
+
+// Parallel sets how many scenarios [Runner.Run] runs at once: 8 unless
+// said; with 1, one after the other, in their order. Each scenario has a
+// fault server and a pool of its own and is judged alone, so the verdicts
+// are the same either way, and the report keeps the scenarios' order. A
+// retry layer of the caller's ([WithRetry], [WithRetryTransport]) may
+// share state between the layers its configure returns (a retry budget, a
+// circuit breaker): unless Parallel is given, its contracts run one at a
+// time, in their order, beside the other scenarios; given, they run at
+// once too. Package audittest's subtests run the same way.
 func Parallel(n int) Option {
 	return optionFunc(func(r *Runner) error {
 		if n < 1 {
 			return fmt.Errorf("audit: Parallel(%d): want at least 1", n)
 		}
-		r.parallel = n
+		r.parallel, r.parallelSet = n, true
 		return nil
 	})
 }
@@ -291,7 +300,8 @@ func Parallel(n int) Option {
 func (r *Runner) Parallel() int { return r.parallel }
 
 // OnResult calls f after each scenario, run or skipped for its protocol,
-// as each ends (never two at once), for progress output: a scenario that
+// as each ends (never two at once; with [Parallel] above 1, in the order
+// they end, not the scenarios'), for progress output: a scenario that
 // waits out the guard deadline (a stage the transport does not bound) is
 // reported as it ends, with the setting that bounds it.
 func OnResult(f func(Result)) Option {
@@ -303,7 +313,7 @@ func OnResult(f func(Result)) Option {
 
 // NewRunner returns a runner.
 func NewRunner(opts ...Option) (*Runner, error) {
-	r := &Runner{recovery: 3 * time.Second, parallel: 1, transportName: "connaudit reference pool (MaxConnsPerHost=1)",
+	r := &Runner{recovery: 3 * time.Second, parallel: defaultParallel, transportName: "connaudit reference pool (MaxConnsPerHost=1)",
 		retryName: "connaudit retry (reference)", serverIdle: defaultServerIdle}
 	for _, o := range opts {
 		if o == nil {

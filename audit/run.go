@@ -26,11 +26,12 @@ import (
 	"github.com/connaudit/connaudit/retry"
 )
 
-// Run runs scenarios and reports on all of them, in their order: one
-// after the other, or up to [Parallel] at a time, each with a fault server
-// and a pool of its own, each judged alone: what it leaves behind —
-// goroutines, connections, open bodies — is its own (see [Runner.RunOne]). Run stops early only when ctx ends: the scenarios it cut
-// and those not started by then are reported skipped ([Result.Skipped]),
+// Run runs scenarios and reports on all of them, in their order: up to
+// [Parallel] at a time (8 unless said), or one after the other, each with
+// a fault server and a pool of its own, each judged alone: what it leaves
+// behind — goroutines, connections, open bodies — is its own (see
+// [Runner.RunOne]). Run stops early only when ctx ends: the scenarios it
+// cut and those not started by then are reported skipped ([Result.Skipped]),
 // with no verdict; the report is incomplete and not OK. Scenarios over a
 // protocol not meant, or that the transport cannot speak, are reported
 // skipped ([Protocols]).
@@ -59,23 +60,20 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 			run(i)
 		}
 	} else {
-		// The longest first, so that the others run beside them.
-		order := make([]int, len(scenarios))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scenarios[b].Wait, scenarios[a].Wait) })
-		work := make(chan int)
+		units := r.units(scenarios)
+		work := make(chan []int)
 		var wg sync.WaitGroup
-		for range min(r.parallel, len(scenarios)) {
+		for range min(r.parallel, len(units)) {
 			wg.Go(func() {
-				for i := range work {
-					run(i)
+				for u := range work {
+					for _, i := range u {
+						run(i)
+					}
 				}
 			})
 		}
-		for _, i := range order {
-			work <- i
+		for _, u := range units {
+			work <- u
 		}
 		close(work)
 		wg.Wait()
@@ -88,6 +86,35 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) Report {
 	}
 	rep.Elapsed = time.Since(start)
 	return rep
+}
+
+// units splits scenarios, by index, into what runs at once: each
+// scenario alone, but for the contracts of a caller's retry layer, which
+// may share state between the layers its configure returns, and so run
+// one after the other, in their order, as one unit, unless [Parallel] was
+// given. The longest units come first, so that the others run beside them.
+func (r *Runner) units(scenarios []Scenario) [][]int {
+	var units [][]int
+	var layer []int
+	for i, s := range scenarios {
+		if s.Contract != "" && r.retryLayer != nil && !r.parallelSet {
+			layer = append(layer, i)
+			continue
+		}
+		units = append(units, []int{i})
+	}
+	if len(layer) > 0 {
+		units = append(units, layer)
+	}
+	wait := func(u []int) time.Duration {
+		var d time.Duration
+		for _, i := range u {
+			d += scenarios[i].Wait
+		}
+		return d
+	}
+	slices.SortStableFunc(units, func(a, b []int) int { return cmp.Compare(wait(b), wait(a)) })
+	return units
 }
 
 // NewReport returns an empty report on the client this runner audits, to

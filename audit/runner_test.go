@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/retry"
 	"github.com/stretchr/testify/require"
 )
 
@@ -240,14 +242,14 @@ func junitOf(t *testing.T, rep audit.Report) junitReport {
 	return r
 }
 
-// TestRunReportsScenariosNotStarted ends the run's context from the first
-// scenario's result callback, so the others are never started, whatever
-// the timing: the report still lists every scenario given, the ones not
+// TestRunReportsScenariosNotStarted runs scenarios one at a time and ends
+// the run's context from the first scenario's result callback, so the
+// others are never started, whatever the timing: the report still lists every scenario given, the ones not
 // run as skipped, in the text, JSON and JUnit forms, and is not OK.
 func TestRunReportsScenariosNotStarted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r, err := audit.NewRunner(audit.OnResult(func(audit.Result) { cancel() }))
+	r, err := audit.NewRunner(audit.Parallel(1), audit.OnResult(func(audit.Result) { cancel() }))
 	require.NoError(t, err)
 	rep := r.Run(ctx, []audit.Scenario{scenario(t, "ok"), scenario(t, "status-404"), scenario(t, "h2/ok")})
 	require.Len(t, rep.Results, 3)
@@ -651,4 +653,45 @@ func TestHealthCheckOnADarkConnection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A retry layer of the caller's may share state between the layers its
+// configure returns (a retry budget, a circuit breaker): unless
+// audit.Parallel is given, its contracts run one at a time, in their
+// order, so that such state is met the same way on every run.
+func TestCallersLayerOneContractAtATime(t *testing.T) {
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	layer := func(p retry.Policy) (audit.RetryFunc, error) {
+		return func(ctx context.Context, c *http.Client, req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+			}()
+			return p.Do(ctx, c, req)
+		}, nil
+	}
+	var ended []string
+	r, err := audit.NewRunner(audit.WithRetry("counted", layer), audit.OnResult(func(res audit.Result) {
+		ended = append(ended, res.Name)
+	}))
+	require.NoError(t, err)
+	require.Equal(t, 8, r.Parallel(), "the default")
+	contracts := retryContracts(t)
+	rep := r.Run(t.Context(), contracts)
+	var text bytes.Buffer
+	require.NoError(t, rep.WriteText(&text, false))
+	require.True(t, rep.OK(), text.String())
+	require.Equal(t, 1, most, "contracts of the caller's layer at once")
+	require.Equal(t, audit.Names(contracts), ended, "in their order")
+	reported := make([]string, len(rep.Results))
+	for i, res := range rep.Results {
+		reported[i] = res.Name
+	}
+	require.Equal(t, audit.Names(contracts), reported, "the report in their order")
 }

@@ -2,11 +2,15 @@ package audittest_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime/pprof"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,12 +31,54 @@ func TestShape(t *testing.T) {
 	switch os.Getenv(shapeEnv) {
 	case "":
 		t.Skip("run by TestSubtests as a child process")
-	case "parallel":
-		opts = append(opts, audit.Parallel(8))
+	case "serial":
+		opts = append(opts, audit.Parallel(1))
 	case "plain":
 		opts = append(opts, audit.WithTransport("&http.Transport{}", func() *http.Transport { return &http.Transport{} }))
+	case "meet":
+		m := &meet{both: make(chan struct{})}
+		opts = append(opts, audit.WithTransport("dials that meet", func() *http.Transport {
+			return &http.Transport{DialContext: m.dial}
+		}))
+		t.Cleanup(func() { t.Logf("dials met: %v", m.met) })
+	case "contracts":
+		audittest.RunContracts(t)
+		return
 	}
 	audittest.Run(t, opts...)
+}
+
+// meet is a dial that waits, for up to a minute, until two scenarios
+// have dialed (each scenario's dials carry its pprof label): the first two
+// scenarios dial at once, or neither waits for the other.
+type meet struct {
+	mu     sync.Mutex
+	dialed []string // the scenarios' labels
+	met    bool     // the first scenario's dial met the second's
+	both   chan struct{}
+}
+
+func (m *meet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	label, _ := pprof.Label(ctx, "connaudit.scenario")
+	m.mu.Lock()
+	if !slices.Contains(m.dialed, label) {
+		if m.dialed = append(m.dialed, label); len(m.dialed) == 2 {
+			close(m.both)
+		}
+	}
+	first := len(m.dialed) < 2
+	m.mu.Unlock()
+	wait := time.NewTimer(time.Minute)
+	defer wait.Stop()
+	select {
+	case <-m.both:
+		m.mu.Lock()
+		m.met = m.met || first // the first scenario's dial waited, and another scenario dialed
+		m.mu.Unlock()
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	return (&net.Dialer{}).DialContext(ctx, network, addr)
 }
 
 // child runs this test binary's TestShape with shape and args, and returns
@@ -94,13 +140,44 @@ func TestFailedSubtest(t *testing.T) {
 	require.Equal(t, 1, strings.Count(out, "--- FAIL: TestShape/"), out)
 }
 
-// With audit.Parallel, the subtests run side by side, each judged alone.
+// The subtests run side by side unless audit.Parallel(1) says one at a
+// time, each judged alone.
 func TestParallelSubtests(t *testing.T) {
-	out, ok := child(t, "parallel", "-test.run", "^TestShape$/^(ok|reset|trickle-body|early-body-close)$")
+	out, ok := child(t, "reference", "-test.run", "^TestShape$/^(ok|reset|trickle-body|early-body-close)$")
 	require.True(t, ok, out)
 	require.ElementsMatch(t, []string{"ok", "reset", "trickle-body", "early-body-close"}, runs(out), out)
 	require.Equal(t, 4, strings.Count(out, "=== PAUSE TestShape/"), out)
 	require.Equal(t, 4, strings.Count(out, "--- PASS: TestShape/"), out)
+
+	out, ok = child(t, "serial", "-test.run", "^TestShape$/^(ok|reset)$")
+	require.True(t, ok, out)
+	require.Equal(t, []string{"ok", "reset"}, runs(out), out)
+	require.NotContains(t, out, "=== PAUSE", out)
+	require.Equal(t, 2, strings.Count(out, "--- PASS: TestShape/"), out)
+}
+
+// go test's -parallel does not bound how many scenarios run at once: with
+// -parallel 1, two scenarios' dials still meet.
+func TestScenariosBeyondTestParallel(t *testing.T) {
+	out, ok := child(t, "meet", "-test.run", "^TestShape$/^(ok|status-404)$", "-test.parallel", "1")
+	require.True(t, ok, out)
+	require.Equal(t, []string{"ok", "status-404"}, runs(out), out)
+	require.Contains(t, out, "dials met: true", out)
+}
+
+// RunContracts runs the retry contracts, and nothing else.
+func TestRunContracts(t *testing.T) {
+	var want []string
+	for _, s := range audit.Catalogue() {
+		if s.Contract != "" {
+			want = append(want, s.Name)
+		}
+	}
+	require.NotEmpty(t, want)
+	out, ok := child(t, "contracts", "-test.run", "^TestShape$")
+	require.True(t, ok, out)
+	require.Equal(t, want, runs(out), out)
+	require.Equal(t, len(want), strings.Count(out, "--- PASS: TestShape/"), out)
 }
 
 // -v shows a passing scenario's notes once each, at the line of the test

@@ -1,6 +1,7 @@
 package audittest_test
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/connaudit/connaudit/audit"
 	"github.com/connaudit/connaudit/audit/audittest"
 	"github.com/connaudit/connaudit/pool"
+	"github.com/connaudit/connaudit/retry"
 )
 
 // newTransport is the transport a service ships: bounds of seconds.
@@ -35,4 +37,31 @@ func ExampleRun() {
 		audittest.Run(t, audit.WithTransport("ours", newTransport, pool.BodyIdleTimeout(2*time.Second)))
 	}
 	_ = TestClient
+}
+
+// ourRetrier stands for a service's own retry layer.
+type ourRetrier struct {
+	next    http.RoundTripper
+	retries int
+}
+
+func (r *ourRetrier) RoundTrip(req *http.Request) (*http.Response, error) {
+	return r.next.RoundTrip(req)
+}
+
+// ExampleRunContracts is the test of a retry layer alone: the retry
+// contracts, set from each contract's policy, and none of the scenarios
+// of the transport, which do not use the layer. Add audit.WithTransport to
+// run the layer over the service's own transport.
+func ExampleRunContracts() {
+	TestRetryLayer := func(t *testing.T) {
+		audittest.RunContracts(t, audit.WithRetryTransport("ours",
+			func(base http.RoundTripper, p retry.Policy) (http.RoundTripper, error) {
+				if p.UnsafeRetryNonIdempotent || p.RetryIdempotencyKey {
+					return nil, errors.New("never replays a POST") // not configurable, not failed
+				}
+				return &ourRetrier{next: base, retries: p.MaxRetries}, nil
+			}))
+	}
+	_ = TestRetryLayer
 }
