@@ -23,7 +23,7 @@ import (
 // same commit with the reason in its message, or by replacing another.
 var exportedTargets = map[string]int{
 	".":               0,  // documentation only
-	"audit":           30, // 28: the runner and its options, the results, and the catalogue as data (Scenario, Expect, Steps, Listener, Request, Policy, Source)
+	"audit":           30, // 30: the runner and its options (WithRoundTripper among them), the results, and the catalogue as data (Scenario, Expect, Steps, Listener, Request, Policy, Source)
 	"audit/audittest": 3,  // 3: Run, RunScenarios, and RunContracts for a retry layer alone
 	"faultserver":     38, // 37: a type per fault (18 and Fault), the server, its options and hung listeners, and serve's connection events and shared certificate
 	"httptrace":       33, // 31
