@@ -267,7 +267,8 @@ def test_requests_reports_its_retries_when_the_call_raises():
                   policy={"max_retries": 2, "retry_statuses": [503], "retry_methods": ["GET", "HEAD"],
                           "retry_any_method": False, "retry_with_idempotency_key": False, "delay_ms": 0,
                           "total_timeout_ms": 0, "connect_timeout_ms": 0, "tls_timeout_ms": 0,
-                          "read_timeout_ms": 2000, "attempt_timeout_ms": 0, "pool_max_per_host": 0})
+                          "read_timeout_ms": 2000, "attempt_timeout_ms": 0, "pool_max_per_host": 0,
+                          "pool_acquire_timeout_ms": 0})
     s = a.open(sc)
     try:
         with pytest.raises(Exception) as e:
