@@ -54,6 +54,9 @@ var examples = []example{
 	{"httpx", func(t *testing.T, root string) []string {
 		return []string{pythonPath(t, root), filepath.Join(root, "kits", "python", "example_httpx.py")}
 	}, nil, false},
+	{"aiohttp", func(t *testing.T, root string) []string {
+		return []string{pythonPath(t, root), filepath.Join(root, "kits", "python", "example_aiohttp.py")}
+	}, nil, false},
 	{"fetch", func(t *testing.T, root string) []string {
 		nodeKit(t, root)
 		return []string{"node", filepath.Join(root, "kits", "node", "example_fetch.mjs")}
