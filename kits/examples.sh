@@ -9,10 +9,14 @@ cd "$(dirname "$0")"
 py=${CONNAUDIT_PYTHON:-python/.venv/bin/python}
 pids=()
 curl/example.sh >/dev/null & pids+=($!)
-"$py" python/example_requests.py & pids+=($!)
-"$py" python/example_httpx.py & pids+=($!)
-node node/example_fetch.mjs & pids+=($!)
-node node/example_axios.mjs & pids+=($!)
+# Every example of the Python and Node kits: a new one runs here as it is
+# added to its kit's folder.
+for ex in python/example_*.py; do
+	"$py" "$ex" & pids+=($!)
+done
+for ex in node/example_*.mjs; do
+	node "$ex" & pids+=($!)
+done
 status=0
 for p in "${pids[@]}"; do
 	wait "$p"

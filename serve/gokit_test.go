@@ -60,9 +60,15 @@ func ctlDo(t *testing.T, method, url string, body any, out any) int {
 // goKit runs a session of a net/http client on the scenarios run selects.
 func goKit(t *testing.T, srv *Server, run string, retry500 bool) *SessionReport {
 	t.Helper()
+	return goKitTerms(t, srv, run, retry500, nil)
+}
+
+// goKitTerms is [goKit] with the client's terms declared.
+func goKitTerms(t *testing.T, srv *Server, run string, retry500 bool, terms map[string]string) *SessionReport {
+	t.Helper()
 	var opened Opened
 	if code := ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Kit: "go-test",
-		Client: Client{Name: "net/http", Version: "test"}, Protocols: []string{"http1", "h2"}, Run: run}, &opened); code != 201 {
+		Client: Client{Name: "net/http", Version: "test", Terms: terms}, Protocols: []string{"http1", "h2"}, Run: run}, &opened); code != 201 {
 		t.Fatalf("open: %d", code)
 	}
 	var list Scenarios
@@ -182,7 +188,9 @@ func TestGoKitVerdicts(t *testing.T) {
 }
 
 // TestGoKitRetrying500FailsA5: the same client retrying a 500 fails A5
-// with the server's counts and a fix.
+// with the server's counts and a fix: in the policy's terms when its kit
+// declares none, in the declared terms when it does (and the session's
+// report does not carry them).
 func TestGoKitRetrying500FailsA5(t *testing.T) {
 	srv, err := New()
 	if err != nil {
@@ -194,11 +202,19 @@ func TestGoKitRetrying500FailsA5(t *testing.T) {
 	if r.Pass || r.Server.Requests != 3 || len(r.Mismatches) != 1 || r.Mismatches[0] != "A5: 500 was retried: 3 requests, contract 1" {
 		t.Fatalf("A5: pass %v, requests %d, %q", r.Pass, r.Server.Requests, r.Mismatches)
 	}
-	if r.Fix != generic.retriedStatus {
+	if r.Fix != generic[tRetryStatuses] {
 		t.Errorf("fix %q", r.Fix)
 	}
 	if rep.OK {
 		t.Error("the session is ok")
+	}
+	mine := "http.Client: retry 503 only, in the loop around Do"
+	rep = goKitTerms(t, srv, `^retry/500$`, true, map[string]string{"retry_statuses": mine, "stale": "x"})
+	if r := resultOf(t, rep, "retry/500"); r.Pass || r.Fix != mine {
+		t.Errorf("with terms: pass %v, fix %q, want %q", r.Pass, r.Fix, mine)
+	}
+	if rep.Client.Terms != nil {
+		t.Errorf("the session's report carries the terms: %v", rep.Client.Terms)
 	}
 }
 
@@ -255,6 +271,14 @@ func TestBadInput(t *testing.T) {
 		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x"},"protocols":["h3"]}`, 400, `protocol \"h3\"`},
 		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x"},"run":"nothing-matches"}`, 400, "no scenario is selected"},
 		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"` + strings.Repeat("x", 70<<10) + `"}}`, 413, "over 65536 bytes"},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x","terms":{"read_timout":"t"}}}`, 400,
+			`client.terms: \"read_timout\" is not a term (the terms: attempt_timeout, cancel,`},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x","terms":{"stale":" "}}}`, 400,
+			"client.terms.stale is empty: leave a term out"},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x","terms":{"stale":"` + strings.Repeat("s", 1001) + `"}}}`,
+			400, "client.terms.stale is 1001 bytes, longer than 1000"},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x","terms":{"stale":3}}}`, 400, "malformed JSON"},
+		{"/v1/sessions", `{"protocol":"connaudit.serve/v1","client":{"name":"x","terms":["stale"]}}`, 400, "malformed JSON"},
 		{"/v1/sessions/nope/reports", `{}`, 404, `no open session \"nope\"`},
 		{"/v1/sessions/nope/done", `{}`, 404, "no open session"},
 		{"/v2/anything", `{}`, 404, "no such endpoint"},

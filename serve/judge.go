@@ -146,14 +146,14 @@ func judge(se *session, st *scenarioState, fs *faultserver.Server) *Result {
 		}
 	}
 	if !res.Pass {
-		res.Fix = fixFor(se.client.Name, sp, f.fails)
-		if health := healthFix(se.client.Name, sp); sp.Policy.SendPingTimeout > 0 && slices.Contains(f.fails, failRecovery) && health != "" {
+		res.Fix = fixFor(se.terms, sp, f.fails)
+		if health := healthFix(se.terms, sp); sp.Policy.SendPingTimeout > 0 && slices.Contains(f.fails, failRecovery) && health != "" {
 			// A connection that went dark kept taking requests, /ok's
 			// too: what checks its health is the fix, in the client's
 			// terms where known, not how the kit sends /ok.
 			f.fails = slices.DeleteFunc(f.fails, func(k failure) bool { return k == failRecovery })
 			res.Fix = health
-			if rest := fixFor(se.client.Name, sp, f.fails); len(f.fails) > 0 {
+			if rest := fixFor(se.terms, sp, f.fails); len(f.fails) > 0 {
 				res.Fix += "; " + rest
 			}
 		}

@@ -54,6 +54,9 @@ var examples = []example{
 	{"httpx", func(t *testing.T, root string) []string {
 		return []string{pythonPath(t, root), filepath.Join(root, "kits", "python", "example_httpx.py")}
 	}, nil, false},
+	{"aiohttp", func(t *testing.T, root string) []string {
+		return []string{pythonPath(t, root), filepath.Join(root, "kits", "python", "example_aiohttp.py")}
+	}, nil, false},
 	{"fetch", func(t *testing.T, root string) []string {
 		nodeKit(t, root)
 		return []string{"node", filepath.Join(root, "kits", "node", "example_fetch.mjs")}
@@ -430,7 +433,7 @@ func TestJavaMutations(t *testing.T) {
 		if want := "A5: 500 was retried: 3 requests, contract 1"; r.Pass || r.Server.Requests != 3 || len(r.Mismatches) == 0 || r.Mismatches[0] != want {
 			t.Errorf("%s retrying 500: pass %v, %d requests, %q; want %q", client, r.Pass, r.Server.Requests, r.Mismatches, want)
 		}
-		if r.Fix != clientFixes[client].retriedStatus {
+		if r.Fix != kitTerms(t)[client]["retry_statuses"] {
 			t.Errorf("%s retrying 500: fix %q", client, r.Fix)
 		}
 	}
@@ -440,7 +443,7 @@ func TestJavaMutations(t *testing.T) {
 		!slices.Contains(r.Mismatches, want) || r.Caller == nil || r.Caller.Status != 503 {
 		t.Errorf("the total timeout before retryWhen: pass %v, %d requests, caller %+v, %q; want %q", r.Pass, r.Server.Requests, r.Caller, r.Mismatches, want)
 	}
-	if !strings.Contains(r.Fix, clientFixes["webclient"].budget) {
+	if !strings.Contains(r.Fix, kitTerms(t)["webclient"]["retry_budget"]) {
 		t.Errorf("the total timeout before retryWhen: fix %q", r.Fix)
 	}
 

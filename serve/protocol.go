@@ -10,8 +10,7 @@ const Protocol = "connaudit.serve/v1"
 
 // Client names the client under test, as its kit says it.
 type Client struct {
-	// Name keys the fixes in the client's own terms: curl, requests,
-	// httpx, fetch, axios, webclient, restclient, jdk-httpclient.
+	// Name names the client under test (requests, fetch, …).
 	Name    string `json:"name"`
 	Version string `json:"version,omitempty"`
 	// Config says how the client is configured, in its own terms.
@@ -22,6 +21,13 @@ type Client struct {
 	// know. A client that keeps one as long as the servers do, or longer,
 	// fails the scenarios whose server closes idle connections itself.
 	IdleTimeoutMS *float64 `json:"idle_timeout_ms,omitempty"`
+	// Terms says, for each term a kit knows (a bound of the policy such as
+	// read_timeout, a retry rule such as retry_statuses, a behaviour such
+	// as stale: docs/serve.md lists them), what fixes its failure in the
+	// client's own terms: its option, flag or class. A term left out is
+	// said in the policy's own terms. An open request only: a session's
+	// report leaves it out.
+	Terms map[string]string `json:"terms,omitempty"`
 }
 
 // OpenRequest opens a session: POST /v1/sessions.

@@ -263,7 +263,7 @@ func sessionReport(se *session, why string, faults [3]*faultserver.Server) *Sess
 		}
 		text += "): its pool was not closed, or a response body was left open; from outside the two look " +
 			"alike, so this does not fail the session (an in-process audit tells them apart)"
-		r.Findings = append(r.Findings, Finding{Class: FindingOpenAtDone, Text: text, Fix: openAtDoneFix(se.client.Name)})
+		r.Findings = append(r.Findings, Finding{Class: FindingOpenAtDone, Text: text, Fix: say(se.terms, tOpenAtDone)})
 	}
 	if se.extraConn > 0 || se.extraReqs > 0 {
 		r.Limits = fmt.Sprintf("%d connections and %d requests past the session's limits were counted, not recorded", se.extraConn, se.extraReqs)

@@ -28,6 +28,7 @@ type session struct {
 	id        string
 	kit       string
 	client    Client
+	terms     map[term]string // the kit's declaration, validated: client.terms
 	protocols []string
 	started   time.Time
 	srv       *Server
@@ -165,6 +166,10 @@ func (s *Server) open(req OpenRequest) (*session, error) {
 	if v := req.Client.IdleTimeoutMS; v != nil && (math.IsNaN(*v) || *v < 0 || *v > maxIdleTimeoutMS) {
 		return nil, badRequest("client.idle_timeout_ms is not in 0..%g", float64(maxIdleTimeoutMS))
 	}
+	terms, err := termsOf(req.Client.Terms)
+	if err != nil {
+		return nil, err
+	}
 	protos := req.Protocols
 	if len(protos) == 0 {
 		protos = []string{string(audit.HTTP1)}
@@ -209,7 +214,7 @@ func (s *Server) open(req OpenRequest) (*session, error) {
 	now := time.Now()
 	se := &session{id: sessionID(s.next), kit: printable(req.Kit), client: Client{Name: printable(req.Client.Name),
 		Version: printable(req.Client.Version), Config: printable(req.Client.Config), IdleTimeoutMS: req.Client.IdleTimeoutMS},
-		protocols: protos, started: now, touched: now, srv: s}
+		terms: terms, protocols: protos, started: now, touched: now, srv: s}
 	s.sessions[se.id] = se
 	s.mu.Unlock()
 

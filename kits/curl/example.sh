@@ -84,4 +84,5 @@ curl_options() {
 
 version=$(curl --version | head -1 | cut -d' ' -f2)
 # 118000: CURLOPT_MAXAGE_CONN's default, in ms.
-kit_run curl "$version" "curl's own --max-time, --connect-timeout, --speed-time, --retry from each policy" '["http1","h2"]' 118000
+kit_run curl "$version" "curl's own --max-time, --connect-timeout, --speed-time, --retry from each policy" '["http1","h2"]' 118000 \
+	"$(dirname "$0")/curl.terms.json"

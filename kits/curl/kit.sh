@@ -9,12 +9,15 @@
 #                                "policy", and "NOTE: text" lines that the
 #                                report's config shows; or prints
 #                                "NOT_CONFIGURABLE: why"
-#   kit_run NAME VERSION CONFIG [PROTOCOLS [IDLE_TIMEOUT_MS]]
+#   kit_run NAME VERSION CONFIG [PROTOCOLS [IDLE_TIMEOUT_MS [TERMS_FILE]]]
 #                                runs every scenario the server offers,
 #                                prints a line of the session's counts and
 #                                exits 0 if the session is ok, 1 if not;
 #                                IDLE_TIMEOUT_MS is the client's declared
-#                                idle timeout (client.idle_timeout_ms)
+#                                idle timeout (client.idle_timeout_ms),
+#                                "null" when unknown; TERMS_FILE a JSON file
+#                                of what fixes each failure in the client's
+#                                own terms (client.terms: curl.terms.json)
 #
 # A scenario's requests run in one curl invocation (--next): curl's
 # connection cache lives as long as the process. The control requests a
@@ -217,11 +220,16 @@ run_scenario() {
 }
 
 kit_run() {
-	local name=$1 version=$2 config=$3 protocols=${4:-'["http1","h2"]'} idle=${5:-null} opened scenarios n i sc rep done_json
+	local name=$1 version=$2 config=$3 protocols=${4:-'["http1","h2"]'} idle=${5:-null} terms=null opened scenarios n i sc rep done_json
+	if [ -n "${6:-}" ]; then
+		terms=$(jq -c . "$6") || { echo "kit: $6 is not JSON" >&2; exit 2; }
+	fi
 	opened=$(ctl POST "$CONNAUDIT_URL/v1/sessions" "$(jq -nc --arg n "$name" --arg v "$version" --arg c "$config" \
 		--argjson p "$protocols" --arg r "${CONNAUDIT_RUN:-}" --arg s "${CONNAUDIT_SKIP:-}" --argjson i "$idle" \
+		--argjson t "$terms" \
 		'{protocol: "connaudit.serve/v1", kit: "curl", client: ({name: $n, version: $v, config: $c} +
-			(if $i == null then {} else {idle_timeout_ms: $i} end)), protocols: $p, run: $r, skip: $s}')") || exit 1
+			(if $i == null then {} else {idle_timeout_ms: $i} end) + (if $t == null then {} else {terms: $t} end)),
+			protocols: $p, run: $r, skip: $s}')") || exit 1
 	scenarios=$(ctl GET "$(jq -r .scenarios_url <<<"$opened")") || exit 1
 	n=$(jq '.scenarios | length' <<<"$scenarios")
 	for ((i = 0; i < n; i++)); do

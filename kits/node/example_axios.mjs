@@ -21,13 +21,14 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import axios from 'axios';
 import axiosRetry, { isNetworkOrIdempotentRequestError } from 'axios-retry';
-import { main, NotConfigurable } from './kit.mjs';
+import { loadTerms, main, NotConfigurable } from './kit.mjs';
 
 const ca = process.env.CONNAUDIT_CA ? fs.readFileSync(process.env.CONNAUDIT_CA) : undefined;
 const pkg = JSON.parse(fs.readFileSync(new URL('./node_modules/axios-retry/package.json', import.meta.url)));
 
 export const axiosAdapter = {
   name: 'axios',
+  terms: loadTerms('axios'),
   version: `${axios.VERSION} (axios-retry ${pkg.version})`,
   config: 'axios.create({timeout, httpAgent}), axiosRetry({retries, retryDelay, retryCondition, shouldResetTimeout: true})',
   protocols: ['http1'],

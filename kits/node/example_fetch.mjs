@@ -16,7 +16,7 @@
 // no HTTP/2 health check (PING) to configure.
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { main, NotConfigurable } from './kit.mjs';
+import { loadTerms, main, NotConfigurable } from './kit.mjs';
 
 // Built-in fetch makes its global dispatcher at its first call: a data: URL
 // makes it without a connection.
@@ -29,6 +29,7 @@ const ca = process.env.CONNAUDIT_CA ? fs.readFileSync(process.env.CONNAUDIT_CA) 
 
 export const fetchAdapter = {
   name: 'fetch',
+  terms: loadTerms('fetch'),
   version: `node ${process.versions.node} (undici ${process.versions.undici})`,
   config: 'fetch(url, {signal: AbortSignal.timeout(ms), dispatcher: new Agent({keepAliveTimeout: 4000})}), no retry layer',
   protocols: ['http1'],

@@ -8,7 +8,9 @@
 //
 // An adapter has name, version, config, protocols, idleTimeoutMs (optional:
 // how long the client keeps an idle connection before it closes it itself,
-// as configured; 0 when it never does, undefined when unknown), and
+// as configured; 0 when it never does, undefined when unknown), terms
+// (optional: what fixes each failure in the client's own terms, sent as
+// client.terms; loadTerms(name) reads kits/node/NAME.terms.json), and
 //   open(scenario) -> client          a new client (its own pool) for the
 //                                      scenario's policy;
 //                                      throw new NotConfigurable(why)
@@ -39,11 +41,18 @@
 //
 // The control requests go through http.request, never the client under test.
 
+import fs from 'node:fs';
 import http from 'node:http';
 
 export const PROTOCOL = 'connaudit.serve/v1';
 
 export class NotConfigurable extends Error {}
+
+// loadTerms reads the terms declaration of the client name beside this
+// file, NAME.terms.json (docs/serve.md: client.terms).
+export function loadTerms(name) {
+  return JSON.parse(fs.readFileSync(new URL(`./${name}.terms.json`, import.meta.url), 'utf8'));
+}
 
 export class KitError extends Error {}
 
@@ -87,6 +96,7 @@ export class Kit {
   async run(adapter, { run = process.env.CONNAUDIT_RUN || '', skip = process.env.CONNAUDIT_SKIP || '' } = {}) {
     const client = { name: adapter.name, version: adapter.version, config: adapter.config };
     if (adapter.idleTimeoutMs !== undefined) client.idle_timeout_ms = adapter.idleTimeoutMs;
+    if (adapter.terms) client.terms = adapter.terms;
     const opened = await ctl('POST', `${this.url}/v1/sessions`, {
       protocol: PROTOCOL, kit: 'node', client, protocols: adapter.protocols, run, skip,
     });

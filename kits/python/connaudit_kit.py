@@ -9,7 +9,9 @@ reports what the caller got. The server judges.
 An adapter has: name, version, config (text), protocols (list),
 idle_timeout_ms (optional: how long the client keeps an idle connection
 before it closes it itself, as configured; 0 when it never does, None or
-absent when unknown), and
+absent when unknown), terms (optional: a dict saying what fixes each
+failure in the client's own terms, sent as client.terms, docs/serve.md;
+load_terms(name) reads kits/python/NAME.terms.json), and
 
     open(scenario) -> client      a new client (its own pool) for the
                                   scenario's policy; raise NotConfigurable
@@ -70,6 +72,13 @@ import urllib.request
 PROTOCOL = "connaudit.serve/v1"
 
 
+def load_terms(name):
+    """The terms declaration of the client name beside this file,
+    NAME.terms.json (docs/serve.md: client.terms)."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".terms.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
 class NotConfigurable(Exception):
     """The client has no equivalent of a setting the scenario needs."""
 
@@ -121,6 +130,9 @@ class Kit:
         idle = getattr(adapter, "idle_timeout_ms", None)
         if idle is not None:
             client["idle_timeout_ms"] = idle
+        terms = getattr(adapter, "terms", None)
+        if terms:
+            client["terms"] = terms
         opened = self._ctl("POST", self.url + "/v1/sessions", {
             "protocol": PROTOCOL, "kit": "python", "client": client,
             "protocols": adapter.protocols,

@@ -17,11 +17,13 @@ import sys
 
 import httpx
 
-from connaudit_kit import NotConfigurable, main, seconds
+from connaudit_kit import NotConfigurable, load_terms, main, seconds
 
 
 class Httpx:
     name = "httpx"
+    # What fixes each failure, in httpx's terms (client.terms).
+    terms = load_terms("httpx")
     version = httpx.__version__
     config = "httpx.Client(timeout=httpx.Timeout(...), limits=httpx.Limits(...)), no retry layer"
     protocols = ["http1"]

@@ -29,7 +29,7 @@ import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from connaudit_kit import NotConfigurable, main, seconds
+from connaudit_kit import NotConfigurable, load_terms, main, seconds
 
 
 class CountedRetry(Retry):
@@ -47,6 +47,8 @@ class CountedRetry(Retry):
 
 class Requests:
     name = "requests"
+    # What fixes each failure, in requests' and urllib3's terms (client.terms).
+    terms = load_terms("requests")
     version = f"{requests.__version__} (urllib3 {urllib3.__version__})"
     config = "requests.Session, HTTPAdapter(max_retries=urllib3 Retry(...)), timeout=(connect, read)"
     protocols = ["http1"]

@@ -9,13 +9,14 @@ import os
 import pytest
 
 from connaudit_kit import Kit
+from example_aiohttp import Aiohttp
 from example_httpx import Httpx
 from example_requests import Requests
 
 pytestmark = pytest.mark.skipif(not os.environ.get("CONNAUDIT_URL"), reason="run under connaudit serve -- pytest")
 
 
-@pytest.mark.parametrize("adapter", [Requests(), Httpx()], ids=["requests", "httpx"])
+@pytest.mark.parametrize("adapter", [Requests(), Httpx(), Aiohttp()], ids=["requests", "httpx", "aiohttp"])
 def test_example(adapter):
     report = Kit().run(adapter)
     assert report["not_reported"] == 0 and not report.get("error"), report

@@ -133,6 +133,20 @@ def test_idle_timeout_is_declared_at_open(serve):
     assert serve.opened["client"]["idle_timeout_ms"] == 4000
 
 
+@pytest.mark.parametrize("serve", [[scenario("a", "request")]], indirect=True)
+def test_terms_are_declared_at_open(serve):
+    a = Scripted(serve, {})
+    a.terms = {"stale": "retry it yourself"}
+    Kit(url=serve.url).run(a)
+    assert serve.opened["client"]["terms"] == {"stale": "retry it yourself"}
+    Kit(url=serve.url).run(Scripted(serve, {}))
+    assert "terms" not in serve.opened["client"]
+
+
+def test_the_examples_terms_are_theirs():
+    assert Requests.terms["retry_statuses"] == "urllib3 Retry: status_forcelist=[503] only"
+
+
 @pytest.mark.parametrize("serve", [[scenario("a", "warm-then-request", settle_url="http://ctl/settle",
                                              warm_url="http://warm/x", warm_requests=2)]], indirect=True)
 def test_warm_ups_then_the_call_then_settle_then_ok(serve):
@@ -267,7 +281,8 @@ def test_requests_reports_its_retries_when_the_call_raises():
                   policy={"max_retries": 2, "retry_statuses": [503], "retry_methods": ["GET", "HEAD"],
                           "retry_any_method": False, "retry_with_idempotency_key": False, "delay_ms": 0,
                           "total_timeout_ms": 0, "connect_timeout_ms": 0, "tls_timeout_ms": 0,
-                          "read_timeout_ms": 2000, "attempt_timeout_ms": 0, "pool_max_per_host": 0})
+                          "read_timeout_ms": 2000, "attempt_timeout_ms": 0, "pool_max_per_host": 0,
+                          "pool_acquire_timeout_ms": 0})
     s = a.open(sc)
     try:
         with pytest.raises(Exception) as e:

@@ -68,6 +68,16 @@ public final class ServeKit {
          * @return the timeout in ms, or empty when unknown
          */
         OptionalDouble idleTimeoutMillis();
+
+        /**
+         * What fixes each failure in the client's own terms (client.terms, docs/serve.md): by
+         * default the resource {@code /NAME.terms.json} (src/main/resources), none when absent.
+         *
+         * @return the resource's path on the class path
+         */
+        default String termsResource() {
+            return "/" + name() + ".terms.json";
+        }
     }
 
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -106,6 +116,11 @@ public final class ServeKit {
         OptionalDouble idle = factory.idleTimeoutMillis();
         if (idle.isPresent()) {
             client.put("idle_timeout_ms", idle.getAsDouble());
+        }
+        try (var terms = ServeKit.class.getResourceAsStream(factory.termsResource())) {
+            if (terms != null) {
+                client.set("terms", JSON.readTree(terms));
+            }
         }
         open.putArray("protocols").add("http1");
         // CONNAUDIT_URL has a path of its own (its key): append, never resolve "/v1/…".
