@@ -48,7 +48,11 @@ func TestServerConnectionClose(t *testing.T) {
 	require.Equal(t, "ok", get(t, p, srv.URL))
 	quiesce(t, p)
 	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
-	requireClosed(t, p, vocab.ClosedByServer, vocab.ReasonConnectionClose)
+	c := requireClosed(t, p, vocab.ClosedByServer, vocab.ReasonConnectionClose)
+	// Its times, in order: dialed, first used, closed.
+	require.False(t, c.FirstUsedAt.IsZero(), "first used")
+	require.False(t, c.FirstUsedAt.Before(c.DialedAt), "first used %v before its dial %v", c.FirstUsedAt, c.DialedAt)
+	require.False(t, c.ClosedAt.Before(c.FirstUsedAt), "closed %v before its first use %v", c.ClosedAt, c.FirstUsedAt)
 
 	require.Equal(t, "ok", get(t, p, srv.URL))
 	quiesce(t, p)

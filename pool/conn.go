@@ -126,6 +126,8 @@ type Conn struct {
 	State      ConnState     `json:"state"`
 	History    []StateChange `json:"history"`
 	DialedAt   time.Time     `json:"dialed_at"`
+	// FirstUsedAt is when it was first handed to a request (zero: never).
+	FirstUsedAt time.Time `json:"first_used_at,omitzero"`
 	// DialedFor is the timeline id of the request whose dial made it.
 	DialedFor    uint64 `json:"dialed_for,omitempty"`
 	BytesRead    int64  `json:"bytes_read"`
@@ -332,6 +334,9 @@ func (c *connState) setState(s ConnState, now stamp) {
 	}
 	if s == vocab.StateIdle {
 		c.idleSince = now
+	}
+	if s == vocab.StateActive && c.FirstUsedAt.IsZero() {
+		c.FirstUsedAt = now.time()
 	}
 }
 

@@ -110,6 +110,16 @@ func TestDialAbandoned(t *testing.T) {
 	require.Equal(t, vocab.ReasonHandshakeAbandon, rep.Connections[5].CloseReason)
 	require.Equal(t, []any{2, 2, 2.0}, []any{rep.PerConn.Min, rep.PerConn.Max, rep.PerConn.Mean})
 
+	t.Run("times", func(t *testing.T) {
+		// Each connection's dial, first use and close, as the pool's.
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		c := pool.Conn{ID: 7, Requests: 1, DialedAt: t0, FirstUsedAt: t0.Add(time.Millisecond), ClosedAt: t0.Add(time.Second)}
+		rep := &Result{}
+		fillConns(rep, []pool.Conn{c}, 1, newEvidence())
+		got := rep.Connections[0]
+		require.Equal(t, []time.Time{c.DialedAt, c.FirstUsedAt, c.ClosedAt}, []time.Time{got.DialedAt, got.FirstUsedAt, got.ClosedAt})
+	})
+
 	t.Run("past the bound", func(t *testing.T) {
 		// Once too many requests failed to know them all, any of them
 		// may have cancelled a dial: it counts as failed.

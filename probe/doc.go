@@ -90,7 +90,8 @@
 //	tls                      {versions {"TLS 1.3": n}, connections, resumed, resumable, alpn}; absent without TLS;
 //	                         resumable: connections whose handshake began after another's had finished, or that resumed
 //	connections              [{id, proto, tls_version, tls_resumed, requests, responses, closed_by ("client" | "server"),
-//	                           close_reason, close_detail, close_status, idle_before_close_ns, dial_error, dial_abandoned}],
+//	                           close_reason, close_detail, close_status, idle_before_close_ns, dial_error, dial_abandoned,
+//	                           dialed_at, first_used_at, closed_at}],
 //	                         at most 4096; requests counts the attempts sent on it (a request the Transport sent
 //	                         again elsewhere included), responses those answered on it; close_status is the status
 //	                         of the response that announced the server's close

@@ -689,7 +689,7 @@ func fillConns(rep *Result, conns []pool.Conn, dials int, ev *evidence) {
 	for _, c := range conns {
 		conn := Connection{ID: c.ID, Proto: c.Proto, TLSVersion: c.TLSVersion, TLSResumed: c.TLSResumed,
 			Requests: c.Requests, ClosedBy: c.ClosedBy, CloseReason: c.CloseReason, CloseDetail: c.CloseDetail,
-			DialError: oneLine(c.DialError)}
+			DialError: oneLine(c.DialError), DialedAt: c.DialedAt, FirstUsedAt: c.FirstUsedAt, ClosedAt: c.ClosedAt}
 		if t, ok := ev.conns[c.ID]; ok {
 			conn.Responses = t.answered
 			if c.ClosedBy == vocab.ClosedByServer && announcedByResponse(c.CloseReason) {

@@ -201,6 +201,12 @@ type Connection struct {
 	// needed it ([pool.Conn].Abandoned).
 	DialError     string `json:"dial_error,omitempty"`
 	DialAbandoned bool   `json:"dial_abandoned,omitempty"`
+	// DialedAt is when its dial began, FirstUsedAt when it was first
+	// handed to a request (absent: never), ClosedAt when it closed
+	// (absent: open at the report).
+	DialedAt    time.Time `json:"dialed_at,omitzero"`
+	FirstUsedAt time.Time `json:"first_used_at,omitzero"`
+	ClosedAt    time.Time `json:"closed_at,omitzero"`
 }
 
 // StageSet are the percentiles of each stage over Count requests.

@@ -94,6 +94,9 @@ func (se *session) request(c *connRec, st *scenarioState, what string, at time.T
 	c.requests++
 	c.last = st.idx
 	c.lastReq = at
+	if c.firstReq.IsZero() {
+		c.firstReq = at
+	}
 	se.touched = at
 	se.wentPast(st.idx)
 	if se.reqs >= maxReqsPerSession {

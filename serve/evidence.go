@@ -2,6 +2,7 @@ package serve
 
 import (
 	"slices"
+	"time"
 
 	"github.com/connaudit/connaudit/audit"
 	"github.com/connaudit/connaudit/faultserver"
@@ -40,17 +41,22 @@ func evidence(se *session, st *scenarioState, fs *faultserver.Server) Evidence {
 	// of this scenario on it (a client's pool may carry others' too).
 	var seen []*connRec
 	here := map[*connRec]int{}
+	times := map[*connRec][]time.Time{}
 	for _, r := range slices.Concat(st.hold, st.fault, st.ok) {
 		if !slices.Contains(seen, r.conn) {
 			seen = append(seen, r.conn)
 		}
 		here[r.conn]++
+		times[r.conn] = append(times[r.conn], r.at)
 	}
 	slices.SortFunc(seen, func(a, b *connRec) int { return a.accepted.Compare(b.accepted) })
 	for _, c := range seen {
-		ce := ConnEvidence{ID: c.ref.id, Requests: here[c], Reused: c.requests > 1}
+		ce := ConnEvidence{ID: c.ref.id, Requests: here[c], Reused: c.requests > 1,
+			AcceptedAt: c.accepted, FirstRequestAt: c.firstReq, RequestsAt: times[c]}
+		slices.SortFunc(ce.RequestsAt, func(a, b time.Time) int { return a.Compare(b) })
 		if c.closed {
 			ce.ClosedBy, ce.How, ce.ClosedAfterMS = c.closedBy, c.how, ms(c.closedAt.Sub(c.lastReq))
+			ce.ClosedAt = c.closedAt
 		}
 		ev.Connections = append(ev.Connections, ce)
 	}

@@ -178,6 +178,12 @@ func TestGoKitVerdicts(t *testing.T) {
 	if c := reset.Server.Connections[0]; reset.Class != "reset" || c.ClosedBy != "server" || c.How != "rst" {
 		t.Errorf("reset: class %s, conns %+v", reset.Class, reset.Server.Connections)
 	}
+	// Its times, in order: accepted, first request read, closed; and this
+	// scenario's one request on it.
+	if c := reset.Server.Connections[0]; c.AcceptedAt.IsZero() || c.FirstRequestAt.Before(c.AcceptedAt) ||
+		c.ClosedAt.Before(c.FirstRequestAt) || len(c.RequestsAt) != 1 || c.RequestsAt[0].Before(c.FirstRequestAt) {
+		t.Errorf("reset: connection's times %+v", c)
+	}
 	ad := resultOf(t, rep, "attempt-deadline")
 	if c := ad.Server.Connections[0]; ad.Class != "deadline" || c.ClosedBy != "client" || ad.Server.CancelsObserved != 1 {
 		t.Errorf("attempt-deadline: class %s, cancels %d, conns %+v", ad.Class, ad.Server.CancelsObserved, ad.Server.Connections)

@@ -146,6 +146,13 @@ type ConnEvidence struct {
 	ClosedBy      string  `json:"closed_by,omitempty"`
 	How           string  `json:"how,omitempty"`
 	ClosedAfterMS float64 `json:"closed_after_ms,omitempty"`
+	// AcceptedAt is when the server accepted it, FirstRequestAt when it
+	// read its first request, ClosedAt when it closed (absent: open);
+	// RequestsAt when it read each of this scenario's requests on it.
+	AcceptedAt     time.Time   `json:"accepted_at"`
+	FirstRequestAt time.Time   `json:"first_request_at,omitzero"`
+	ClosedAt       time.Time   `json:"closed_at,omitzero"`
+	RequestsAt     []time.Time `json:"requests_at,omitempty"`
 }
 
 // Finding is something a verdict shows whether its scenario passed or not,

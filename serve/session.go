@@ -98,6 +98,7 @@ type connRec struct {
 	unread      int
 	firstUnread time.Time // when it was first
 	lastReq     time.Time
+	firstReq    time.Time
 	closed      bool
 	closedBy    string
 	how         string
