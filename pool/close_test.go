@@ -53,6 +53,10 @@ func TestServerConnectionClose(t *testing.T) {
 	require.False(t, c.FirstUsedAt.IsZero(), "first used")
 	require.False(t, c.FirstUsedAt.Before(c.DialedAt), "first used %v before its dial %v", c.FirstUsedAt, c.DialedAt)
 	require.False(t, c.ClosedAt.Before(c.FirstUsedAt), "closed %v before its first use %v", c.ClosedAt, c.FirstUsedAt)
+	// The debug page's lane says the same close.
+	rec := httptest.NewRecorder()
+	p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/?format=html", nil))
+	require.Contains(t, rec.Body.String(), `<tspan class="reason">connection-close</tspan><tspan> by server</tspan>`)
 
 	require.Equal(t, "ok", get(t, p, srv.URL))
 	quiesce(t, p)

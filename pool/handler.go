@@ -50,7 +50,10 @@ func (p *Pool) Snapshot() Snapshot {
 
 // Handler returns an http.Handler that serves the pool's [Snapshot] as JSON,
 // or as text tables when the client asks for text (Accept: text/plain, or
-// ?format=text; add &v for the open bodies' stacks). Mount it on a debug
+// ?format=text; add &v for the open bodies' stacks), or as a page of
+// connection lanes with ?format=html (one self-contained page: a lane per
+// connection from dial to close, its active stretches, who closed it and
+// why). Mount it on a debug
 // route such as /debug/connpool. A nil pool's answers 500 with the error.
 func (p *Pool) Handler() http.Handler {
 	if p == nil {
@@ -60,6 +63,11 @@ func (p *Pool) Handler() http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := p.Snapshot()
+		if r.URL.Query().Get("format") == "html" {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			s.writeHTML(w)
+			return
+		}
 		if r.URL.Query().Get("format") == "text" || (strings.Contains(r.Header.Get("Accept"), "text/plain") && !strings.Contains(r.Header.Get("Accept"), "application/json")) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			s.WriteText(w, r.URL.Query().Has("v"))

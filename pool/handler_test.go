@@ -72,6 +72,18 @@ func TestHandler(t *testing.T) {
 			require.NotContains(t, out, "secret")
 		}
 	})
+	t.Run("html", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/connpool?format=html", nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
+		out := rec.Body.String()
+		require.Equal(t, 1, strings.Count(out, `<g class="lane`), "a lane per connection")
+		require.Contains(t, out, `data-conn="1"`)
+		require.Equal(t, 3, strings.Count(out, `<g class="req`), "a bar per stretch active: three requests, one after another")
+		require.Contains(t, out, "<tspan> open</tspan>")
+		require.NotContains(t, out, "<script")
+	})
 	require.NoError(t, held.Body.Close())
 	quiesce(t, p)
 }

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/picture"
+	"github.com/connaudit/connaudit/internal/pictures"
+	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/internal/vocab"
 	"github.com/connaudit/connaudit/probe"
 )
@@ -130,11 +133,13 @@ func (pf *probeFlags) validate() error {
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("probe", stdout, stderr, "[flags] URL")
 	var (
-		rf requestFlags
-		pf probeFlags
+		rf   requestFlags
+		pf   probeFlags
+		pics pictureFlags
 	)
 	rf.register(fs.FlagSet)
 	pf.register(fs.FlagSet)
+	pics.register(fs.FlagSet, true)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -178,6 +183,16 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail("-o: %v", err)
 		}
 	}
+	if err := pics.open(); err != nil {
+		if outFile != nil {
+			outFile.discard()
+		}
+		return fail("%v", err)
+	}
+	if err := pics.stream(time.Now(), "probe "+req.Method+" "+redact.URL(req.URL)); err != nil {
+		pics.discard()
+		return fail("-trace-events: %v", err)
+	}
 	var progress *progressLine
 	if !rf.silent {
 		progress = newProgressLine(stderr)
@@ -194,9 +209,10 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		stream = &timelineStream{w: w, json: pf.asJSON}
 	}
-	if progress != nil || stream != nil {
+	if progress != nil || stream != nil || pics.html != "" || pics.traceEvents != "" {
 		opts = append(opts, probe.OnProgress(func(p probe.Progress) {
 			if p.Timeline != nil {
+				pics.add(p.Timeline)
 				stream.write(p.Timeline)
 				return
 			}
@@ -212,9 +228,14 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if outFile != nil {
 			outFile.discard()
 		}
+		pics.discard()
 		return fail("%s", rf.redact(err, req))
 	}
 	werr := stream.err()
+	set := pictures.Probe(rep, pics.reqs, pics.omitted)
+	if err := pics.finish(picture.Page{Title: "connaudit probe", Sets: []picture.Set{set}}); werr == nil {
+		werr = err
+	}
 	if outFile != nil {
 		if err := outFile.write(func(w io.Writer) error { return pf.write(w, rep) }); werr == nil {
 			werr = err

@@ -216,6 +216,7 @@ type probeJSON struct {
 	PerfectDials int            `json:"perfect_dials"`
 	Outcomes     map[string]int `json:"outcomes"`
 	Connections  []struct {
+		ID          uint64 `json:"id"`
 		Requests    int    `json:"requests"`
 		ClosedBy    string `json:"closed_by"`
 		CloseReason string `json:"close_reason"`

@@ -8,17 +8,21 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/audit"
+	"github.com/connaudit/connaudit/internal/picture"
+	"github.com/connaudit/connaudit/internal/pictures"
 	"github.com/connaudit/connaudit/internal/text"
 )
 
 func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("scenarios", stdout, stderr, "[-run PATTERN] [-skip PATTERN] [-proto LIST] [-json] [-junit FILE]\n"+
-		"                           [-v] [-list] [-parallel N] [-deadline D]")
+		"                           [-v] [-list] [-parallel N] [-deadline D] [-html F] [-trace-events F]")
 	pattern := fs.String("run", "", "run only the scenarios whose name matches this regular expression")
 	skip := fs.String("skip", "", "leave out the scenarios whose name matches this regular expression")
 	protoList := fs.String("proto", "", "run only the scenarios over these protocols, comma-separated: http1, h2")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	junit := fs.String("junit", "", "also write the report as JUnit XML to this file")
+	var pics pictureFlags
+	pics.register(fs.FlagSet, true)
 	verbose := fs.Bool("v", false, "also print every scenario's fault, reference bound, notes and timeline")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	parallel := fs.Int("parallel", 8, "scenarios run at once, each judged alone; 1: one at a time, in order")
@@ -69,7 +73,18 @@ func runScenarios(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return exitUsage
 		}
 	}
+	if err := pics.open(); err != nil {
+		if junitFile != nil {
+			junitFile.discard()
+		}
+		fmt.Fprintf(stderr, "connaudit scenarios: %v\n", err)
+		return exitUsage
+	}
 	rep := r.Run(ctx, scenarios)
+	if perr := pics.finish(picture.Page{Title: "connaudit scenarios", Sets: pictures.Scenarios(rep)}); perr != nil {
+		fmt.Fprintf(stderr, "connaudit scenarios: writing the picture: %v\n", perr)
+		return exitFail
+	}
 	if ctx.Err() != nil {
 		fmt.Fprintf(stderr, "connaudit scenarios: stopped after %d of %d scenarios: %v\n", rep.Passed+rep.Failed, len(scenarios), context.Cause(ctx))
 	}

@@ -7,15 +7,18 @@ import (
 	"net"
 	"os/exec"
 	"regexp"
+	"sync"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/picture"
+	"github.com/connaudit/connaudit/internal/pictures"
 	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/serve"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stdout, stderr, "[-addr HOST:PORT] [-ca FILE] [-run P] [-skip P] [-source-numbers] [-json]\n"+
-		"                       [-junit FILE] [-deadline D] [-server-idle-timeout D] [-- CMD ARGS…]")
+		"                       [-junit F] [-html F] [-deadline D] [-server-idle-timeout D] [-- CMD ARGS…]")
 	addr := fs.String("addr", "127.0.0.1:0", "the control API's address (CONNAUDIT_URL); faults stay on 127.0.0.1")
 	caPath := fs.String("ca", "", "write the HTTPS listeners' CA certificate here (default: a temporary file)")
 	run := fs.String("run", "", "offer only the scenarios whose name matches this regular expression")
@@ -23,6 +26,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sourceNumbers := fs.Bool("source-numbers", false, "serve A6, A8 and A9 at the source's own numbers, not scaled down")
 	asJSON := fs.Bool("json", false, "write the verdicts as JSON")
 	junit := fs.String("junit", "", "also write the verdicts as JUnit XML to this file")
+	var pics pictureFlags
+	pics.register(fs.FlagSet, false)
 	deadline := fs.Duration("deadline", 20*time.Minute, "bound on CMD: its process group is sent SIGTERM then, SIGKILL 3s later")
 	serverIdle := fs.Duration("server-idle-timeout", 60*time.Second, "the servers' keep-alive timeout a client's idle timeout is judged against\n(connaudit probe -find-idle-timeout measures it)")
 	if code := parseFlags(fs, args); code >= 0 {
@@ -88,10 +93,34 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	} else {
 		cfg.Text = stdout
 	}
+	if err := pics.open(); err != nil {
+		return fs.usageError("%v", err)
+	}
+	var (
+		mu   sync.Mutex
+		sets []picture.Set
+	)
+	if pics.html != "" {
+		// Each session's sets, kept as it ends; its report is not.
+		opts = append(opts, serve.OnSessionEnd(func(r *serve.SessionReport) {
+			s := pictures.Session(r)
+			mu.Lock()
+			defer mu.Unlock()
+			sets = append(sets, s...)
+		}))
+	}
 	out, err := serve.Run(ctx, cfg, opts...)
 	if err != nil {
+		pics.discard()
 		fmt.Fprintf(stderr, "connaudit serve: %v\n", err)
 		return exitUsage
+	}
+	mu.Lock()
+	perr := pics.finish(picture.Page{Title: "connaudit serve", Sets: sets})
+	mu.Unlock()
+	if perr != nil {
+		fmt.Fprintf(stderr, "connaudit serve: writing the picture: %v\n", perr)
+		return exitFail
 	}
 	return serveExit(dashed, out, stderr)
 }

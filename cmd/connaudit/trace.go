@@ -22,6 +22,7 @@ import (
 type traceFlags struct {
 	asJSON, fail bool
 	deadline     time.Duration
+	pics         pictureFlags
 }
 
 // newTraceFlags returns trace's flag set and the flags it sets.
@@ -35,6 +36,7 @@ func newTraceFlags(stdout, stderr io.Writer) (*flagSet, *requestFlags, *traceFla
 	fs.BoolVar(&tf.asJSON, "json", false, "write the full timeline as JSON")
 	fs.DurationVar(&tf.deadline, "deadline", time.Minute, "bound on the whole run")
 	fs.BoolVar(&tf.fail, "fail", false, "exit 1 when the response's status is 400 or more (as curl -f)")
+	tf.pics.register(fs.FlagSet, true)
 	return fs, &rf, &tf
 }
 
@@ -58,6 +60,10 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "connaudit trace: %v\n", err)
 		return exitUsage
 	}
+	if err := tf.pics.open(); err != nil {
+		fmt.Fprintf(stderr, "connaudit trace: %v\n", err)
+		return exitUsage
+	}
 	if rf.insecure {
 		rf.warn(stderr, "connaudit trace: warning: -k: TLS certificates are not verified")
 	}
@@ -68,6 +74,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	tr := &http.Transport{ForceAttemptHTTP2: true, TLSHandshakeTimeout: 10 * time.Second, MaxResponseHeaderBytes: 1 << 20}
 	p, err := pool.Track(tr, opts...)
 	if err != nil {
+		tf.pics.discard()
 		fmt.Fprintf(stderr, "connaudit trace: %v\n", err)
 		return exitUsage
 	}
@@ -121,9 +128,14 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			msg = "no timeline was recorded"
 		}
 		fmt.Fprintf(stderr, "connaudit trace: %s\n", msg)
+		tf.pics.discard()
 		return exitFail
 	}
 	tl := tls[len(tls)-1]
+	if err := tf.pics.finish(waterfall(tl)); err != nil {
+		fmt.Fprintf(stderr, "connaudit trace: writing the picture: %v\n", err)
+		return exitFail
+	}
 	if tf.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
