@@ -236,4 +236,3 @@ func write(t *testing.T, path string, p picture.Page) {
 		t.Fatal(err)
 	}
 }
-

@@ -61,7 +61,21 @@ type setV struct {
 	Links          []linkV
 	Conns, Reqs    int
 	Omitted        string
+	// Chunks are the lanes in SVGs of chunkLanes each: the browser lays
+	// out and paints only those on screen (content-visibility), so that
+	// a page of thousands of connections opens at once.
+	Chunks []chunkV
 }
+
+// chunkV is one SVG of a set's lanes.
+type chunkV struct {
+	Y0, H int
+	Lanes []laneV
+	Links []linkV
+}
+
+// chunkLanes is the number of lanes per SVG.
+const chunkLanes = 100
 
 type tick struct {
 	X     float64
@@ -209,6 +223,16 @@ func setView(s *Set) setV {
 		}
 	}
 	v.H = y + 4
+	for i := 0; i < len(v.Lanes); i += chunkLanes {
+		ls := v.Lanes[i:min(i+chunkLanes, len(v.Lanes))]
+		c := chunkV{Y0: ls[0].Y, H: ls[len(ls)-1].Y + laneH - ls[0].Y, Lanes: ls}
+		for _, l := range v.Links {
+			if l.Y2 >= float64(c.Y0) && l.Y2 < float64(c.Y0+c.H) && l.Y1 >= float64(c.Y0) && l.Y1 < float64(c.Y0+c.H) {
+				c.Links = append(c.Links, l)
+			}
+		}
+		v.Chunks = append(v.Chunks, c)
+	}
 	return v
 }
 

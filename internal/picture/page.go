@@ -14,6 +14,7 @@ h1{font-size:18px}h2{font-size:15px;margin:20px 0 4px}
 .verdict{padding:1px 6px;border-radius:3px;background:#dfd}.verdict.fail{background:#fdd}
 .note{color:#555;margin:0}
 svg{display:block;font:11px monospace}
+.chunk{content-visibility:auto}
 .ax line{stroke:#ddd}.ax text{fill:#666}
 .life{stroke:#999;stroke-width:2}.dial{stroke:#bbb;stroke-width:2;stroke-dasharray:2 2}
 .lane:hover .life{stroke:#333}
@@ -34,10 +35,13 @@ pre{font:12px monospace;background:#f7f7f7;padding:8px}
 <h2>{{.Title}}{{if .Verdict}} <span class="verdict{{if .Failed}} fail{{end}}">{{.Verdict}}</span>{{end}}</h2>
 {{range .Notes}}<p class="note">{{.}}</p>
 {{end}}{{if .Omitted}}<p class="note">{{.Omitted}}</p>
-{{end}}<svg xmlns="http://www.w3.org/2000/svg" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}">
-<g class="ax">{{range .Axis}}<line x1="{{.X}}" x2="{{.X}}" y1="14" y2="{{$set.H}}"/><text x="{{.X}}" y="11">{{.Label}}</text>{{end}}</g>
+{{end}}<svg xmlns="http://www.w3.org/2000/svg" width="{{.W}}" height="20" viewBox="0 0 {{.W}} 20">
+<g class="ax">{{range .Axis}}<text x="{{.X}}" y="11">{{.Label}}</text>{{end}}</g></svg>
+{{range .Chunks}}<div class="chunk" style="contain-intrinsic-size:auto {{.H}}px"><svg xmlns="http://www.w3.org/2000/svg" width="{{$set.W}}" height="{{.H}}" viewBox="0 {{.Y0}} {{$set.W}} {{.H}}">
+<g class="ax">{{range $set.Axis}}<line x1="{{.X}}" x2="{{.X}}" y1="0" y2="{{$set.H}}"/>{{end}}</g>
 {{range .Lanes}}{{template "lane" .}}{{end}}{{range .Links}}<path class="link" d="M{{.X1}} {{.Y1}}L{{.X2}} {{.Y2}}"><title>{{.Title}}</title></path>
-{{end}}</svg></section>
+{{end}}</svg></div>
+{{end}}</section>
 {{end}}{{with .Waterfall}}{{$w := .}}<section class="waterfall">
 <h2>{{.Title}}</h2><p class="note">outcome: {{.Outcome}}</p>
 <svg xmlns="http://www.w3.org/2000/svg" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}">
