@@ -38,8 +38,8 @@ var exportedTargets = map[string]int{
 
 // notProduction are the directories below which no package is production
 // code a user imports: internal packages, commands, kits, and the side
-// modules of programs and benchmarks.
-var notProduction = []string{"internal", "cmd", "kits", "testdata", "bench", "compat", "examples"}
+// modules of programs, benchmarks and browser tests.
+var notProduction = []string{"internal", "cmd", "kits", "testdata", "bench", "compat", "examples", "viztest"}
 
 // TestExportedNames counts the top-level exported names of each
 // production package, as go doc lists them at the package's top level: an
