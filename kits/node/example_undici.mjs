@@ -20,9 +20,13 @@
 // server closed (FIN) or reset, read or unread, reaches the caller as
 // SocketError (UND_ERR_SOCKET) or ECONNRESET, 1 request at most; before it
 // writes on an idle kept-alive connection it lets a setImmediate pass, so a
-// FIN or RST that came while idle is seen first and the request goes on a
-// new connection; a body left unconsumed holds its connection: with
-// connections: 1 the next call waits for it until its signal ends it.
+// FIN that came while idle is seen and the call goes on a new connection,
+// but an RST that comes as the call waits for that check fails the call
+// (ECONNRESET), none of it written; a call sent in the same turn as the
+// previous body's end goes on another connection (the kit lets a 0 ms
+// timer pass); a body left unread holds its connection once it outgrows
+// the stream's buffers: with connections: 1 the next call waits in the
+// queue until it is read, or until its own signal ends it.
 //
 // example_undici_retry.mjs and example_undici_default.mjs put undici's
 // RetryAgent over the same Agent: the policy's retry rules, and RetryAgent's
