@@ -65,6 +65,18 @@ var examples = []example{
 		nodeKit(t, root)
 		return []string{"node", filepath.Join(root, "kits", "node", "example_axios.mjs")}
 	}, nil, false},
+	{"undici", func(t *testing.T, root string) []string {
+		nodeKit(t, root)
+		return []string{"node", filepath.Join(root, "kits", "node", "example_undici.mjs")}
+	}, nil, false},
+	{"undici-retry", func(t *testing.T, root string) []string {
+		nodeKit(t, root)
+		return []string{"node", filepath.Join(root, "kits", "node", "example_undici_retry.mjs")}
+	}, nil, false},
+	{"undici-default", func(t *testing.T, root string) []string {
+		nodeKit(t, root)
+		return []string{"node", filepath.Join(root, "kits", "node", "example_undici_default.mjs")}
+	}, nil, false},
 	// The Java kit: WebClient on Reactor Netty, then RestClient on the JDK
 	// HttpClient, in one JVM (kits/java ServeTest).
 	{"java", func(t *testing.T, root string) []string { return javaKit(t, root) }, []string{"webclient", "restclient"}, true},
