@@ -1,5 +1,5 @@
 // What undici (the package pinned in package.json) really does, measured
-// against raw-socket servers (test/rawserver.mjs; no connaudit serve): the
+// against raw-socket servers (rawserver.mjs; no connaudit serve): the
 // requests the server read and those it closed unread, the connections it
 // accepted, and what the caller got, pinned. Each client is configured by
 // its example (example_undici*.mjs) and called as the kit calls it (a 0 ms
@@ -12,7 +12,7 @@ import { Kit } from '../kit.mjs';
 import { agentOptions, counting, send, undiciAdapter } from '../example_undici.mjs';
 import { undiciRetryAdapter } from '../example_undici_retry.mjs';
 import { undiciDefaultAdapter } from '../example_undici_default.mjs';
-import { RawServer } from './rawserver.mjs';
+import { RawServer } from '../rawserver.mjs';
 
 const kit = new Kit('http://127.0.0.1:9/unused');
 const turn = () => new Promise((resolve) => setTimeout(resolve, 0));
