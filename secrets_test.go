@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"expvar"
 	"fmt"
+	"html"
+	"html/template"
 	"io"
 	"log/slog"
 	"net"
@@ -21,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/picture"
+	"github.com/connaudit/connaudit/internal/pictures"
 	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/internal/vocab"
@@ -29,6 +33,7 @@ import (
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/probe"
+	"github.com/connaudit/connaudit/serve"
 	"github.com/stretchr/testify/require"
 )
 
@@ -112,6 +117,112 @@ func (o *outputs) add(name, s string) {
 	b.WriteByte('\n')
 }
 
+// addHTML adds a page as written and with its character references
+// decoded: html/template writes '&' as "&amp;" and '+' as "&#43;", so a
+// secret could show in the page and not in its bytes.
+func (o *outputs) addHTML(t *testing.T, name string, page string) {
+	t.Helper()
+	require.True(t, strings.HasPrefix(page, "<!DOCTYPE html>"), "%s is a page:\n%s", name, page)
+	o.add(name, page)
+	o.add(name+" decoded", html.UnescapeString(page))
+}
+
+// addPage adds p as WriteHTML writes it (see addHTML).
+func (o *outputs) addPage(t *testing.T, name string, p picture.Page) {
+	t.Helper()
+	var b strings.Builder
+	require.NoError(t, picture.WriteHTML(&b, p))
+	o.addHTML(t, name, b.String())
+}
+
+// addTrace adds a Trace Event Format file as written and with its JSON
+// strings decoded ("\u0026" is '&'), keys and values, one a line.
+func (o *outputs) addTrace(t *testing.T, name string, trace []byte) {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal(trace, &v), "%s is JSON:\n%s", name, trace)
+	var decoded strings.Builder
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			decoded.WriteString(v + "\n")
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				decoded.WriteString(k + "\n")
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	o.add(name, string(trace))
+	o.add(name+" decoded", decoded.String())
+}
+
+// addSets adds sets as the trace file WriteTrace writes (see addTrace).
+func (o *outputs) addSets(t *testing.T, name string, sets []picture.Set) {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, picture.WriteTrace(&b, sets))
+	o.addTrace(t, name, b.Bytes())
+}
+
+// addProbePictures adds rep's page and trace file as connaudit probe
+// writes them: the trace streamed, a request at a time, then the
+// connections.
+func (o *outputs) addProbePictures(t *testing.T, req *http.Request, rep *probe.Result) {
+	t.Helper()
+	var reqs []picture.Request
+	var b bytes.Buffer
+	tw := picture.NewTraceWriter(&b, time.Now())
+	tw.Set("probe " + req.Method + " " + redact.URL(req.URL))
+	for _, tl := range rep.Timelines {
+		for _, r := range picture.Attempts(tl) {
+			tw.Request(r)
+			reqs = append(reqs, r)
+		}
+	}
+	set := pictures.Probe(rep, reqs, 0)
+	for _, c := range set.Conns {
+		tw.Conn(c)
+	}
+	require.NoError(t, tw.Close())
+	o.addTrace(t, "probe trace events", b.Bytes())
+	o.addPage(t, "probe html", picture.Page{Title: "connaudit probe", Sets: []picture.Set{set}})
+}
+
+// addTracePictures adds tl's page and trace file as connaudit trace
+// writes them.
+func (o *outputs) addTracePictures(t *testing.T, tl *httptrace.Timeline) {
+	t.Helper()
+	pg := pictures.Trace(tl)
+	o.addPage(t, "trace html", pg)
+	o.addSets(t, "trace trace events", pg.Sets)
+}
+
+// addScenarioPictures adds rep's page and trace file as connaudit
+// scenarios writes them.
+func (o *outputs) addScenarioPictures(t *testing.T, rep audit.Report) {
+	t.Helper()
+	sets := pictures.Scenarios(rep)
+	require.NotEmpty(t, sets)
+	o.addPage(t, "scenarios html", picture.Page{Title: "connaudit scenarios", Sets: sets})
+	o.addSets(t, "scenarios trace events", sets)
+}
+
+// addPoolPage adds the pool's debug page, ?format=html.
+func (o *outputs) addPoolPage(t *testing.T, p *pool.Pool) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/connpool?format=html", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	o.addHTML(t, "pool handler html", rec.Body.String())
+}
+
 // lockedWriter serialises writes of observers that may run concurrently.
 type lockedWriter struct {
 	mu *sync.Mutex
@@ -148,11 +259,13 @@ var secretsExpvarSeq atomic.Int64
 // reply makes the Transport quote the request line — and looks for the
 // secrets in every output: the slog observer (text and JSON handlers),
 // JSON Lines, the waterfall, Timeline.MarshalJSON, the timelines' recorded
-// headers, the pool's debug handler (JSON and text) and expvar snapshot,
-// Pool.Check's errors while a body is open, the audit reports (text, JSON,
-// JUnit) of results holding those timelines, the probe's reports (text and
-// JSON with timelines) and the redacted error messages of each failure. It
-// also checks that the non-secret parts (host, path, the query key, the
+// headers, the pool's debug handler (JSON, text and its page) and expvar
+// snapshot, Pool.Check's errors while a body is open, the audit reports
+// (text, JSON, JUnit) of results holding those timelines, the probe's
+// reports (text and JSON with timelines), the pictures (the pages and
+// trace-events files of trace, probe and scenarios, serve's page of a kit
+// that quotes the secrets), each as written and decoded, and the redacted
+// error messages of each failure. It also checks that the non-secret parts (host, path, the query key, the
 // header names) do appear, so that it cannot pass by finding nothing.
 func TestSecretsNeverLeak(t *testing.T) {
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -221,6 +334,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 					r.Header.Set("Accept", "text/plain")
 					p.Handler().ServeHTTP(rec, r)
 					out.add("pool handler text", rec.Body.String())
+					out.addPoolPage(t, p)
 					name := fmt.Sprintf("connaudit-secrets-%d", secretsExpvarSeq.Add(1))
 					require.NoError(t, p.Publish(name))
 					out.add("pool expvar", expvar.Get(name).String())
@@ -241,6 +355,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	require.NoError(t, p.Check(ctx))
 	require.NoError(t, lines.Err())
+	out.addPoolPage(t, p) // its connections closed, with their reasons
 
 	// Every timeline, through every way of writing one.
 	tls := col.Timelines()
@@ -255,6 +370,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		out.add("timeline json", string(b))
 		out.add("timeline url", tl.URL())
 		out.add("timeline header", fmt.Sprint(tl.Header))
+		out.addTracePictures(t, tl)
 		if tl.Outcome.Err != nil {
 			u := tl.RawURL()
 			out.add("timeline errors", redact.Error(tl.Outcome.Err, &u))
@@ -282,6 +398,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		rep.Failed++
 	}
 	out.addReport(t, &rep)
+	out.addScenarioPictures(t, rep)
 	var b bytes.Buffer
 
 	// The probe, against the server that answers and the refused port.
@@ -302,7 +419,11 @@ func TestSecretsNeverLeak(t *testing.T) {
 		b.Reset()
 		require.NoError(t, prep.WriteJSON(&b))
 		out.add("probe json", b.String())
+		out.addProbePictures(t, req, prep)
 	}
+
+	// A serve session whose kit quotes the secrets.
+	out.addServePage(t)
 
 	// A URL that does not parse: its error quotes it whole.
 	_, perr := url.Parse(secretURL("http", "127.0.0.1:bad"))
@@ -318,32 +439,87 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"slog text":         {okHost, secretsPath, "token=REDACTED", "connect-refused", "protocol"},
-		"slog json":         {okHost, secretsPath, "token=REDACTED", "connect-refused", "protocol"},
-		"json lines":        {okHost, echoHost, refusedHost, secretsPath, "token=REDACTED", "session=REDACTED", `"Authorization":"REDACTED"`, `"Cookie":"REDACTED"`},
-		"waterfall":         {okHost, secretsPath, "token=REDACTED", "malformed HTTP status code"},
-		"timeline json":     {okHost, secretsPath, "token=REDACTED", `"Authorization":"REDACTED"`},
-		"timeline header":   {"Authorization:REDACTED", "Cookie:REDACTED"},
-		"timeline errors":   {"malformed HTTP status code", secretsPath, secretsQueryKey + "=", "connection refused"},
-		"client errors":     {"malformed HTTP status code", secretsPath, "connection refused"},
-		"pool handler json": {okHost, secretsPath, "token=REDACTED"},
-		"pool handler text": {okHost, secretsPath, "token=REDACTED"},
-		"pool expvar":       {okHost, secretsPath, "token=REDACTED"},
-		"pool check":        {"open body", okHost, secretsPath, "token=REDACTED"},
-		"audit text":        {okHost, secretsPath, "token=REDACTED"},
-		"audit json":        {okHost, secretsPath, "token=REDACTED"},
-		"audit junit":       {okHost, secretsPath, "token=REDACTED"},
-		"probe text":        {okHost, secretsPath, "token=REDACTED"},
-		"probe json":        {okHost, secretsPath, "token=REDACTED"},
-		"probe errors":      {"connect-refused"},
-		"malformed url":     {redact.Masked},
+		"slog text":                      {okHost, secretsPath, "token=REDACTED", "connect-refused", "protocol"},
+		"slog json":                      {okHost, secretsPath, "token=REDACTED", "connect-refused", "protocol"},
+		"json lines":                     {okHost, echoHost, refusedHost, secretsPath, "token=REDACTED", "session=REDACTED", `"Authorization":"REDACTED"`, `"Cookie":"REDACTED"`},
+		"waterfall":                      {okHost, secretsPath, "token=REDACTED", "malformed HTTP status code"},
+		"timeline json":                  {okHost, secretsPath, "token=REDACTED", `"Authorization":"REDACTED"`},
+		"timeline header":                {"Authorization:REDACTED", "Cookie:REDACTED"},
+		"timeline errors":                {"malformed HTTP status code", secretsPath, secretsQueryKey + "=", "connection refused"},
+		"client errors":                  {"malformed HTTP status code", secretsPath, "connection refused"},
+		"pool handler json":              {okHost, secretsPath, "token=REDACTED"},
+		"pool handler text":              {okHost, secretsPath, "token=REDACTED"},
+		"pool expvar":                    {okHost, secretsPath, "token=REDACTED"},
+		"pool check":                     {"open body", okHost, secretsPath, "token=REDACTED"},
+		"audit text":                     {okHost, secretsPath, "token=REDACTED"},
+		"audit json":                     {okHost, secretsPath, "token=REDACTED"},
+		"audit junit":                    {okHost, secretsPath, "token=REDACTED"},
+		"probe text":                     {okHost, secretsPath, "token=REDACTED"},
+		"probe json":                     {okHost, secretsPath, "token=REDACTED"},
+		"probe errors":                   {"connect-refused"},
+		"malformed url":                  {redact.Masked},
+		"pool handler html decoded":      {okHost, "active"},
+		"trace html decoded":             {okHost, echoHost, secretsPath, "token=REDACTED", "session=REDACTED", "malformed HTTP status code"},
+		"trace trace events decoded":     {okHost, echoHost, secretsPath, "token=REDACTED", "session=REDACTED", "malformed HTTP status code"},
+		"scenarios html decoded":         {okHost, secretsPath, "token=REDACTED", "session=REDACTED", "malformed HTTP status code"},
+		"scenarios trace events decoded": {okHost, secretsPath, "token=REDACTED", "session=REDACTED", "malformed HTTP status code"},
+		"probe html decoded":             {okHost, secretsPath, "token=REDACTED", "session=REDACTED"},
+		"probe trace events decoded":     {okHost, secretsPath, "token=REDACTED", "session=REDACTED"},
+		"serve html decoded":             {"Bearer REDACTED", "token=REDACTED", "http://REDACTED@"},
 	}
 	for name, parts := range want {
 		require.Contains(t, out.text, name)
 		for _, part := range parts {
 			require.Contains(t, out.text[name].String(), part, "%s lacks %q", name, part)
+
 		}
 	}
+}
+
+// addServePage adds the page connaudit serve -html draws of a session
+// whose kit quotes the secrets in its client's name and version and in
+// the error it reports for a scenario, which the verdict's mismatch
+// quotes.
+func (o *outputs) addServePage(t *testing.T) {
+	t.Helper()
+	srv, err := serve.New()
+	require.NoError(t, err)
+	defer srv.Close()
+	ctx := bounded(t)
+	call := func(url string, body, into any) {
+		t.Helper()
+		b, err := json.Marshal(body)
+		require.NoError(t, err)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+		if body == nil {
+			req, err = http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		}
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		rb, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Less(t, resp.StatusCode, 300, "%s: %s", url, rb)
+		if into != nil {
+			require.NoError(t, json.Unmarshal(rb, into), "%s", rb)
+		}
+	}
+	quoted := "Bearer " + secretBearer + " " + secretURL("http", "127.0.0.1:1") + " Cookie: id=" + secretCookie
+	var opened serve.Opened
+	call(srv.URL()+"/v1/sessions", serve.OpenRequest{Protocol: serve.Protocol, Kit: "kit",
+		Client: serve.Client{Name: "client Bearer " + secretBearer, Version: "1 token=" + secretToken}}, &opened)
+	var list serve.Scenarios
+	call(opened.ScenariosURL, nil, &list)
+	require.NotEmpty(t, list.Scenarios)
+	call(opened.ReportURL, serve.KitReport{Scenario: list.Scenarios[0].Name,
+		Outcome: &serve.Outcome{Error: &serve.ErrorOutcome{Kind: "connection", Message: quoted}}}, nil)
+	var rep serve.SessionReport
+	call(opened.DoneURL, serve.Done{}, &rep)
+	sets := pictures.Session(&rep)
+	require.NotEmpty(t, sets)
+	o.addPage(t, "serve html", picture.Page{Title: "connaudit serve", Sets: sets})
 }
 
 // echoEscaped starts a raw server on loopback that answers each request
@@ -373,8 +549,9 @@ func echoEscaped(t *testing.T, escape func(string) string) string {
 // secret, sent through the pool to servers that echo the request back
 // Go-quoted, JSON-escaped and percent-encoded, never show, in any of those
 // forms or as the outputs write them, in the slog records, JSON Lines, the
-// waterfall, the timeline's JSON, the pool's page, the audit's reports or
-// the probe's reports.
+// waterfall, the timeline's JSON, the pool's text and HTML pages, the
+// audit's reports, the probe's reports or the pictures of trace, probe and
+// scenarios.
 func TestSecretsEchoedEscaped(t *testing.T) {
 	const (
 		password = `pa"ss\w0rd`
@@ -424,6 +601,7 @@ func TestSecretsEchoedEscaped(t *testing.T) {
 		b, err := json.Marshal(tl)
 		require.NoError(t, err)
 		out.add("timeline json", string(b))
+		out.addTracePictures(t, tl)
 		obs := audit.Observed{Class: tl.Outcome.Class, Stage: tl.Outcome.Stage, Timeline: tl, Error: tl.RedactError(tl.Outcome.Err)}
 		rep.Results = append(rep.Results, audit.Result{Name: fmt.Sprintf("echo-%d", i), Proto: audit.HTTP1,
 			Expected: audit.Expect{Class: vocab.ClassOK}, Observed: obs, Mismatches: []string{"class: " + obs.Error}})
@@ -431,10 +609,13 @@ func TestSecretsEchoedEscaped(t *testing.T) {
 	rec := httptest.NewRecorder()
 	p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/connpool?format=text", nil))
 	out.add("pool handler text", rec.Body.String())
+	out.addPoolPage(t, p)
 	out.addReport(t, &rep)
+	out.addScenarioPictures(t, rep)
 	var b bytes.Buffer
 	for name, host := range hosts {
-		prep, err := probe.Run(ctx, build(host), probe.Requests(2), probe.KeepTimelines())
+		req := build(host)
+		prep, err := probe.Run(ctx, req, probe.Requests(2), probe.KeepTimelines())
 		var unusable *probe.UnusableError
 		require.ErrorAs(t, err, &unusable, name)
 		out.add("probe errors", err.Error())
@@ -444,17 +625,25 @@ func TestSecretsEchoedEscaped(t *testing.T) {
 		b.Reset()
 		require.NoError(t, prep.WriteJSON(&b))
 		out.add("probe json", b.String())
+		out.addProbePictures(t, req, prep)
 	}
 
 	// Each secret as the servers escaped it, then as net/http quoted that,
 	// then as an output wrote it: as it is, escaped for a terminal, in
-	// JSON, Go-quoted.
+	// JSON, Go-quoted, in HTML (as html/template writes a text, and as
+	// html.EscapeString does).
+	htmlText := template.Must(template.New("").Parse("{{.}}"))
+	htmlEsc := func(s string) string {
+		var b strings.Builder
+		require.NoError(t, htmlText.Execute(&b, s))
+		return b.String()
+	}
 	var forms []string
 	for _, s := range []string{password, token, apiKey, secretUserName} {
 		for _, server := range []string{s, quote(s), jsonEsc(s), url.QueryEscape(s)} {
 			for _, quoted := range []string{server, quote(server)} {
 				for _, shown := range []string{quoted, redact.Printable(quoted)} {
-					forms = append(forms, shown, jsonEsc(shown), quote(shown))
+					forms = append(forms, shown, jsonEsc(shown), quote(shown), htmlEsc(shown), html.EscapeString(shown))
 				}
 			}
 		}
@@ -466,7 +655,9 @@ func TestSecretsEchoedEscaped(t *testing.T) {
 			require.NotContains(t, s, f, "%s shows a secret as %q:\n%s", name, f, s)
 		}
 	}
-	for _, name := range []string{"waterfall", "timeline json", "probe text", "audit text", "json lines"} {
+	for _, name := range []string{"waterfall", "timeline json", "probe text", "audit text", "json lines",
+		"trace html decoded", "trace trace events decoded", "scenarios html decoded", "scenarios trace events decoded",
+		"probe html decoded", "probe trace events decoded"} {
 		require.Contains(t, out.text[name].String(), secretsPath, name)
 		require.Contains(t, out.text[name].String(), "malformed HTTP", name)
 	}

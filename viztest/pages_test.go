@@ -17,8 +17,10 @@ import (
 	"github.com/connaudit/connaudit/audit"
 	"github.com/connaudit/connaudit/internal/picture"
 	"github.com/connaudit/connaudit/internal/pictures"
+	"github.com/connaudit/connaudit/internal/servekit"
 	"github.com/connaudit/connaudit/internal/testserver"
 	"github.com/connaudit/connaudit/probe"
+	"github.com/connaudit/connaudit/serve"
 	"github.com/connaudit/connaudit/viztest/browser"
 )
 
@@ -223,6 +225,84 @@ func TestScenarioPage(t *testing.T) {
 		t.Errorf("%d sets, want one per scenario: %d", n, len(sc))
 	}
 	screenshot(t, b, "picture-scenarios.png")
+}
+
+// TestServePage runs a session of scenario reset under serve as connaudit
+// serve -html draws it, and checks the page in Chromium against the
+// session's JSON: a lane per connection the server saw, each closed one's
+// how (fin, rst) as its reason. The server resets the connection and
+// knows it before the verdict, so that one close at least is shown.
+func TestServePage(t *testing.T) {
+	b := openBrowser(t)
+	var rep *serve.SessionReport
+	srv, err := serve.New(serve.OnSessionEnd(func(r *serve.SessionReport) { rep = r }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	kit := servekit.New(srv.URL())
+	o, err := kit.Open(t.Context(), "go", "^reset$")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list serve.Scenarios
+	if _, err := kit.Get(t.Context(), o.ScenariosURL, &list); err != nil || len(list.Scenarios) != 1 {
+		t.Fatalf("scenarios: %v %+v", err, list)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	sc := list.Scenarios[0]
+	outcome := serve.Outcome{Status: 200}
+	if resp, err := (&http.Client{Transport: tr}).Get(sc.URL); err != nil {
+		outcome = serve.Outcome{Error: &serve.ErrorOutcome{Kind: serve.KindConnection, Message: err.Error()}}
+	} else {
+		resp.Body.Close()
+	}
+	if _, err := kit.Post(t.Context(), o.ReportURL, serve.KitReport{Scenario: sc.Name, Outcome: &outcome}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := kit.Done(t.Context(), o); err != nil {
+		t.Fatal(err)
+	}
+	if rep == nil {
+		t.Fatal("no report: the kit's done is answered once OnSessionEnd returned")
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Results []struct {
+			Server struct {
+				Connections []struct {
+					ID  uint64 `json:"id"`
+					How string `json:"how"`
+				} `json:"connections"`
+			} `json:"server"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]string{}
+	conns, reset := 0, 0
+	for _, r := range back.Results {
+		for _, c := range r.Server.Connections {
+			conns++
+			if c.How != "" {
+				want[c.ID] = c.How
+			}
+			if c.How == "rst" {
+				reset++
+			}
+		}
+	}
+	if reset == 0 {
+		t.Fatalf("no connection reset, as the server does in scenario reset: %s", js)
+	}
+	page := filepath.Join(t.TempDir(), "serve.html")
+	write(t, page, picture.Page{Title: "connaudit serve", Sets: pictures.Session(rep)})
+	check(t, b, page, conns, want)
 }
 
 func write(t *testing.T, path string, p picture.Page) {

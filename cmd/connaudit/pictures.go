@@ -118,32 +118,6 @@ func (pf *pictureFlags) finish(page picture.Page) error {
 	return first
 }
 
-// waterfall is the page of one request: the lanes of its attempts, then
-// its last attempt's waterfall with every event.
-func waterfall(tl *httptrace.Timeline) picture.Page {
-	reqs := picture.Attempts(tl)
-	set := picture.Set{Title: tl.Method + " " + tl.URL(), Requests: reqs, Conns: picture.Lanes(reqs)}
-	last := reqs[len(reqs)-1]
-	pg := picture.Page{Title: "connaudit trace", Sets: []picture.Set{set}, Waterfall: &last}
-	for _, e := range tl.Events {
-		t := string(e.Kind)
-		if e.Conn != 0 {
-			t += fmt.Sprintf(" conn=#%d", e.Conn)
-		}
-		if e.N != 0 {
-			t += fmt.Sprintf(" n=%d", e.N)
-		}
-		if e.Err != nil {
-			t += " err=" + tl.RedactError(e.Err)
-		}
-		if e.Late {
-			t += " (late)"
-		}
-		pg.Events = append(pg.Events, picture.Event{At: e.At, Text: t})
-	}
-	return pg
-}
-
 // discard removes the files a run that wrote no report created.
 func (pf *pictureFlags) discard() {
 	if pf.htmlFile != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -126,4 +127,84 @@ func TestTracePicture(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, string(tb), "hush")
 	require.Equal(t, 1, traceEvents(t, trace)["X request"])
+}
+
+var (
+	setRE    = regexp.MustCompile(`<h2>[^<]* (s\d+-[0-9a-f]+: [^<]*?)(?: <span[^>]*>[^<]*</span>)?</h2>`)
+	laneRE   = regexp.MustCompile(`<g class="lane[^"]*" data-conn="(\d+)">`)
+	reasonAt = regexp.MustCompile(`<tspan class="reason">([^<]*)</tspan>`)
+)
+
+// TestServePicture: serve -html draws, for each session's scenario, a lane
+// per connection its JSON lists, each with the JSON's close (how the
+// server saw it closed: fin, rst) or none while it is open. The curl kit
+// on ok and reset: the server resets reset's connection, so that one close
+// at least is known when the verdict is given.
+func TestServePicture(t *testing.T) {
+	for _, tool := range []string{"curl", "jq", "bash"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (.ci/run installs it)", tool)
+		}
+	}
+	kit, err := filepath.Abs("../../kits/curl/example.sh")
+	require.NoError(t, err)
+	t.Setenv("CONNAUDIT_RUN", "^(ok|reset)$")
+	page := filepath.Join(t.TempDir(), "serve.html")
+	code, out, errOut := runCLI(t, "serve", "-json", "-html", page, "--", kit)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut)
+	var doc struct {
+		Sessions []struct {
+			Session string `json:"session"`
+			Results []struct {
+				Name   string `json:"name"`
+				Server struct {
+					Connections []struct {
+						ID  uint64 `json:"id"`
+						How string `json:"how"`
+					} `json:"connections"`
+				} `json:"server"`
+			} `json:"results"`
+		} `json:"sessions"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Len(t, doc.Sessions, 1)
+	want := map[string][]string{}
+	var conns, reset int
+	for _, s := range doc.Sessions {
+		for _, r := range s.Results {
+			key := s.Session + ": " + r.Name
+			for _, c := range r.Server.Connections {
+				want[key] = append(want[key], jsonID(c.ID)+" "+c.How)
+				conns++
+				if c.How == "rst" {
+					reset++
+				}
+			}
+		}
+	}
+	require.Positive(t, reset, "reset's connection reset by the server, as the page must show: %s", out)
+
+	b, err := os.ReadFile(page)
+	require.NoError(t, err)
+	html := string(b)
+	require.Equal(t, conns, strings.Count(html, `<g class="lane`), "a lane per connection of the JSON")
+	got := map[string][]string{}
+	sections := strings.Split(html, `<section class="set"`)[1:]
+	require.Len(t, sections, len(want), "a set per scenario with connections")
+	for _, sec := range sections {
+		m := setRE.FindStringSubmatch(sec)
+		require.NotNil(t, m, "a set's title names its session and scenario:\n%s", sec)
+		key := m[1]
+		for _, lane := range strings.Split(sec, `<g class="lane`)[1:] {
+			lane = `<g class="lane` + lane
+			id := laneRE.FindStringSubmatch(lane)
+			require.NotNil(t, id, lane)
+			how := ""
+			if r := reasonAt.FindStringSubmatch(lane); r != nil {
+				how = r[1]
+			}
+			got[key] = append(got[key], id[1]+" "+how)
+		}
+	}
+	require.Equal(t, want, got, "each scenario's lanes and their closes as the JSON lists them")
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/internal/pictures"
 	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/internal/vocab"
@@ -132,7 +133,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFail
 	}
 	tl := tls[len(tls)-1]
-	if err := tf.pics.finish(waterfall(tl)); err != nil {
+	if err := tf.pics.finish(pictures.Trace(tl)); err != nil {
 		fmt.Fprintf(stderr, "connaudit trace: writing the picture: %v\n", err)
 		return exitFail
 	}

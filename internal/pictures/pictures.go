@@ -133,3 +133,33 @@ func Session(r *serve.SessionReport) []picture.Set {
 	}
 	return out
 }
+
+// Trace is the page of one request, as connaudit trace draws it: the
+// lanes of its attempts, then its last attempt's waterfall with every
+// event. A nil timeline's page has neither.
+func Trace(tl *httptrace.Timeline) picture.Page {
+	if tl == nil {
+		return picture.Page{Title: "connaudit trace"}
+	}
+	reqs := picture.Attempts(tl)
+	set := picture.Set{Title: tl.Method + " " + tl.URL(), Requests: reqs, Conns: picture.Lanes(reqs)}
+	last := reqs[len(reqs)-1]
+	pg := picture.Page{Title: "connaudit trace", Sets: []picture.Set{set}, Waterfall: &last}
+	for _, e := range tl.Events {
+		t := string(e.Kind)
+		if e.Conn != 0 {
+			t += fmt.Sprintf(" conn=#%d", e.Conn)
+		}
+		if e.N != 0 {
+			t += fmt.Sprintf(" n=%d", e.N)
+		}
+		if e.Err != nil {
+			t += " err=" + tl.RedactError(e.Err)
+		}
+		if e.Late {
+			t += " (late)"
+		}
+		pg.Events = append(pg.Events, picture.Event{At: e.At, Text: t})
+	}
+	return pg
+}
