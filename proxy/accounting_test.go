@@ -47,8 +47,8 @@ func TestAccountingEqualsBothEnds(t *testing.T) {
 	wg.Wait()
 	seq.tr.CloseIdleConnections()
 	par.tr.CloseIdleConnections()
-	require.NoError(t, proxy.WaitFor(testkit.Bounded(t), p, func(open int, finished int64) bool {
-		return open == 0 && finished == 30
+	require.NoError(t, proxy.WaitFor(testkit.Bounded(t), p, func(c proxy.Counts) bool {
+		return c.Open == 0 && c.Finished == 30
 	}))
 	rep := p.Report()
 	s, c := client(t, rep, "seq"), client(t, rep, "par")

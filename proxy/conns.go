@@ -118,8 +118,9 @@ func (r *connRec) dark() bool {
 func (r *connRec) peerEnded(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closedBy != "" {
-		return
+	var ne net.Error
+	if r.closedBy != "" || errors.Is(err, net.ErrClosed) || (errors.As(err, &ne) && ne.Timeout()) {
+		return // the proxy's own close, or a deadline net/http set
 	}
 	r.closedBy = closedByClient
 	switch {
