@@ -29,10 +29,13 @@
 //   - [github.com/connaudit/connaudit/probe]: a real host's connection
 //     reuse: dials against the ideal, who closed each connection and why,
 //     the server's keep-alive limits, findings.
+//   - [github.com/connaudit/connaudit/proxy]: a reverse proxy that audits
+//     any client against its real upstream: both ends' connections,
+//     replays, and faults keyed to connections.
 //   - [github.com/connaudit/connaudit/serve]: the catalogue as a server
 //     for clients of any language, which the kits under kits/ (curl,
 //     Python, Node, Java) speak to.
-//   - cmd/connaudit: the command line (scenarios, trace, probe, serve).
+//   - cmd/connaudit: the command line (scenarios, trace, probe, serve, proxy).
 //
 // Side modules, each with a go.mod of its own so that this one depends on
 // goleak, testify and golang.org/x/net alone: otelconnaudit (OpenTelemetry

@@ -107,6 +107,25 @@ names another address for the control API (a warning is printed then).`,
 				"connaudit serve -ca /tmp/connaudit-ca.pem",
 			},
 		}
+	case "proxy":
+		return helpText{
+			about: `A reverse proxy the client under test is pointed at (docs/proxy.md): it
+accounts for each client's connections from accept to close (requests, idle
+gaps, who closed each and why), the upstream pool's, the requests a client
+sent again, and injects the faults its rules say, touching nothing else. At
+an interrupt or -duration it writes the report and the verdicts
+(write-committed-twice, hidden-retry, unbounded, server-idle-timeout).`,
+			exits: `exit status:
+  0  no verdict failed
+  1  a verdict failed
+  2  a usage error (a flag, a rule, the upstream's URL, a file named)
+`,
+			examples: []string{
+				"connaudit proxy -upstream http://127.0.0.1:8080 -listen 127.0.0.1:9090",
+				"connaudit proxy -upstream https://api.internal -upstream-ca ca.pem -tls -fault 'reset nth=3'",
+				"connaudit proxy -upstream http://127.0.0.1:8080 -faults rules.txt -seed 7 -duration 5m",
+			},
+		}
 	case "version":
 		return helpText{
 			about: "Print connaudit's version.",

@@ -31,6 +31,7 @@ func commands() []command {
 		{"scenarios", "run the fault catalogue against an embedded loopback server", runScenarios},
 		{"probe", "audit a host's connection reuse", runProbe},
 		{"serve", "serve the fault catalogue to a client of any language", runServe},
+		{"proxy", "audit any client against its real upstream, with faults keyed to connections", runProxy},
 		{"trace", "trace one request's stages", runTrace},
 		{"version", "print the version", runVersion},
 	}

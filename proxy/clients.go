@@ -1,0 +1,230 @@
+package proxy
+
+import (
+	"encoding/hex"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/text"
+)
+
+// An Attempt is one request as the proxy saw it.
+type Attempt struct {
+	ID     uint64 `json:"id"`
+	Client string `json:"client"`
+	Conn   uint64 `json:"conn"` // the downstream connection
+	Nth    int    `json:"nth"`  // its index on that connection, from 1
+	Method string `json:"method"`
+	Path   string `json:"path"` // query values redacted
+	// Digest is the first 16 hex digits of the SHA-256 of the body read
+	// (empty: no body).
+	Digest         string        `json:"digest,omitempty"`
+	IdempotencyKey bool          `json:"idempotency_key,omitempty"` // it had one (never output)
+	Start          time.Time     `json:"start"`
+	Idle           time.Duration `json:"idle_ns"` // its connection idle before it
+	Fault          string        `json:"fault,omitempty"`
+	// Outcome: "response" (a status written to the client), "fault" (a
+	// fault dropped its connection), "client-gone" (the client ended it),
+	// "unbounded" (held past the guard, cut), "upstream-error".
+	Outcome string `json:"outcome"`
+	Status  int    `json:"status,omitempty"` // the status the client got
+	// Upstream: "response" (the upstream answered: the request was
+	// processed), "error" (the upstream round trip failed), "not-sent".
+	Upstream       string    `json:"upstream"`
+	UpstreamStatus int       `json:"upstream_status,omitempty"`
+	Error          string    `json:"error,omitempty"`
+	End            time.Time `json:"end"`
+}
+
+// The outcomes of an attempt.
+const (
+	outcomeStatus        = "response"
+	outcomeFault         = "fault"
+	outcomeClientGone    = "client-gone"
+	outcomeUnbounded     = "unbounded"
+	outcomeUpstreamError = "upstream-error"
+
+	upstreamResponse = "response"
+	upstreamError    = "error"
+	upstreamNotSent  = "not-sent"
+)
+
+// committed says whether the upstream processed the request (or may
+// have: its round trip failed once sent).
+func (a Attempt) committed() bool {
+	return a.Upstream == upstreamResponse || a.Upstream == upstreamError
+}
+
+// failed says whether the client got no response to it.
+func (a Attempt) failed() bool { return a.Outcome != outcomeStatus }
+
+// maxKept bounds what is kept of each client for the report: connections
+// and notable attempts beyond it are counted, not listed.
+const maxKept = 256
+
+// clientRec is what the proxy keeps of one client; guarded by Proxy.mu.
+type clientRec struct {
+	name     string
+	conns    []Conn // closed, the first maxKept
+	nConns   int
+	requests int
+	reused   int
+	maxIdle  time.Duration
+	idleConn uint64 // the connection of maxIdle
+	closes   map[string]int
+	faults   int
+	statuses map[int]int
+	recent   map[string][]*Attempt // by replay key, within the window
+	queue    []recentEntry
+	retries  int // requests sent again after a 5xx
+}
+
+type recentEntry struct {
+	key string
+	a   *Attempt
+}
+
+// clientName is the client a request is from: the header named by
+// ClientHeader, else the source IP.
+func (p *Proxy) clientName(req *http.Request, r *connRec) string {
+	if h := p.cfg.clientHeader; h != "" {
+		if v := req.Header.Get(h); v != "" {
+			if redact.SecretHeader(h) {
+				return redact.Masked
+			}
+			return text.Cut(redact.Text(redact.Printable(v)), 40)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.client != "" {
+		return r.client
+	}
+	host, _, err := net.SplitHostPort(r.remote)
+	if err != nil {
+		return r.remote
+	}
+	return host
+}
+
+// clientLocked returns the client's record, made if new.
+func (p *Proxy) clientLocked(name string) *clientRec {
+	c := p.clients[name]
+	if c == nil {
+		c = &clientRec{name: name, closes: map[string]int{}, statuses: map[int]int{}, recent: map[string][]*Attempt{}}
+		p.clients[name] = c
+		p.order = append(p.order, name)
+	}
+	return c
+}
+
+// addConn accounts for the connection, closed.
+func (p *Proxy) addConn(r *connRec) {
+	c := r.snapshot()
+	name := c.Client
+	if name == "" {
+		name = c.Remote
+		if host, _, err := net.SplitHostPort(name); err == nil {
+			name = host
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cr := p.clientLocked(name)
+	cr.nConns++
+	if len(cr.conns) < maxKept {
+		cr.conns = append(cr.conns, c)
+	}
+	cr.closes[c.ClosedBy+": "+c.Reason]++
+	if c.MaxIdle > cr.maxIdle {
+		cr.maxIdle, cr.idleConn = c.MaxIdle, c.ID
+	}
+}
+
+// finish accounts for an attempt and links it to the one it repeats.
+func (p *Proxy) finish(client string, x *exchange) {
+	a := x.a
+	a.End = time.Now()
+	if a.Status == 0 {
+		a.Status = x.w.status
+	}
+	if x.body.n > 0 || x.body.whole {
+		a.Digest = hex.EncodeToString(x.body.h.Sum(nil))[:16]
+		if !x.body.whole {
+			a.Digest += "+" // partial
+		}
+	}
+	key := strings.Join([]string{x.method, a.Path, a.Digest, x.key}, "\x00")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.clientLocked(client)
+	c.requests++
+	if a.Nth > 1 {
+		c.reused++
+	}
+	if a.Status > 0 {
+		c.statuses[a.Status]++
+	}
+	if a.Fault != "" {
+		c.faults++
+	}
+	if a.Outcome == outcomeUnbounded && len(p.cut) < maxKept {
+		p.cut = append(p.cut, a)
+	}
+	// Forget what is past the window.
+	cutoff := a.Start.Add(-p.cfg.window)
+	drop := 0
+	for drop < len(c.queue) && c.queue[drop].a.Start.Before(cutoff) {
+		e := c.queue[drop]
+		if l := c.recent[e.key]; len(l) > 0 && l[0] == e.a {
+			if len(l) == 1 {
+				delete(c.recent, e.key)
+			} else {
+				c.recent[e.key] = l[1:]
+			}
+		}
+		drop++
+	}
+	c.queue = c.queue[drop:]
+	if prev := c.recent[key]; len(prev) > 0 {
+		p.link(c, prev[len(prev)-1], &a)
+	}
+	c.recent[key] = append(c.recent[key], &a)
+	c.queue = append(c.queue, recentEntry{key: key, a: &a})
+	p.finished.Add(1)
+	p.version.Add(1)
+	p.changes.Signal()
+}
+
+// link judges a request seen again: first is the earlier of the two.
+func (p *Proxy) link(c *clientRec, x, y *Attempt) {
+	first, again := x, y
+	if y.Start.Before(x.Start) {
+		first, again = y, x
+	}
+	if !first.failed() {
+		if first.Status >= 500 {
+			c.retries++
+		}
+		return
+	}
+	class := classHiddenRetry
+	if first.committed() && again.committed() && !idempotent(first.Method) && !first.IdempotencyKey {
+		class = classWriteTwice
+	}
+	if len(p.replays) < maxKept*4 {
+		p.replays = append(p.replays, Replay{Client: c.name, Class: class, First: *first, Again: *again})
+	}
+}
+
+// idempotent says whether a method is idempotent (RFC 9110 9.2.2).
+func idempotent(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}

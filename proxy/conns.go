@@ -1,0 +1,332 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Who closed a downstream connection, and why.
+const (
+	closedByClient = "client"
+	closedByProxy  = "proxy"
+
+	reasonClientClose     = "client-close"     // the client closed it, idle
+	reasonClientInRequest = "client-gave-up"   // the client closed it with a request in flight
+	reasonClientReset     = "client-reset"     // the client reset it
+	reasonConnectionClose = "connection-close" // the client's request said "Connection: close"
+	reasonFault           = "fault"            // a rule's fault (detail: which)
+	reasonGuard           = "guard"            // a request held past the guard was cut
+	reasonUpstream        = "upstream-error"   // the upstream's response broke off
+	reasonShutdown        = "shutdown"         // the proxy stopped
+	reasonProxy           = "proxy-close"      // the server closed it otherwise
+)
+
+// listener accounts for every connection it accepts.
+type listener struct {
+	net.Listener
+	p *Proxy
+}
+
+func (l listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return l.p.accepted(c), nil
+}
+
+// conn is a downstream connection as the proxy sees it below HTTP: the
+// first side to end it is the one that closed it.
+type conn struct {
+	net.Conn
+	rec *connRec
+}
+
+func (c *conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	r := c.rec
+	if n > 0 && r.dark() {
+		<-r.closed // dark: nothing read is answered, until the proxy ends it
+		return 0, net.ErrClosed
+	}
+	if err != nil {
+		r.peerEnded(err)
+	}
+	return n, err
+}
+
+func (c *conn) Write(b []byte) (int, error) {
+	if c.rec.dark() {
+		return len(b), nil // dark: nothing reaches the client
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *conn) Close() error {
+	c.rec.proxyClosing(reasonProxy, "")
+	err := c.Conn.Close()
+	c.rec.ended()
+	return err
+}
+
+// connRec is the record of one downstream connection, guarded by mu.
+type connRec struct {
+	p      *Proxy
+	raw    net.Conn // below TLS
+	closed chan struct{}
+
+	mu         sync.Mutex
+	id         uint64
+	remote     string
+	client     string
+	proto      string
+	accepted   time.Time
+	closedAt   time.Time
+	closedBy   string
+	reason     string
+	detail     string
+	requests   int
+	active     int
+	lastEnd    time.Time // when it last went idle
+	maxIdle    time.Duration
+	gaps       int // idle gaps a request followed
+	faults     []string
+	isDark     bool
+	askedClose bool
+	idleGen    uint64
+	idleTimer  *time.Timer
+	isClosed   bool
+	srv        *http.Server // serves it alone: its Shutdown is a GOAWAY on HTTP/2
+	idleRule   *rule        // the connection rule that took it, if any
+	quiet      *sync.Cond   // signalled when active falls to 0
+}
+
+func (r *connRec) dark() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.isDark
+}
+
+// peerEnded records the client's end of the connection: a read that
+// failed before the proxy closed it.
+func (r *connRec) peerEnded(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ne net.Error
+	if r.closedBy != "" || errors.Is(err, net.ErrClosed) || (errors.As(err, &ne) && ne.Timeout()) {
+		return // the proxy's own close, or a deadline net/http set
+	}
+	r.closedBy = closedByClient
+	switch {
+	case errors.Is(err, syscall.ECONNRESET):
+		r.reason = reasonClientReset
+	case r.askedClose:
+		r.reason = reasonConnectionClose
+	case r.active > 0:
+		r.reason = reasonClientInRequest
+	case errors.Is(err, io.EOF):
+		r.reason = reasonClientClose
+	default:
+		r.closedBy, r.reason = closedByClient, reasonClientClose
+		r.detail = err.Error()
+	}
+}
+
+// proxyClosing records the proxy's close, unless the client ended the
+// connection first or a reason is recorded already.
+func (r *connRec) proxyClosing(reason, detail string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closedBy != "" {
+		return
+	}
+	if reason == reasonProxy && r.askedClose {
+		r.closedBy, r.reason = closedByClient, reasonConnectionClose
+		return
+	}
+	r.closedBy, r.reason, r.detail = closedByProxy, reason, detail
+}
+
+// ended is the connection's close, once.
+func (r *connRec) ended() {
+	r.mu.Lock()
+	if r.isClosed {
+		r.mu.Unlock()
+		return
+	}
+	r.isClosed = true
+	r.closedAt = time.Now()
+	if r.idleTimer != nil {
+		r.idleTimer.Stop()
+	}
+	r.mu.Unlock()
+	close(r.closed)
+	r.p.changed()
+}
+
+// kill closes the connection for a fault: with an RST when reset.
+func (r *connRec) kill(reset bool, reason, detail string) {
+	r.proxyClosing(reason, detail)
+	if tc, ok := r.raw.(*net.TCPConn); ok && reset {
+		_ = tc.SetLinger(0)
+	}
+	_ = r.raw.Close()
+	r.ended()
+}
+
+// begin is a request's start on the connection: its index and the idle
+// time before it.
+func (r *connRec) begin(client string) (nth int, idle time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.client == "" {
+		r.client = client
+	}
+	r.requests++
+	nth = r.requests
+	if r.active == 0 {
+		r.idleGen++
+		if r.idleTimer != nil {
+			r.idleTimer.Stop()
+		}
+		if !r.lastEnd.IsZero() {
+			idle = time.Since(r.lastEnd)
+			r.gaps++
+			r.maxIdle = max(r.maxIdle, idle)
+		}
+	}
+	r.active++
+	return nth, idle
+}
+
+// end is a request's end; the connection idle again arms its idle rules.
+func (r *connRec) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.active--
+	if r.active == 0 {
+		r.quiet.Broadcast()
+		r.lastEnd = time.Now()
+		r.armIdleLocked()
+	}
+}
+
+// armIdleLocked starts the timer of the first connection rule that takes
+// this connection, once idle.
+func (r *connRec) armIdleLocked() {
+	rl := r.idleRule
+	if rl == nil || r.isClosed {
+		return
+	}
+	gen := r.idleGen
+	r.idleTimer = time.AfterFunc(rl.dur, func() { r.idleFired(rl, gen) })
+}
+
+// idleFired applies a connection rule to a connection still idle since
+// gen.
+func (r *connRec) idleFired(rl *rule, gen uint64) {
+	r.mu.Lock()
+	if r.idleGen != gen || r.active > 0 || r.isClosed || r.isDark {
+		r.mu.Unlock()
+		return
+	}
+	r.faults = append(r.faults, rl.name())
+	if rl.action == actGoDark {
+		r.isDark = true
+		r.mu.Unlock()
+		r.p.faulted()
+		return
+	}
+	r.mu.Unlock()
+	r.p.faulted()
+	r.kill(false, reasonFault, rl.name())
+}
+
+func (r *connRec) addFault(name string) {
+	r.mu.Lock()
+	r.faults = append(r.faults, name)
+	r.mu.Unlock()
+	r.p.faulted()
+}
+
+func (r *connRec) setProto(p string) {
+	r.mu.Lock()
+	r.proto = p
+	r.mu.Unlock()
+}
+
+// askClose records a request that asked for the connection's close.
+func (r *connRec) askClose() {
+	r.mu.Lock()
+	r.askedClose = true
+	r.mu.Unlock()
+}
+
+// clientEnded says whether the client ended the connection.
+func (r *connRec) clientEnded() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closedBy == closedByClient
+}
+
+// goAway sends a GOAWAY on the connection (HTTP/2): its server shuts
+// down gracefully, the requests in flight served.
+func (r *connRec) goAway() {
+	r.mu.Lock()
+	srv := r.srv
+	r.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	r.p.serving.Add(1)
+	go func() {
+		defer r.p.serving.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-r.closed:
+			case <-r.p.done:
+			}
+			cancel()
+		}()
+		_ = srv.Shutdown(ctx)
+	}()
+}
+
+// Conn is one downstream connection, from accept to close.
+type Conn struct {
+	ID       uint64        `json:"id"`
+	Client   string        `json:"client"`
+	Remote   string        `json:"remote"`
+	Proto    string        `json:"proto"`
+	Accepted time.Time     `json:"accepted"`
+	Closed   time.Time     `json:"closed,omitzero"`
+	Requests int           `json:"requests"`
+	MaxIdle  time.Duration `json:"max_idle_ns"` // the longest idle gap a request followed
+	ClosedBy string        `json:"closed_by,omitempty"`
+	Reason   string        `json:"close_reason,omitempty"`
+	Detail   string        `json:"close_detail,omitempty"`
+	Faults   []string      `json:"faults,omitempty"`
+}
+
+// snapshot returns the connection's record.
+func (r *connRec) snapshot() Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := Conn{ID: r.id, Client: r.client, Remote: r.remote, Proto: r.proto, Accepted: r.accepted,
+		Closed: r.closedAt, Requests: r.requests, MaxIdle: r.maxIdle, ClosedBy: r.closedBy,
+		Reason: r.reason, Detail: r.detail, Faults: append([]string(nil), r.faults...)}
+	if c.Client == "" {
+		if host, _, err := net.SplitHostPort(r.remote); err == nil {
+			c.Client = host
+		}
+	}
+	return c
+}

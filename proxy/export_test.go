@@ -1,0 +1,21 @@
+package proxy
+
+import (
+	"context"
+
+	"github.com/connaudit/connaudit/internal/notify"
+)
+
+// Counts are what WaitFor's condition is given.
+type Counts struct {
+	Open     int   // connections open
+	Finished int64 // requests finished
+	Faults   int64 // faults injected
+}
+
+// WaitFor waits until cond holds, or ctx ends.
+func WaitFor(ctx context.Context, p *Proxy, cond func(Counts) bool) error {
+	return notify.Wait(ctx, &p.mu, &p.changes, func() bool {
+		return cond(Counts{Open: len(p.conns), Finished: p.finished.Load(), Faults: p.faults.Load()})
+	})
+}

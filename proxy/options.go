@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/textproto"
+	"time"
+)
+
+// An Option configures a [Proxy]. A bad value is an error from [New].
+type Option interface{ apply(*config) error }
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	listen       string
+	tls          bool
+	upstreamCA   *x509.CertPool
+	clientHeader string
+	rules        []Rule
+	seed         uint64
+	guard        time.Duration
+	upstreamIdle time.Duration
+	window       time.Duration
+}
+
+func defaultConfig() config {
+	return config{listen: "127.0.0.1:0", window: 5 * time.Second}
+}
+
+// Listen sets the address the proxy listens on for the client under test
+// (default 127.0.0.1:0, a free port).
+func Listen(addr string) Option {
+	return optionFunc(func(c *config) error {
+		if addr == "" {
+			return errors.New("proxy: empty listen address")
+		}
+		c.listen = addr
+		return nil
+	})
+}
+
+// DownstreamTLS makes the proxy speak TLS to the client, HTTP/2 or
+// HTTP/1.1 as the client offers, with a certificate of a CA of its own
+// ([Proxy.CA]) for 127.0.0.1, ::1 and localhost.
+func DownstreamTLS() Option {
+	return optionFunc(func(c *config) error { c.tls = true; return nil })
+}
+
+// UpstreamCA makes the proxy verify an HTTPS upstream against the
+// certificates of caPEM alone (default: the system's roots).
+func UpstreamCA(caPEM []byte) Option {
+	return optionFunc(func(c *config) error {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return errors.New("proxy: the upstream CA holds no PEM certificate")
+		}
+		c.upstreamCA = pool
+		return nil
+	})
+}
+
+// ClientHeader names the request header whose value tells one client
+// from another (default: the connection's source IP). A connection
+// belongs to the client of its first request.
+func ClientHeader(name string) Option {
+	return optionFunc(func(c *config) error {
+		if name == "" || textproto.CanonicalMIMEHeaderKey(name) == "" || !validToken(name) {
+			return fmt.Errorf("proxy: %q is no header name", name)
+		}
+		c.clientHeader = textproto.CanonicalMIMEHeaderKey(name)
+		return nil
+	})
+}
+
+// Faults adds the rules the proxy injects faults by. A request or a
+// connection no rule matches is never touched.
+func Faults(rules ...Rule) Option {
+	return optionFunc(func(c *config) error {
+		for _, r := range rules {
+			if r.action == "" {
+				return errors.New("proxy: a zero Rule (use ParseRule)")
+			}
+		}
+		c.rules = append(c.rules, rules...)
+		return nil
+	})
+}
+
+// Seed sets the seed of the rules' shares (default 0): runs with one
+// seed and one order of requests fault the same ones.
+func Seed(seed uint64) Option {
+	return optionFunc(func(c *config) error { c.seed = seed; return nil })
+}
+
+// Guard sets how long a request may be held before the proxy cuts it and
+// judges it unbounded: the client set no bound that ended it (default 0:
+// none is cut).
+func Guard(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("proxy: negative guard %v", d)
+		}
+		c.guard = d
+		return nil
+	})
+}
+
+// UpstreamIdle states the upstream's keep-alive idle timeout, which a
+// client that keeps connections idle longer is judged against (default:
+// the shortest idle the upstream was seen closing a connection after).
+func UpstreamIdle(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("proxy: upstream idle timeout %v is not positive", d)
+		}
+		c.upstreamIdle = d
+		return nil
+	})
+}
+
+// ReplayWindow sets how long after a request the same one from the same
+// client is taken for a replay of it (default 5s).
+func ReplayWindow(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("proxy: replay window %v is not positive", d)
+		}
+		c.window = d
+		return nil
+	})
+}
+
+// validToken says whether s is an HTTP token (RFC 9110), as a header's
+// name must be.
+func validToken(s string) bool {
+	for _, r := range s {
+		if r > 0x7e || r <= ' ' || stringsContainsRune("\"(),/:;<=>?@[\\]{}", r) {
+			return false
+		}
+	}
+	return true
+}
+
+func stringsContainsRune(s string, r rune) bool {
+	for _, c := range s {
+		if c == r {
+			return true
+		}
+	}
+	return false
+}
