@@ -287,9 +287,14 @@ public final class ApacheAudited implements AuditedClient {
                     && super.retryRequest(request, e, execCount, context);
         }
 
+        /** A retried response ends its attempt: its timer must not fire in the delay. */
         @Override
         public boolean retryRequest(HttpResponse response, int execCount, HttpContext context) {
-            return replayable(context) && super.retryRequest(response, execCount, context);
+            boolean retry = replayable(context) && super.retryRequest(response, execCount, context);
+            if (retry && context.getAttribute(STATE) instanceof CallState state) {
+                state.disarm();
+            }
+            return retry;
         }
 
         @Override

@@ -30,7 +30,8 @@ import okhttp3.ResponseBody;
  *
  * <pre>{@code
  * new OkHttpClient.Builder()
- *     .connectTimeout(connect, or tls when larger).readTimeout(read).writeTimeout(default)
+ *     .connectTimeout(connect, or tls when larger).readTimeout(read, or tls when smaller: it bounds
+ *         the TLS handshake).writeTimeout(default)
  *     .callTimeout(total)                           // the whole call: every attempt and delay
  *     .connectionPool(new ConnectionPool(5, 5, MINUTES))
  *     .dispatcher(maxRequestsPerHost = pool_max_per_host, else 5)
@@ -93,8 +94,14 @@ public final class OkHttpAudited implements AuditedClient {
             if (connect != null) {
                 b.connectTimeout(connect);
             }
-            if (policy.readTimeout() != null) {
-                b.readTimeout(policy.readTimeout());
+            // OkHttp bounds the TLS handshake with the read timeout, not the connect timeout
+            // (measured under connaudit serve: a stalled handshake ended at readTimeout's 10 s).
+            Duration read = policy.readTimeout();
+            if (policy.tlsTimeout() != null && (read == null || policy.tlsTimeout().compareTo(read) < 0)) {
+                read = policy.tlsTimeout();
+            }
+            if (read != null) {
+                b.readTimeout(read);
             }
             if (policy.totalTimeout() != null) {
                 b.callTimeout(policy.totalTimeout());
