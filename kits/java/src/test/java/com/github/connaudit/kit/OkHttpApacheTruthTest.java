@@ -216,6 +216,41 @@ class OkHttpApacheTruthTest {
         };
     }
 
+    // --- a POST read and committed on a kept-alive connection, then cut ----------------------------
+
+    static List<Arguments> committed() {
+        List<Arguments> cases = new ArrayList<>();
+        for (Client c : Client.values()) {
+            for (boolean reset : new boolean[] {false, true}) {
+                cases.add(Arguments.of(c, reset));
+            }
+        }
+        return cases;
+    }
+
+    /**
+     * The warm-up GET leaves connection 1 kept alive; the server reads the POST on it, commits the
+     * write, then closes (FIN) or resets it before any response byte; a POST sent again is
+     * answered 200. OkHttp's retryOnConnectionFailure (its default) sends the POST again on
+     * connection 2: <b>the write is committed twice</b>, the caller gets 200 from 1 attempt. Every
+     * other configuration gives the caller the loss, the write committed once.
+     */
+    @ParameterizedTest(name = "{0} reset={1}")
+    @MethodSource("committed")
+    void keptAlivePostReadAndCommittedThenCut(Client c, boolean reset) throws Exception {
+        RawServer s = new RawServer(r -> r.path().equals("/fault") && r.conn() == 1 ? new RawServer.WriteThenCut(reset)
+                : r.method().equals("POST") ? new Write(200) : new Respond(200, "ok", 0));
+        String got = run(c, s, client -> {
+            client.send(Request.get(s.url("/warm")), Harness.GUARD);
+            return faulted(client, request(s, "POST"));
+        });
+        String want = c == Client.OKHTTP_DEFAULTS
+                ? trace("200", 1, "[" + WARM + ", POST /fault@1#2, POST /fault@2#1]", "{}", "2", 2, "200@[2]")
+                : trace(reset ? "connection(reset)" : "connection(eof)", 1, "[" + WARM + ", POST /fault@1#2]", "{}", "1", 2,
+                        "200@[2]");
+        assertEquals(want, got);
+    }
+
     // --- a silent keep-alive limit ----------------------------------------------------------------
 
     /**
