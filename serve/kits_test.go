@@ -77,9 +77,11 @@ var examples = []example{
 		nodeKit(t, root)
 		return []string{"node", filepath.Join(root, "kits", "node", "example_undici_default.mjs")}
 	}, nil, false},
-	// The Java kit: WebClient on Reactor Netty, then RestClient on the JDK
-	// HttpClient, in one JVM (kits/java ServeTest).
-	{"java", func(t *testing.T, root string) []string { return javaKit(t, root) }, []string{"webclient", "restclient"}, true},
+	// The Java kit: WebClient on Reactor Netty, RestClient on the JDK
+	// HttpClient, OkHttp and Apache HttpClient 5 from each policy, then the
+	// last two with their users' defaults, in one JVM (kits/java ServeTest).
+	{"java", func(t *testing.T, root string) []string { return javaKit(t, root) },
+		[]string{"webclient", "restclient", "okhttp", "httpclient5", "okhttp-defaults", "httpclient5-defaults"}, true},
 }
 
 // clients keeps a JVM's start apart from the tests that run clients on

@@ -12,21 +12,26 @@ import java.security.cert.Certificate;
 import java.security.cert.CertificateFactory;
 import java.security.cert.X509Certificate;
 import javax.net.ssl.SSLContext;
+import javax.net.ssl.TrustManager;
 import javax.net.ssl.TrustManagerFactory;
+import javax.net.ssl.X509TrustManager;
 
 /**
  * The trust of the HTTPS listeners: the one CA certificate (PEM) that signs them, as the JDK
- * HttpClient takes it (an {@link SSLContext}) and as Reactor Netty takes it (a Netty
+ * HttpClient, OkHttp and Apache HttpClient 5 take it (an {@link SSLContext}, with its
+ * {@link X509TrustManager}) and as Reactor Netty takes it (a Netty
  * {@link SslContext}). Nothing else is trusted.
  */
 public final class Tls {
 
     private final X509Certificate ca;
     private final SSLContext jdk;
+    private final X509TrustManager trust;
 
-    private Tls(X509Certificate ca, SSLContext jdk) {
+    private Tls(X509Certificate ca, SSLContext jdk, X509TrustManager trust) {
         this.ca = ca;
         this.jdk = jdk;
+        this.trust = trust;
     }
 
     /**
@@ -49,7 +54,16 @@ public final class Tls {
             tmf.init(store);
             SSLContext ctx = SSLContext.getInstance("TLS");
             ctx.init(null, tmf.getTrustManagers(), null);
-            return new Tls((X509Certificate) c, ctx);
+            X509TrustManager trust = null;
+            for (TrustManager m : tmf.getTrustManagers()) {
+                if (m instanceof X509TrustManager x) {
+                    trust = x;
+                }
+            }
+            if (trust == null) {
+                throw new IOException("CONNAUDIT_CA " + pemFile + ": the JDK gave no X509TrustManager for it");
+            }
+            return new Tls((X509Certificate) c, ctx, trust);
         } catch (GeneralSecurityException e) {
             throw new IOException("CONNAUDIT_CA " + pemFile + ": " + e.getMessage(), e);
         }
@@ -62,6 +76,15 @@ public final class Tls {
      */
     public SSLContext jdk() {
         return jdk;
+    }
+
+    /**
+     * The trust manager of {@link #jdk()}, as OkHttp's {@code sslSocketFactory(factory, trustManager)} takes it.
+     *
+     * @return the X509TrustManager trusting the CA only
+     */
+    public X509TrustManager trustManager() {
+        return trust;
     }
 
     /**
