@@ -77,6 +77,10 @@ var examples = []example{
 		nodeKit(t, root)
 		return []string{"node", filepath.Join(root, "kits", "node", "example_undici_default.mjs")}
 	}, nil, false},
+	// The Rust kit: reqwest configured from each policy, then as usually
+	// configured with reqwest-retry; the binary kits/rust/ci.sh builds.
+	{"reqwest", func(t *testing.T, root string) []string { return []string{rustKit(t, root), "reqwest"} }, nil, false},
+	{"reqwest-retry", func(t *testing.T, root string) []string { return []string{rustKit(t, root), "reqwest-retry"} }, nil, false},
 	// The Java kit: WebClient on Reactor Netty, RestClient on the JDK
 	// HttpClient, OkHttp and Apache HttpClient 5 from each policy, then the
 	// last two with their users' defaults, in one JVM (kits/java ServeTest).
@@ -114,6 +118,18 @@ func javaKit(t *testing.T, root string, props ...string) []string {
 	}
 	return append([]string{"mvn", "-q", "-B", "-f", filepath.Join(root, "kits", "java", "pom.xml"), "test",
 		"-Dtest=ServeTest", "-Dsurefire.failIfNoSpecifiedTests=false"}, props...)
+}
+
+// rustKit is the Rust kit's binary, built by kits/rust/ci.sh (cargo build
+// --release --locked in kits/rust); it skips the test, saying so, when it
+// is not built: go test builds no Cargo project.
+func rustKit(t *testing.T, root string) string {
+	t.Helper()
+	bin := filepath.Join(root, "kits", "rust", "target", "release", "connaudit-kit-rust")
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("%s is not built: the Rust kit's columns need it (cargo build --release --locked in kits/rust; kits/rust/ci.sh builds it)", bin)
+	}
+	return bin
 }
 
 // runExample runs an example against srv with extra environment, and

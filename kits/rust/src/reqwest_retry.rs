@@ -1,0 +1,218 @@
+//! reqwest as its users usually configure it: a `reqwest::Client` with the
+//! scenario's bounds (`timeout` per request from attempt_timeout_ms,
+//! `read_timeout`, `connect_timeout`; reqwest's defaults else: no timeout, a
+//! 90 s pool idle timeout, ALPN), wrapped in reqwest-middleware with
+//! reqwest-retry's `RetryTransientMiddleware` and
+//! `ExponentialBackoff::builder().build_with_max_retries(3)`, as the crate's
+//! README shows: its retries, its statuses and its delays are the
+//! middleware's defaults, not the policy's, which is what the scenarios
+//! judge. The trust is the kit's (src/tls.rs) and `no_proxy()` is added,
+//! which a user on loopback needs. Without the bounds, every scenario whose
+//! server stalls waits for the server's guard once per attempt (4 of them,
+//! measured: over two minutes for response-header-timeout alone).
+//!
+//! reqwest-retry's `DefaultRetryableStrategy` retries, whatever the method:
+//! any 5xx, 408 and 429; a timeout, a connect error, and a request error
+//! whose hyper cause is an incomplete message or a canceled request (a
+//! connection lost before its response) or an I/O reset. The attempts are
+//! counted by the strategy itself: it is asked once per attempt, so the
+//! count is the retry layer's own.
+//!
+//! `Idempotency-Key` per attempt: the middleware sends a clone of the same
+//! request, so W3 is not configurable.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use reqwest_retry::policies::ExponentialBackoff;
+use reqwest_retry::{DefaultRetryableStrategy, RetryTransientMiddleware, Retryable, RetryableStrategy};
+use serde_json::Value;
+
+use crate::kit::{message_of, read_body, Adapter, Call, CallError, CallFuture, Client, Got, Kind, Scenario};
+
+/// The retries of the README's example.
+pub const MAX_RETRIES: u32 = 3;
+
+/// The usual configuration's adapter.
+pub struct ReqwestRetry {
+    ca: Option<crate::tls::Trust>,
+}
+
+impl ReqwestRetry {
+    pub fn from_env() -> Result<ReqwestRetry, String> {
+        Ok(ReqwestRetry {
+            ca: crate::tls::Trust::from_env()?,
+        })
+    }
+
+    pub fn new(ca: Option<crate::tls::Trust>) -> ReqwestRetry {
+        ReqwestRetry { ca }
+    }
+
+    /// The client as usually configured, and the counter its strategy
+    /// adds one to per attempt.
+    pub fn client(&self, p: &crate::kit::Policy) -> Result<(ClientWithMiddleware, Arc<AtomicU32>), String> {
+        let mut b = reqwest::Client::builder().no_proxy();
+        if let Some(d) = crate::kit::ms(p.attempt_timeout_ms) {
+            b = b.timeout(d);
+        }
+        if let Some(d) = crate::kit::ms(p.read_timeout_ms) {
+            b = b.read_timeout(d);
+        }
+        if let Some(d) = crate::kit::ms(p.connect_timeout_ms.max(p.tls_timeout_ms)) {
+            b = b.connect_timeout(d);
+        }
+        if let Some(ca) = &self.ca {
+            b = b.use_preconfigured_tls(ca.config(&["h2", "http/1.1"])?);
+        }
+        let inner = b
+            .build()
+            .map_err(|e| format!("reqwest::ClientBuilder::build: {}", message_of(&e)))?;
+        let attempts = Arc::new(AtomicU32::new(0));
+        let policy = ExponentialBackoff::builder().build_with_max_retries(MAX_RETRIES);
+        let strategy = Counting {
+            attempts: attempts.clone(),
+        };
+        let c = ClientBuilder::new(inner)
+            .with(RetryTransientMiddleware::new_with_policy_and_strategy(policy, strategy))
+            .build();
+        Ok((c, attempts))
+    }
+}
+
+/// reqwest-retry's default strategy, counting the attempts it is asked
+/// about.
+struct Counting {
+    attempts: Arc<AtomicU32>,
+}
+
+impl RetryableStrategy for Counting {
+    fn handle(&self, res: &Result<reqwest::Response, reqwest_middleware::Error>) -> Option<Retryable> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        DefaultRetryableStrategy.handle(res)
+    }
+}
+
+impl Adapter for ReqwestRetry {
+    fn name(&self) -> String {
+        "reqwest-retry".into()
+    }
+    fn version(&self) -> String {
+        format!(
+            "{} (reqwest {}, reqwest-middleware {})",
+            crate::REQWEST_RETRY_VERSION,
+            crate::REQWEST_VERSION,
+            crate::REQWEST_MIDDLEWARE_VERSION
+        )
+    }
+    fn config(&self) -> String {
+        format!("reqwest::Client with the policy's bounds + RetryTransientMiddleware(ExponentialBackoff::builder().build_with_max_retries({MAX_RETRIES}))")
+    }
+    fn protocols(&self) -> Vec<String> {
+        vec!["http1".into(), "h2".into()]
+    }
+    fn idle_timeout_ms(&self) -> Option<f64> {
+        Some(crate::reqwest_policy::POOL_IDLE_TIMEOUT.as_millis() as f64)
+    }
+    fn terms(&self) -> Value {
+        crate::terms("reqwest-retry")
+    }
+    fn open(&self, sc: &Scenario) -> Result<Box<dyn Client>, String> {
+        if sc.request.key_per_attempt.is_some() {
+            return Err("RetryTransientMiddleware sends a clone of the same request: no new Idempotency-Key per attempt".into());
+        }
+        if sc.policy.pool_max_per_host > 0 || sc.policy.pool_acquire_timeout_ms > 0.0 {
+            return Err(
+                "reqwest has no limit on the connections per host: pool_max_idle_per_host(N) bounds only the idle \
+                        connections it keeps, and a caller never waits for one"
+                    .into(),
+            );
+        }
+        let (client, attempts) = self.client(&sc.policy)?;
+        let p = &sc.policy;
+        let cfg = format!(
+            "timeout {:?}, read_timeout {:?}, connect_timeout {:?}, RetryTransientMiddleware(ExponentialBackoff, max_retries {MAX_RETRIES})",
+            crate::kit::ms(p.attempt_timeout_ms),
+            crate::kit::ms(p.read_timeout_ms),
+            crate::kit::ms(p.connect_timeout_ms.max(p.tls_timeout_ms))
+        );
+        Ok(Box::new(RetryClient { client, attempts, cfg }))
+    }
+}
+
+struct RetryClient {
+    client: ClientWithMiddleware,
+    attempts: Arc<AtomicU32>,
+    cfg: String,
+}
+
+impl Client for RetryClient {
+    fn send(&self, call: Call) -> CallFuture {
+        let client = self.client.clone();
+        let attempts = self.attempts.clone();
+        Box::pin(async move {
+            attempts.store(0, Ordering::SeqCst);
+            let method = reqwest::Method::from_bytes(call.method.as_bytes()).map_err(|_| CallError {
+                kind: Kind::Other,
+                message: format!("method {:?} is not a method", call.method),
+                attempts: Some(0),
+            })?;
+            let mut rb = client.request(method, &call.url);
+            for (k, v) in &call.headers {
+                rb = rb.header(k.as_str(), v.as_str());
+            }
+            if !call.body.is_empty() {
+                rb = rb.header("Content-Type", "application/json").body(call.body.clone());
+            }
+            let n = || Some(attempts.load(Ordering::SeqCst));
+            let resp = match rb.send().await {
+                Ok(r) => r,
+                Err(reqwest_middleware::Error::Reqwest(e)) => return Err(CallError::of(&e, n())),
+                Err(e) => return Err(middleware_error(&e, n())),
+            };
+            let status = read_body(resp, call.read_bytes).await.map_err(|e| CallError::of(&e, n()))?;
+            Ok(Got {
+                status,
+                attempts: n().unwrap_or(1),
+            })
+        })
+    }
+    fn config(&self) -> String {
+        self.cfg.clone()
+    }
+}
+
+/// A middleware error: reqwest-retry wraps the last attempt's reqwest error
+/// in RetryError::WithRetries; its kind is the reqwest error's.
+fn middleware_error(e: &reqwest_middleware::Error, attempts: Option<u32>) -> CallError {
+    let msg = message_of(e);
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut depth = 0;
+    while let Some(c) = cause {
+        if let Some(r) = c.downcast_ref::<reqwest::Error>() {
+            return CallError {
+                kind: crate::kit::kind_of(r),
+                message: msg,
+                attempts,
+            };
+        }
+        if let Some(reqwest_middleware::Error::Reqwest(r)) = c.downcast_ref::<reqwest_middleware::Error>() {
+            return CallError {
+                kind: crate::kit::kind_of(r),
+                message: msg,
+                attempts,
+            };
+        }
+        if depth == 16 {
+            break;
+        }
+        depth += 1;
+        cause = c.source();
+    }
+    CallError {
+        kind: Kind::Other,
+        message: msg,
+        attempts,
+    }
+}
