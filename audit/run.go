@@ -669,7 +669,27 @@ func (r *Runner) observe(s Scenario, e *env, end guardEnd) (late, inFlight int) 
 	}
 	observeServer(s, e)
 	obs.Dials = e.Pool.Stats().Dials
+	obs.lost = lostReuse(e.Pool.Conns())
 	return late, inFlight
+}
+
+// lostReuse lists, once each, why the client closed those of conns that
+// had served a request for a setting of the transport's: the closes that
+// kept a connection from being reused.
+func lostReuse(conns []pool.Conn) []pool.CloseReason {
+	var out []pool.CloseReason
+	for _, c := range conns {
+		if c.State != pool.StateClosed || c.ClosedBy != pool.ClosedByClient || c.Requests == 0 {
+			continue
+		}
+		switch c.CloseReason {
+		case pool.ReasonKeepAlivesOff, pool.ReasonIdleTimeout, pool.ReasonIdlePoolFull:
+			if !slices.Contains(out, c.CloseReason) {
+				out = append(out, c.CloseReason)
+			}
+		}
+	}
+	return out
 }
 
 // observeServer fills in what the fault server saw of the faulted

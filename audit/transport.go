@@ -48,6 +48,25 @@ type subject struct {
 	// ownLayer is set when the retry layer under audit is the caller's
 	// (WithRetry, WithRetryTransport), not package retry's.
 	ownLayer bool
+	// keepsNone names the setting for which the transport keeps no
+	// HTTP/1 connection for another request, as a fix says it
+	// ("DisableKeepAlives", "MaxIdleConnsPerHost -1"); "" when it keeps
+	// them.
+	keepsNone string
+}
+
+// keepsNoneOf names the setting for which t keeps no HTTP/1 connection
+// for another request, "" when it keeps them: net/http's tryPutIdleConn
+// refuses every connection with DisableKeepAlives or a negative
+// MaxIdleConnsPerHost.
+func keepsNoneOf(t *http.Transport) string {
+	switch {
+	case t.DisableKeepAlives:
+		return "DisableKeepAlives"
+	case t.MaxIdleConnsPerHost < 0:
+		return fmt.Sprintf("MaxIdleConnsPerHost %d", t.MaxIdleConnsPerHost)
+	}
+	return ""
 }
 
 // defaultPingTimeout is how long net/http waits for a PING's answer when
@@ -81,6 +100,7 @@ func describe(t *http.Transport) subject {
 	s := subject{
 		rht: t.ResponseHeaderTimeout, tlsht: t.TLSHandshakeTimeout, idle: t.IdleConnTimeout,
 		ownDial: t.DialContext != nil || oldDial(t), ownTLSDial: t.DialTLSContext != nil || oldDialTLS(t),
+		keepsNone: keepsNoneOf(t),
 	}
 	s.ping, s.pingTimeout = pingsOf(t)
 	switch d := dialerOf(t.DialContext); {
@@ -107,6 +127,7 @@ func (s *subject) learn(p *pool.Pool) {
 	t := p.Transport()
 	s.rht, s.tlsht, s.idle = t.ResponseHeaderTimeout, t.TLSHandshakeTimeout, t.IdleConnTimeout
 	s.ping, s.pingTimeout = pingsOf(t)
+	s.keepsNone = keepsNoneOf(t)
 	b := hook.Bounds(p)
 	s.bodyIdle = b.BodyIdle
 	if b.ConnectSet {
