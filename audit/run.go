@@ -380,7 +380,7 @@ func (r *Runner) observeCall(ctx context.Context, s Scenario, e *env, sub subjec
 		}
 	}
 	f := s.Expect.Fate
-	if f == nil || f.ClosedBy == "" || end.cut {
+	if f == nil || end.cut || f.ClosedBy == "" && !sub.closesEach(s.Proto) {
 		return
 	}
 	wait := r.recovery
@@ -763,7 +763,8 @@ func (r *Runner) recover(ctx context.Context, e *env) {
 }
 
 // awaitClose waits, at most wait, for the faulted
-// request's connection to close, when the scenario expects it closed.
+// request's connection to close, when the scenario expects it closed or
+// the transport keeps none ([subject.closesEach]).
 // net/http may hand the caller the outcome before it closes the connection
 // (HTTP/2's read loop fails the streams first, then closes; a connection
 // the server sent GOAWAY on closes when its last stream is forgotten): the

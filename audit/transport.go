@@ -55,6 +55,16 @@ type subject struct {
 	keepsNone string
 }
 
+// closesEach reports whether the transport closes every connection of
+// protocol p once its request ended, whatever the request's fate: over
+// HTTP/1 when it keeps none, over HTTP/2 with keep-alives off (a negative
+// MaxIdleConnsPerHost does not concern HTTP/2). It may close it after the
+// caller got its response (HTTP/2 once the reset of a stream it gave up is
+// acknowledged).
+func (s subject) closesEach(p Proto) bool {
+	return s.keepsNone != "" && (p == HTTP1 || s.keepsNone == "DisableKeepAlives")
+}
+
 // keepsNoneOf names the setting for which t keeps no HTTP/1 connection
 // for another request, "" when it keeps them: net/http's tryPutIdleConn
 // refuses every connection with DisableKeepAlives or a negative
