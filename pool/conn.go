@@ -415,7 +415,25 @@ func (t *trackedConn) Close() error {
 // that one was set (see connIO.closeNotify).
 func (t *trackedConn) SetWriteDeadline(d time.Time) error {
 	t.io.closeNotify.Store(true)
+	if t.io.h2.Load() && t.p.closeNotifyDeadline(d) {
+		// The client is closing the HTTP/2 connection: what the
+		// server sends now (its own close_notify, its FIN) answers
+		// that, and is no close of the server's.
+		t.io.closing.Store(true)
+	}
 	return t.Conn.SetWriteDeadline(d)
+}
+
+// closeNotifyDeadline reports whether d is the write deadline crypto/tls
+// sets to send its close_notify as it closes a connection (5s ahead), on a
+// Transport whose HTTP/2 client sets none of its own (it does for
+// HTTP2Config.WriteByteTimeout only).
+func (p *Pool) closeNotifyDeadline(d time.Time) bool {
+	if h := p.tr.HTTP2; h != nil && h.WriteByteTimeout > 0 {
+		return false
+	}
+	left := time.Until(d)
+	return left > 4*time.Second && left <= 5*time.Second
 }
 
 // SetDeadline sets the read and write deadlines of the connection, and

@@ -7,7 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
@@ -155,4 +158,68 @@ func TestNoIdleKeptClosedForKeepAlivesOff(t *testing.T) {
 		require.EqualValues(t, 0, s.Closed)
 		require.EqualValues(t, 1, s.Idle)
 	})
+}
+
+// closeNotifyFirst is a client connection whose write of the TLS
+// close_notify (the first write after crypto/tls sets the write deadline
+// it closes with) returns only once a read on it failed, or a second
+// passed: the server's answer to the close (its own close_notify, its
+// FIN) reaches the client's read loop before the close does.
+type closeNotifyFirst struct {
+	net.Conn
+	closing atomic.Bool
+	once    sync.Once
+	readErr chan struct{}
+}
+
+func (c *closeNotifyFirst) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.once.Do(func() { close(c.readErr) })
+	}
+	return n, err
+}
+
+func (c *closeNotifyFirst) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if c.closing.Load() {
+		select {
+		case <-c.readErr:
+		case <-time.After(time.Second):
+		}
+	}
+	return n, err
+}
+
+func (c *closeNotifyFirst) SetWriteDeadline(d time.Time) error {
+	c.closing.Store(true)
+	return c.Conn.SetWriteDeadline(d)
+}
+
+// TestKeepAlivesOffH2ServerAnswersAtOnce: the server's answer to the
+// close_notify of a single-use HTTP/2 connection, read before the close
+// ends, is no close of the server's.
+func TestKeepAlivesOffH2ServerAnswersAtOnce(t *testing.T) {
+	url, tr, ended := h2NoGoAway(t)
+	tr.DisableKeepAlives = true
+	dialer := &net.Dialer{}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &closeNotifyFirst{Conn: c, readErr: make(chan struct{})}, nil
+	}
+	p, err := pool.Track(tr)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	require.Equal(t, "ok", get(t, p, url))
+	select {
+	case err := <-ended:
+		require.ErrorIs(t, err, io.EOF, "the server read the client's close")
+	case <-bounded(t).Done():
+		t.Fatal("the client never closed its single-use HTTP/2 connection")
+	}
+	waitStats(t, p, "connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+	requireClosed(t, p, vocab.ClosedByClient, vocab.ReasonKeepAlivesOff)
 }
