@@ -115,13 +115,13 @@ func shapes() []shape {
 				}), pool.BodyIdleTimeout(serviceBound))}
 			}},
 		{name: "a pool that never reuses: MaxIdleConnsPerHost -1",
-			code: "http.DefaultTransport's clone with timeouts set, as above, and MaxIdleConnsPerHost: -1 " +
-				"(HTTP/2 keeps its connection whatever the setting)",
+			code: "http.DefaultTransport's clone with timeouts set, as above, and MaxIdleConnsPerHost: -1, " +
+				"audit.Protocols: HTTP/1 only (HTTP/2 keeps its connection whatever the setting: its verdicts are the clone's)",
 			stress: true, keeps: "MaxIdleConnsPerHost -1 keeps no idle connection",
 			opts: func() []audit.Option {
 				return []audit.Option{audit.WithTransport("MaxIdleConnsPerHost -1", bounded(func(t *http.Transport) {
 					t.MaxIdleConnsPerHost = -1
-				}), pool.BodyIdleTimeout(serviceBound))}
+				}), pool.BodyIdleTimeout(serviceBound)), audit.Protocols(protocols(true, false))}
 			}},
 		{name: "a tiny idle timeout: IdleConnTimeout 90ns (the unit left out), HTTP/1",
 			code: "http.DefaultTransport's clone with timeouts set, as above, and IdleConnTimeout: 90, " +
