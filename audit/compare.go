@@ -53,6 +53,10 @@ func verdicts(s Scenario, sub subject, o Observed, mismatches []string) []string
 	return out
 }
 
+// unreadMismatch begins the mismatch of requests sent on a stale
+// connection, which only a connection kept alive can be.
+const unreadMismatch = "requests sent on a connection the server was closing, unread: "
+
 // lateAttempts begins the mismatch of a retry layer that went on trying
 // once the call's context had ended.
 const lateAttempts = "retry layer: "
@@ -130,7 +134,7 @@ func (m *mismatches) counts(e Expect, o Observed) {
 		m.add("writes committed: expected %d, observed %d", *e.Writes, o.Writes)
 	}
 	if e.Unread != nil && o.Unread != *e.Unread {
-		m.add("requests sent on a connection the server was closing, unread: expected %d, observed %d", *e.Unread, o.Unread)
+		m.add(unreadMismatch+"expected %d, observed %d", *e.Unread, o.Unread)
 	}
 	if e.HandlersEntered != nil && o.HandlersEntered != *e.HandlersEntered {
 		m.add("handler entries: expected %d, observed %d", *e.HandlersEntered, o.HandlersEntered)
@@ -272,7 +276,9 @@ func (sub subject) tie(s Scenario) string {
 // goroutine has not reported the request written within 50ms of the
 // response (maxWriteWaitBeforeConnReuse), which a loaded machine's
 // scheduling causes. The fault's verdict does not rest on it; the note
-// says so ([givenUpNote]).
+// says so ([givenUpNote]). A transport that keeps no connection
+// (DisableKeepAlives, a negative MaxIdleConnsPerHost) is not excused: the
+// pool names its closes keep-alives-disabled, never client-close.
 func givenUpUnderLoad(e Expect, o Observed) bool {
 	return e.Fate != nil && e.Fate.Reused && o.Class == httptrace.ClassOK &&
 		o.Fate.ClosedBy == pool.ClosedByClient && o.Fate.Reason == pool.ReasonClient

@@ -85,8 +85,17 @@ func (sub subject) fixFor(s Scenario, o Observed, mismatches []string, deadline 
 	if s.Contract != "" {
 		layer = layerFix(s, o, sub.retryDefaults)
 	}
-	sub.boundFixes(&fs, s, o, layer, deadline, beyond)
-	sub.fateFixes(&fs, s, o)
+	lost := sub.reuseFix(s, o, mismatches)
+	// A request that got no kept-alive connection missed a fault that
+	// lives on one (a connection gone dark, or stale): the setting that
+	// kept it from reuse explains what was seen, not a bound of the
+	// transport's nor its health check.
+	explained := lost != "" && o.Class == httptrace.ClassOK && !o.Unbounded && beyond == nil
+	if !explained {
+		sub.boundFixes(&fs, s, o, layer, deadline, beyond)
+	}
+	fs.add(lost)
+	sub.fateFixes(&fs, s, o, explained)
 	sub.mismatchFixes(&fs, mismatches)
 	if len(fs) == 0 && layer == fixReplayPOST && sub.retryDefaults {
 		// Not replaying a POST is the safe default: the contract judges
@@ -164,10 +173,12 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 }
 
 // fateFixes names the setting that explains the connection's fate, and a
-// hidden retry the scenario did not expect.
-func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed) {
+// hidden retry the scenario did not expect. reused says that a setting
+// kept the request from the connection the fault was on ([subject.reuseFix]):
+// no health check is then at fault.
+func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed, reused bool) {
 	if f := s.Expect.Fate; f != nil && f.Reason == pool.ReasonPingTimeout && o.Fate.Reason != pool.ReasonPingTimeout &&
-		(!o.Recovered || !o.Unbounded) && o.Beyond == "" {
+		(!o.Recovered || !o.Unbounded) && o.Beyond == "" && !reused {
 		// The dark connection stayed in the pool: nothing checked its
 		// health.
 		if hc, name := sub.healthCheck(); hc > 0 {
@@ -181,15 +192,7 @@ func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed) {
 		}
 	}
 	if !o.Fate.Reused && o.Fate.ClosedBy != "" {
-		switch o.Fate.Reason {
-		case pool.ReasonKeepAlivesOff:
-			fs.add("DisableKeepAlives closes every connection after one request: unset it to reuse connections")
-		case pool.ReasonIdleTimeout:
-			fs.add(fmt.Sprintf("IdleConnTimeout (%s) closed the connection before it was reused: keep it "+
-				"longer than the gap between requests and shorter than the server's keep-alive", yours(sub.idle)))
-		case pool.ReasonIdlePoolFull:
-			fs.add("MaxIdleConnsPerHost (and MaxIdleConns) left no room to keep the connection: raise them")
-		}
+		fs.add(sub.settingFix(o.Fate.Reason))
 	}
 	if o.HiddenRetry && !s.Expect.HiddenRetry {
 		fs.add("net/http sent a replayable request again on a new connection by itself, which nothing " +
@@ -227,6 +230,57 @@ func (sub subject) mismatchFixes(fs *fixes, mismatches []string) {
 				"connection before the server does")
 		}
 	}
+}
+
+// settingFix says what to change of the setting for which the client
+// closed a connection for reason, rather than keep it for the next
+// request; "" when reason is no setting's.
+func (sub subject) settingFix(reason pool.CloseReason) string {
+	switch reason {
+	case pool.ReasonKeepAlivesOff:
+		if sub.keepsNone != "" && sub.keepsNone != "DisableKeepAlives" {
+			return sub.keepsNone + " keeps no idle connection, so that every request dials anew: set it " +
+				"to 0 (net/http's default of 2) or more to reuse connections"
+		}
+		return "DisableKeepAlives closes every connection after one request: unset it to reuse connections"
+	case pool.ReasonIdleTimeout:
+		return fmt.Sprintf("IdleConnTimeout (%s) closed the connection before it was reused: keep it "+
+			"longer than the gap between requests and shorter than the server's keep-alive", yours(sub.idle))
+	case pool.ReasonIdlePoolFull:
+		return "MaxIdleConnsPerHost (and MaxIdleConns) left no room to keep the connection: raise them"
+	}
+	return ""
+}
+
+// reuseFix names the setting that kept the client from reusing a
+// connection ([subject.settingFix]), when a mismatch of s rests on reuse
+// (a dial more than expected, the connection's fate, a hidden retry or a
+// stale request that needs a kept-alive connection) and the client closed
+// a connection that had served a request for that setting: the setting,
+// not the fault nor a retry layer, caused what was seen. "" otherwise.
+func (sub subject) reuseFix(s Scenario, o Observed, mismatches []string) string {
+	rests := false
+	for _, m := range mismatches {
+		if s.Contract != "" {
+			m = strings.TrimPrefix(m, s.Contract+": ")
+		}
+		for _, p := range []string{"dials:", "connection fate:", "expected a hidden transport retry", unreadMismatch} {
+			rests = rests || strings.HasPrefix(m, p)
+		}
+	}
+	if !rests {
+		return ""
+	}
+	reasons := o.lost
+	if !o.Fate.Reused && o.Fate.ClosedBy == pool.ClosedByClient {
+		reasons = append([]pool.CloseReason{o.Fate.Reason}, reasons...)
+	}
+	for _, r := range reasons {
+		if f := sub.settingFix(r); f != "" {
+			return f
+		}
+	}
+	return ""
 }
 
 // fixReplayPOST is the fix of a POST the policy allows to be replayed

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
+	"github.com/connaudit/connaudit/pool"
 )
 
 // Observed is what a scenario run saw.
@@ -82,6 +83,11 @@ type Observed struct {
 	// request took more than one round trip (a retry layer's attempts);
 	// the last is Timeline.
 	Attempts []*httptrace.Timeline `json:"attempts,omitempty"`
+	// lost lists why the pool closed connections that had served a
+	// request, by the client, for a setting of the transport's
+	// (keep-alives off, its idle timeout, a full idle pool), by the time
+	// the call was observed: what kept a connection from being reused.
+	lost []pool.CloseReason
 }
 
 // Result is the outcome of one scenario.

@@ -436,7 +436,7 @@ func (r *Runner) observeCall(ctx context.Context, s Scenario, e *env, sub subjec
 		}
 	}
 	f := s.Expect.Fate
-	if f == nil || f.ClosedBy == "" || end.cut {
+	if f == nil || end.cut || f.ClosedBy == "" && !sub.closesEach(s.Proto) {
 		return
 	}
 	wait := r.recovery
@@ -741,7 +741,27 @@ func (r *Runner) observe(s Scenario, e *env, end guardEnd) (late, inFlight int) 
 	}
 	observeServer(s, e)
 	obs.Dials = e.Pool.Stats().Dials
+	obs.lost = lostReuse(e.Pool.Conns())
 	return late, inFlight
+}
+
+// lostReuse lists, once each, why the client closed those of conns that
+// had served a request for a setting of the transport's: the closes that
+// kept a connection from being reused.
+func lostReuse(conns []pool.Conn) []pool.CloseReason {
+	var out []pool.CloseReason
+	for _, c := range conns {
+		if c.State != pool.StateClosed || c.ClosedBy != pool.ClosedByClient || c.Requests == 0 {
+			continue
+		}
+		switch c.CloseReason {
+		case pool.ReasonKeepAlivesOff, pool.ReasonIdleTimeout, pool.ReasonIdlePoolFull:
+			if !slices.Contains(out, c.CloseReason) {
+				out = append(out, c.CloseReason)
+			}
+		}
+	}
+	return out
 }
 
 // observeServer fills in what the fault server saw of the faulted
@@ -815,7 +835,8 @@ func (r *Runner) recover(ctx context.Context, e *env) {
 }
 
 // awaitClose waits, at most wait, for the faulted
-// request's connection to close, when the scenario expects it closed.
+// request's connection to close, when the scenario expects it closed or
+// the transport keeps none ([subject.closesEach]).
 // net/http may hand the caller the outcome before it closes the connection
 // (HTTP/2's read loop fails the streams first, then closes; a connection
 // the server sent GOAWAY on closes when its last stream is forgotten): the

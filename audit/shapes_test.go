@@ -38,6 +38,13 @@ type shape struct {
 	// stress: one of the shapes whose verdicts must not flip; readme: one
 	// of the README's common transports.
 	stress, readme bool
+	// keeps, for a shape whose setting keeps a connection from reuse, is
+	// the fix every failure that rests on reuse must give: the setting,
+	// never the retry layer nor "no transport setting". Over HTTP/1 no
+	// check of reuse may pass; over HTTP/2 neither, when singleUse (keep-alives
+	// off: one request per connection whatever the protocol).
+	keeps     string
+	singleUse bool
 }
 
 // serviceBound is the bound the stress shapes set on every stage: short,
@@ -55,6 +62,17 @@ func protocols(h1, h2 bool) http.Protocols {
 
 func shapes() []shape {
 	dialer := func(d time.Duration) *net.Dialer { return &net.Dialer{Timeout: d, KeepAlive: 30 * time.Second} }
+	// bounded is http.DefaultTransport's clone with every stage bounded,
+	// then edit.
+	bounded := func(edit func(*http.Transport)) func() *http.Transport {
+		return func() *http.Transport {
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.DialContext = dialer(serviceBound).DialContext
+			t.TLSHandshakeTimeout, t.ResponseHeaderTimeout = serviceBound, serviceBound
+			edit(t)
+			return t
+		}
+	}
 	own := func(force bool) func() *http.Transport {
 		return func() *http.Transport {
 			return &http.Transport{DialContext: dialer(serviceBound).DialContext, ForceAttemptHTTP2: force,
@@ -85,12 +103,35 @@ func shapes() []shape {
 				"and ResponseHeaderTimeout 500ms, pool.BodyIdleTimeout(500ms)",
 			stress: true,
 			opts: func() []audit.Option {
-				return []audit.Option{audit.WithTransport("http.DefaultTransport clone, timeouts set", func() *http.Transport {
-					t := http.DefaultTransport.(*http.Transport).Clone()
-					t.DialContext = dialer(serviceBound).DialContext
-					t.TLSHandshakeTimeout, t.ResponseHeaderTimeout = serviceBound, serviceBound
-					return t
-				}, pool.BodyIdleTimeout(serviceBound))}
+				return []audit.Option{audit.WithTransport("http.DefaultTransport clone, timeouts set", bounded(func(*http.Transport) {}),
+					pool.BodyIdleTimeout(serviceBound))}
+			}},
+		{name: "single-use connections: DisableKeepAlives",
+			code:   "http.DefaultTransport's clone with timeouts set, as above, and DisableKeepAlives: true",
+			stress: true, keeps: "DisableKeepAlives closes every connection after one request", singleUse: true,
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("DisableKeepAlives", bounded(func(t *http.Transport) {
+					t.DisableKeepAlives = true
+				}), pool.BodyIdleTimeout(serviceBound))}
+			}},
+		{name: "a pool that never reuses: MaxIdleConnsPerHost -1",
+			code: "http.DefaultTransport's clone with timeouts set, as above, and MaxIdleConnsPerHost: -1, " +
+				"audit.Protocols: HTTP/1 only (HTTP/2 keeps its connection whatever the setting: its verdicts are the clone's)",
+			stress: true, keeps: "MaxIdleConnsPerHost -1 keeps no idle connection",
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("MaxIdleConnsPerHost -1", bounded(func(t *http.Transport) {
+					t.MaxIdleConnsPerHost = -1
+				}), pool.BodyIdleTimeout(serviceBound)), audit.Protocols(protocols(true, false))}
+			}},
+		{name: "a tiny idle timeout: IdleConnTimeout 90ns (the unit left out), HTTP/1",
+			code: "http.DefaultTransport's clone with timeouts set, as above, and IdleConnTimeout: 90, " +
+				"audit.Protocols: HTTP/1 only (over HTTP/2 net/http dials in a loop: the idle timer closes each new " +
+				"connection before a stream takes it, so no verdict holds from run to run)",
+			stress: true, keeps: "IdleConnTimeout (yours: 90ns) closed the connection before it was reused",
+			opts: func() []audit.Option {
+				return []audit.Option{audit.WithTransport("IdleConnTimeout 90ns", bounded(func(t *http.Transport) {
+					t.IdleConnTimeout = 90
+				}), pool.BodyIdleTimeout(serviceBound)), audit.Protocols(protocols(true, false))}
 			}},
 		{name: "&http.Transport{}", code: "&http.Transport{}", stress: true, readme: true,
 			opts: func() []audit.Option {
@@ -241,6 +282,7 @@ func TestTransportShapes(t *testing.T) {
 			n = *stressRuns
 		}
 		first := map[string]verdict{}
+		firstMismatches := map[string][]string{}
 		var rep audit.Report
 		for i := range n {
 			r, err := audit.NewRunner(append(sh.opts(), audit.Parallel(*shapesParallel))...)
@@ -252,13 +294,13 @@ func TestTransportShapes(t *testing.T) {
 			for _, res := range rep.Results {
 				v := verdictOf(res)
 				if i == 0 {
-					first[res.Name] = v
+					first[res.Name], firstMismatches[res.Name] = v, res.Mismatches
 					continue
 				}
 				if v != first[res.Name] {
 					flips++
-					t.Errorf("%s: %s flipped on run %d: %+v, first %+v\n  mismatches: %q",
-						sh.name, res.Name, i+1, v, first[res.Name], res.Mismatches)
+					t.Errorf("%s: %s flipped on run %d: %+v, first %+v\n  mismatches: %q\n  first: %q",
+						sh.name, res.Name, i+1, v, first[res.Name], res.Mismatches, firstMismatches[res.Name])
 				}
 			}
 			if n > 1 && (i+1)%10 == 0 {
@@ -276,11 +318,31 @@ func TestTransportShapes(t *testing.T) {
 			len(scenarios), stressShapes, *stressRuns, runs, flips, time.Since(start).Round(time.Second))
 	}
 
-	// Every failure names its fix; no line of a report is wider than 100.
+	// Every failure names its fix, and a failure that rests on reuse the
+	// setting that kept the connection from it; no line of a report is
+	// wider than 100.
 	for i, rep := range reports {
 		for _, res := range rep.Results {
 			if !res.Pass && res.Skipped == "" && res.Fix == "" {
 				t.Errorf("%s: %s failed with no fix: %q", all[i].name, res.Name, res.Mismatches)
+			}
+			if all[i].keeps != "" && res.Pass && reuseCheck(res) && (res.Proto == audit.HTTP1 || all[i].singleUse) {
+				t.Errorf("%s: %s passed its reuse check, on a transport that keeps no connection for it (observed %s)",
+					all[i].name, res.Name, res.Observed.Fate)
+			}
+			if f := res.Expected.Fate; all[i].singleUse && f != nil && f.Reason == pool.ReasonRequestError && res.Observed.Class != httptrace.ClassOK &&
+				res.Observed.Fate.Reason == pool.ReasonKeepAlivesOff {
+				t.Errorf("%s: %s: a connection whose request failed put down to keep-alives, which close it the same "+
+					"with them on: %s", all[i].name, res.Name, res.Observed.Fate)
+			}
+			if all[i].singleUse && res.Observed.Fate.Reason == pool.ReasonServerGoAway {
+				t.Errorf("%s: %s: closed by the server's GOAWAY, which the client's single-use close does not wait for: %s",
+					all[i].name, res.Name, res.Observed.Fate)
+			}
+			wrong := strings.Contains(res.Fix, "in the retry layer") || strings.Contains(res.Fix, "no transport setting explains")
+			if keeps := all[i].keeps; keeps != "" && restsOnReuse(res) && (!strings.Contains(res.Fix, keeps) || wrong) {
+				t.Errorf("%s: %s: the fix does not name the setting (%q) alone: %q\n  mismatches: %q",
+					all[i].name, res.Name, keeps, res.Fix, res.Mismatches)
 			}
 		}
 		var b bytes.Buffer
@@ -302,6 +364,37 @@ func TestTransportShapes(t *testing.T) {
 	checkGenerated(t, "../README.md", "<!-- shapes: begin -->\n", "<!-- shapes: end -->\n", readme)
 	checkGenerated(t, "../docs/catalogue.md", "<!-- catalogue: begin -->\n", "<!-- catalogue: end -->\n",
 		catalogueTable(scenarios, reports[0]))
+}
+
+// reuseCheck reports whether res is a scenario whose one path ends with
+// its connection reused after a request that succeeded: ok, status-*,
+// trickle-body and their like.
+func reuseCheck(res audit.Result) bool {
+	e := res.Expected
+	return res.Contract == "" && e.Or == nil && e.Class == httptrace.ClassOK && e.Fate != nil && e.Fate.Reused
+}
+
+// restsOnReuse reports whether res failed on what only a reused
+// connection shows: a dial more than expected, a hidden retry or a request
+// sent on a stale connection, or a connection the client closed for a
+// setting (keep-alives off, its idle timeout) where one was expected
+// otherwise.
+func restsOnReuse(res audit.Result) bool {
+	for _, m := range res.Mismatches {
+		if res.Contract != "" {
+			m = strings.TrimPrefix(m, res.Contract+": ")
+		}
+		for _, p := range []string{"dials:", "expected a hidden transport retry", "requests sent on a connection the server was closing"} {
+			if strings.HasPrefix(m, p) {
+				return true
+			}
+		}
+		if strings.HasPrefix(m, "connection fate:") && (strings.HasSuffix(m, "observed closed by client (keep-alives-disabled)") ||
+			strings.HasSuffix(m, "observed closed by client (idle-timeout)")) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkGenerated compares the part of the file at path between the

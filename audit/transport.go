@@ -56,6 +56,35 @@ type subject struct {
 	kind                      string
 	sees                      string
 	connsUnseen, boundsUnseen bool
+	// keepsNone names the setting for which the transport keeps no
+	// HTTP/1 connection for another request, as a fix says it
+	// ("DisableKeepAlives", "MaxIdleConnsPerHost -1"); "" when it keeps
+	// them.
+	keepsNone string
+}
+
+// closesEach reports whether the transport closes every connection of
+// protocol p once its request ended, whatever the request's fate: over
+// HTTP/1 when it keeps none, over HTTP/2 with keep-alives off (a negative
+// MaxIdleConnsPerHost does not concern HTTP/2). It may close it after the
+// caller got its response (HTTP/2 once the reset of a stream it gave up is
+// acknowledged).
+func (s subject) closesEach(p Proto) bool {
+	return s.keepsNone != "" && (p == HTTP1 || s.keepsNone == "DisableKeepAlives")
+}
+
+// keepsNoneOf names the setting for which t keeps no HTTP/1 connection
+// for another request, "" when it keeps them: net/http's tryPutIdleConn
+// refuses every connection with DisableKeepAlives or a negative
+// MaxIdleConnsPerHost.
+func keepsNoneOf(t *http.Transport) string {
+	switch {
+	case t.DisableKeepAlives:
+		return "DisableKeepAlives"
+	case t.MaxIdleConnsPerHost < 0:
+		return fmt.Sprintf("MaxIdleConnsPerHost %d", t.MaxIdleConnsPerHost)
+	}
+	return ""
 }
 
 // defaultPingTimeout is how long net/http waits for a PING's answer when
@@ -89,6 +118,7 @@ func describe(t *http.Transport) subject {
 	s := subject{
 		rht: t.ResponseHeaderTimeout, tlsht: t.TLSHandshakeTimeout, idle: t.IdleConnTimeout,
 		ownDial: t.DialContext != nil || oldDial(t), ownTLSDial: t.DialTLSContext != nil || oldDialTLS(t),
+		keepsNone: keepsNoneOf(t),
 	}
 	s.ping, s.pingTimeout = pingsOf(t)
 	switch d := dialerOf(t.DialContext); {
@@ -117,6 +147,7 @@ func (s *subject) learn(p *pool.Pool) {
 		t := p.Transport()
 		s.rht, s.tlsht, s.idle = t.ResponseHeaderTimeout, t.TLSHandshakeTimeout, t.IdleConnTimeout
 		s.ping, s.pingTimeout = pingsOf(t)
+		s.keepsNone = keepsNoneOf(t)
 	}
 	b := hook.Bounds(p)
 	s.bodyIdle = b.BodyIdle

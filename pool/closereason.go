@@ -107,7 +107,8 @@ func serverClose(c *connState, prev ConnState) (Closer, CloseReason, bool) {
 
 // h2CloseLocked names a close of the HTTP/2 connection c, open in state
 // prev, that net/http makes by itself: its idle timer, a connection dialed
-// beside another and never used, or the client's close after the server's
+// beside another and never used, a single-use connection's close after its
+// stream (keep-alives off), or the client's close after the server's
 // GOAWAY (inferred: the frame is not visible here).
 func (p *Pool) h2CloseLocked(c *connState, prev ConnState, reqs []*request) (Closer, CloseReason, bool) {
 	t := p.tr.IdleConnTimeout
@@ -126,6 +127,14 @@ func (p *Pool) h2CloseLocked(c *connState, prev ConnState, reqs []*request) (Clo
 		// closing the others as their handshakes end.
 		c.CloseDetail = "never used: HTTP/2 takes one connection per host"
 		return vocab.ClosedByClient, vocab.ReasonH2Unused, true
+	}
+	if p.tr.DisableKeepAlives {
+		// With keep-alives off, net/http's HTTP/2 client closes the
+		// connection itself once its last stream ended, whatever that
+		// stream's outcome (closeOnIdle); no GOAWAY is sent. It would
+		// have kept it otherwise.
+		c.CloseDetail = "DisableKeepAlives: HTTP/2 closes the connection once its last stream ended"
+		return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff, true
 	}
 	if h := p.tr.HTTP2; h != nil && h.SendPingTimeout > 0 {
 		// The health check: a PING after SendPingTimeout without a frame
@@ -166,7 +175,8 @@ func (p *Pool) idleCloseLocked(c *connState) CloseReason {
 		return vocab.ReasonCloseIdle
 	case c.putIdleErr != nil:
 		return putIdleReason(c.putIdleErr)
-	case p.tr.DisableKeepAlives || p.tr.MaxIdleConnsPerHost < 0:
+	case p.keepsNone():
+		c.CloseDetail = p.keepsNoneDetail()
 		return vocab.ReasonKeepAlivesOff
 	case timedOut(time.Since(c.idleSince.time()), p.tr.IdleConnTimeout):
 		return vocab.ReasonIdleTimeout
@@ -205,7 +215,10 @@ func (p *Pool) idleCloseLocked(c *connState) CloseReason {
 // activeCloseLocked says why c, closed while it served reqs (or dialing,
 // prev), was closed, once neither a response, the server nor HTTP/2
 // explains it: the requests' own ends, the Transport's refusal to keep
-// it, or a request the Transport already sends again.
+// it, or a request the Transport already sends again. A request that
+// failed closes the connection whatever the Transport keeps: its end is
+// asked before keep-alives are, and a request not yet ended leaves the
+// reason to its end (closeReq).
 func (p *Pool) activeCloseLocked(c *connState, prev ConnState, reqs []*request) (Closer, CloseReason) {
 	for _, r := range reqs {
 		if r.early && (r.class == "" || r.class == vocab.ClassOK) {
@@ -214,9 +227,6 @@ func (p *Pool) activeCloseLocked(c *connState, prev ConnState, reqs []*request) 
 	}
 	if c.putIdleErr != nil {
 		return vocab.ClosedByClient, putIdleReason(c.putIdleErr)
-	}
-	if p.tr.DisableKeepAlives {
-		return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
 	}
 	for _, r := range reqs {
 		if !c.h2 && r.class == "" && r.conn != c && c.readErr == nil {
@@ -230,12 +240,16 @@ func (p *Pool) activeCloseLocked(c *connState, prev ConnState, reqs []*request) 
 		c.closeReq = r.id
 		if r.class != "" {
 			// The request already ended: its outcome is the detail.
-			by, reason := requestCloseReason(r, p.tr.DisableKeepAlives)
+			by, reason := p.requestCloseReason(r, c)
 			if reason == vocab.ReasonRequestError {
 				c.CloseDetail = string(r.class)
 			}
 			return by, reason
 		}
+	}
+	if len(reqs) == 0 && p.keepsNone() {
+		c.CloseDetail = p.keepsNoneDetail()
+		return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
 	}
 	if prev == vocab.StateActive {
 		return vocab.ClosedByClient, vocab.ReasonRequestError
@@ -243,18 +257,19 @@ func (p *Pool) activeCloseLocked(c *connState, prev ConnState, reqs []*request) 
 	return vocab.ClosedByClient, vocab.ReasonClient
 }
 
-// requestCloseReason says why the Transport closes an HTTP/1 connection
-// after request r ended on it.
-func requestCloseReason(r *request, keepAlivesOff bool) (Closer, CloseReason) {
+// requestCloseReason says why the Transport closes c, an HTTP/1
+// connection, after request r ended on it. It may set c's CloseDetail.
+func (p *Pool) requestCloseReason(r *request, c *connState) (Closer, CloseReason) {
 	switch {
-	case r.connClose && !keepAlivesOff:
+	case r.connClose && !p.tr.DisableKeepAlives:
 		// With keep-alives off the client asked for the close itself
 		// ("Connection: close" on the request), and the server only
 		// echoed it.
 		return vocab.ClosedByServer, connCloseReason(r.proto)
 	case r.early && r.class == vocab.ClassOK:
 		return vocab.ClosedByClient, vocab.ReasonEarlyBodyClose
-	case keepAlivesOff && r.class == vocab.ClassOK:
+	case p.keepsNone() && r.class == vocab.ClassOK:
+		c.CloseDetail = p.keepsNoneDetail()
 		return vocab.ClosedByClient, vocab.ReasonKeepAlivesOff
 	case r.class == vocab.ClassProtocol:
 		return vocab.ClosedByClient, vocab.ReasonProtocolError
@@ -300,6 +315,24 @@ func putIdleReason(err error) CloseReason {
 }
 
 var errIdleClosed = errors.New("http: CloseIdleConnections called")
+
+// keepsNone reports whether the Transport keeps no HTTP/1 connection for
+// another request: DisableKeepAlives, or a negative MaxIdleConnsPerHost,
+// for which net/http refuses every connection offered to its idle pool
+// (errKeepAlivesDisabled) and closes it without calling the PutIdleConn
+// hook.
+func (p *Pool) keepsNone() bool {
+	return p.tr.DisableKeepAlives || p.tr.MaxIdleConnsPerHost < 0
+}
+
+// keepsNoneDetail names the setting for which the Transport keeps no
+// connection ([Pool.keepsNone]).
+func (p *Pool) keepsNoneDetail() string {
+	if p.tr.DisableKeepAlives {
+		return "DisableKeepAlives: one request per connection"
+	}
+	return fmt.Sprintf("MaxIdleConnsPerHost %d: the Transport keeps no idle connection", p.tr.MaxIdleConnsPerHost)
+}
 
 // maxIdlePerHost returns the Transport's effective MaxIdleConnsPerHost.
 func (p *Pool) maxIdlePerHost() int {

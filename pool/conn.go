@@ -40,7 +40,8 @@ type Closer = vocab.Closer
 //	request-error           the request on it failed (detail: its class)
 //	handshake-failed        the TLS handshake failed or timed out
 //	handshake-abandoned     the Transport cancelled the handshake: no request needed the connection
-//	keep-alives-disabled    http.Transport.DisableKeepAlives
+//	keep-alives-disabled    http.Transport.DisableKeepAlives, or a negative MaxIdleConnsPerHost:
+//	                        the Transport keeps no connection for another request
 //	protocol-error          the server broke the protocol: an HTTP/2 connection error (a
 //	                        flow-control overflow, an oversized header block), a malformed
 //	                        response, or bytes sent when no response was due (after a
@@ -86,7 +87,7 @@ const (
 	ReasonRequestError     CloseReason = vocab.ReasonRequestError     // client: the request on it failed (detail: its class)
 	ReasonHandshakeFailed  CloseReason = vocab.ReasonHandshakeFailed  // client: the TLS handshake failed or timed out
 	ReasonHandshakeAbandon CloseReason = vocab.ReasonHandshakeAbandon // client: the Transport cancelled the handshake, no request needing the connection
-	ReasonKeepAlivesOff    CloseReason = vocab.ReasonKeepAlivesOff    // client: DisableKeepAlives
+	ReasonKeepAlivesOff    CloseReason = vocab.ReasonKeepAlivesOff    // client: DisableKeepAlives, MaxIdleConnsPerHost < 0
 	ReasonClient           CloseReason = vocab.ReasonClient           // client: closed for another reason
 	ReasonProtocolError    CloseReason = vocab.ReasonProtocolError    // client: gave it up over the server's protocol violation
 	ReasonH2Unused         CloseReason = vocab.ReasonH2Unused         // client: an HTTP/2 connection dialed beside another and closed unused
@@ -419,7 +420,25 @@ func (t *trackedConn) Close() error {
 // that one was set (see connIO.closeNotify).
 func (t *trackedConn) SetWriteDeadline(d time.Time) error {
 	t.io.closeNotify.Store(true)
+	if t.io.h2.Load() && t.p.closeNotifyDeadline(d) {
+		// The client is closing the HTTP/2 connection: what the
+		// server sends now (its own close_notify, its FIN) answers
+		// that, and is no close of the server's.
+		t.io.closing.Store(true)
+	}
 	return t.Conn.SetWriteDeadline(d)
+}
+
+// closeNotifyDeadline reports whether d is the write deadline crypto/tls
+// sets to send its close_notify as it closes a connection (5s ahead), on a
+// Transport whose HTTP/2 client sets none of its own (it does for
+// HTTP2Config.WriteByteTimeout only).
+func (p *Pool) closeNotifyDeadline(d time.Time) bool {
+	if h := p.tr.HTTP2; h != nil && h.WriteByteTimeout > 0 {
+		return false
+	}
+	left := time.Until(d)
+	return left > 4*time.Second && left <= 5*time.Second
 }
 
 // SetDeadline sets the read and write deadlines of the connection, and

@@ -126,7 +126,7 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 	if c.State == vocab.StateClosed {
 		if c.closeReq == tl.ID && c.CloseReason == vocab.ReasonRequestError {
 			// Refine the reason now that the request's outcome is known.
-			by, reason := requestCloseReason(r, p.tr.DisableKeepAlives)
+			by, reason := p.requestCloseReason(r, c)
 			p.recloseLocked(c, by, reason)
 			if reason == vocab.ReasonRequestError {
 				c.CloseDetail = string(r.class)

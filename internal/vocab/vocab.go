@@ -184,7 +184,7 @@ const (
 	ReasonRequestError     CloseReason = "request-error"          // client: the request on it failed (detail: its class)
 	ReasonHandshakeFailed  CloseReason = "handshake-failed"       // client: the TLS handshake failed or timed out
 	ReasonHandshakeAbandon CloseReason = "handshake-abandoned"    // client: the Transport cancelled the handshake, no request needing the connection
-	ReasonKeepAlivesOff    CloseReason = "keep-alives-disabled"   // client: DisableKeepAlives
+	ReasonKeepAlivesOff    CloseReason = "keep-alives-disabled"   // client: DisableKeepAlives, MaxIdleConnsPerHost < 0
 	ReasonClient           CloseReason = "client-close"           // client: closed for another reason
 	ReasonProtocolError    CloseReason = "protocol-error"         // client: gave it up over the server's protocol violation
 	ReasonH2Unused         CloseReason = "h2-unused"              // client: an HTTP/2 connection dialed beside another and closed unused
