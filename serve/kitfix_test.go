@@ -30,8 +30,14 @@ func TestKitVerdictsTrue(t *testing.T) {
 	out := map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	// Every command first: one may skip the test (a kit not installed),
+	// which must happen before any client runs.
+	argvs := map[string][]string{}
 	for _, ex := range examples[:2] { // curl, requests
-		argv := ex.cmd(t, r)
+		argvs[ex.name] = ex.cmd(t, r)
+	}
+	for _, ex := range examples[:2] {
+		argv := argvs[ex.name]
 		wg.Go(func() {
 			o := runExample(t.Context(), t, srv, argv)
 			mu.Lock()

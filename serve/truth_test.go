@@ -321,8 +321,8 @@ func pythonPath(t *testing.T, root string) string {
 	if py == "" {
 		py = filepath.Join(root, "kits", "python", ".venv", "bin", "python")
 	}
-	if err := exec.Command(py, "-c", "import requests, httpx").Run(); err != nil {
-		t.Skipf("no Python with requests and httpx at %s (set CONNAUDIT_PYTHON; .ci/run makes kits/python/.venv)", py)
+	if err := exec.Command(py, "-c", "import requests, httpx, aiohttp").Run(); err != nil {
+		t.Skipf("no Python with requests, httpx and aiohttp at %s (set CONNAUDIT_PYTHON; .ci/run makes kits/python/.venv)", py)
 	}
 	return py
 }
