@@ -76,14 +76,16 @@ func TestProbeBodyNotEnded(t *testing.T) {
 		{"trickles", bodyServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n", "x", 1000, false),
 			nil, "deadline", "did not end within the 300ms Timeout"},
 		{"never ends", bodyServer(t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", chunk, 1<<14, true),
-			[]string{"-max-body", "65536"}, "error", "went on past MaxBody (65536 bytes)"},
+			[]string{"-max-body", "65536", "-timeout", "10s"}, "error", "went on past MaxBody (65536 bytes)"},
 		{"ends before its length", probeHostile(t, hostile.Reply{Name: "short-body",
 			Raw: []byte("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly sixteen byt")}),
-			nil, "body-truncated", "ended before its declared length"},
+			[]string{"-timeout", "10s"}, "body-truncated", "ended before its declared length"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			// The stalled bodies' bound; a case that is not about the
+			// bound gives one a loaded machine cannot reach, after it.
 			args := append([]string{"-timeout", "300ms"}, tc.args...)
 			code, _, stderr := runCLIGuarded(t, append(append([]string{"trace"}, args...), tc.url)...)
 			require.Equal(t, exitFail, code, "trace: %s", stderr)
