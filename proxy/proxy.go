@@ -108,6 +108,7 @@ func New(upstream string, opts ...Option) (*Proxy, error) {
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
 		ErrorLog:       log.New(io.Discard, "", 0),
+		BufferPool:     &buffers{},
 	}
 	if cfg.tls {
 		cert, err := loopback.SelfSigned("connaudit proxy", "connaudit proxy CA", nil)
