@@ -188,7 +188,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, req *http.Request, err erro
 	}
 	if x.a.Upstream == "" {
 		x.a.Upstream = upstreamError
-		x.a.Error = redact.Error(err, nil)
+		x.a.Error = p.redactError(err, req)
 	}
 	if errors.Is(err, errFaulted) || req.Context().Err() != nil {
 		panic(http.ErrAbortHandler)
@@ -209,6 +209,22 @@ func (b *buffers) Get() []byte {
 }
 
 func (b *buffers) Put(buf []byte) { b.pool.Put(&buf) }
+
+// redactError returns err's text with the secrets of req masked: its
+// URL's (the upstream's query merged into the client's), its credential
+// headers' and those of each header named for a secret, in each form a
+// server may echo them in and net/http's error quote them; then the
+// upstream URL's, which a request the proxy did not forward lacks.
+func (p *Proxy) redactError(err error, req *http.Request) string {
+	var names []string
+	for k := range req.Header {
+		if redact.SecretHeader(k) {
+			names = append(names, k)
+		}
+	}
+	s := redact.Mask(err.Error(), req.URL, redact.RequestSecrets(req, names))
+	return redact.Printable(redact.Mask(s, p.upstream, nil))
+}
 
 // statusWriter records the status and bytes of a response.
 type statusWriter struct {

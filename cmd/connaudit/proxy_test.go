@@ -19,6 +19,7 @@ func TestProxyUsageErrors(t *testing.T) {
 		{[]string{}, "-upstream URL is required"},
 		{[]string{"-upstream", "ftp://x"}, "an http or https URL"},
 		{[]string{"-upstream", "http://us3r:S3cr3tPassw0rd@127.0.0.1:1/?token=T0kenValue"}, "user information"},
+		{[]string{"-upstream", "http://us3r:S3cr3tPassw0rd@127.0.0.1:bad/?token=T0kenValue"}, "not a URL"},
 		{[]string{"-upstream", "http://127.0.0.1:1", "-fault", "reset nth=zero"}, "nth=N"},
 		{[]string{"-upstream", "http://127.0.0.1:1", "-fault", "explode"}, "unknown action"},
 		{[]string{"-upstream", "http://127.0.0.1:1", "-guard", "-1s"}, "must not be negative"},
