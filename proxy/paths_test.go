@@ -9,9 +9,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/connaudit/connaudit/internal/testserver"
+	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/proxy"
 	"github.com/stretchr/testify/require"
 )
@@ -274,4 +276,42 @@ func TestHostileUpstream(t *testing.T) {
 		require.Positive(t, cl.Statuses[http.StatusOK])
 		require.GreaterOrEqual(t, rep.Pool.Conns, 2, "the upstream connection with bytes past its response is not kept")
 	})
+}
+
+// The upstream's idle timeout measured from a connection it closed idle
+// is never longer than that connection was idle: one that served a few
+// requests gives it; one that served more than its history holds
+// (package pool's records stop at 256 states) gives none, where the last
+// idle period recorded was long before its close.
+func TestMeasuredUpstreamIdle(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		requests int
+		measured bool
+	}{{"a few requests", 3, true}, {"past the history", 1000, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.WriteString(w, "ok")
+			}))
+			up.Config.IdleTimeout = 100 * time.Millisecond // the upstream closes idle connections
+			up.Start()
+			t.Cleanup(up.Close)
+			p := start(t, up.URL)
+			gc := newGoClient(t, nil)
+			var lastStart time.Time // the connection went idle after it
+			for range c.requests {
+				lastStart = time.Now()
+				status, err := gc.do(t, "GET", p.URL()+"/", nil)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, status)
+			}
+			require.NoError(t, proxy.WaitUpstream(testkit.Bounded(t), p, func(s pool.Stats) bool { return s.Closed == 1 }))
+			idleFor := time.Since(lastStart) // at most
+			rep := p.Report()
+			require.Equal(t, 1, rep.Pool.Conns)
+			require.Equal(t, map[string]int{"server: server-closed-idle": 1}, rep.Pool.Closes)
+			require.Equal(t, c.measured, rep.Pool.IdleTimeout > 0, "%v", rep.Pool.IdleTimeout)
+			require.LessOrEqual(t, rep.Pool.IdleTimeout, idleFor, "measured longer than the connection was idle")
+		})
+	}
 }
