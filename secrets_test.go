@@ -15,7 +15,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +35,7 @@ import (
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/probe"
+	"github.com/connaudit/connaudit/proxy"
 	"github.com/connaudit/connaudit/serve"
 	"github.com/stretchr/testify/require"
 )
@@ -660,5 +663,169 @@ func TestSecretsEchoedEscaped(t *testing.T) {
 		"probe html decoded", "probe trace events decoded"} {
 		require.Contains(t, out.text[name].String(), secretsPath, name)
 		require.Contains(t, out.text[name].String(), "malformed HTTP", name)
+	}
+}
+
+// proxySecretUpstream is the secret the upstream's URL carries in its
+// query, which the proxy merges into every request it forwards.
+const proxySecretUpstream = "Upstr3amKeyValue"
+
+// TestSecretsProxy sends requests carrying a user and password in the
+// request target (absolute form), query values (one escaped),
+// Authorization, Cookie and a header named secret (in another letter
+// case each time) through connaudit's proxy — to an upstream that answers,
+// and to upstreams that echo the request's head back as is, Go-quoted,
+// JSON-escaped and percent-encoded, which the proxy quotes in its 502 —
+// with the upstream's URL carrying a secret of its own, a client header
+// quoting a bearer token, one named secret, and a replay of a write whose
+// path the verdict quotes; and looks for the secrets in every output of
+// the proxy: the report as text, JSON and JUnit, the live line, the 502s'
+// bodies and New's errors for an upstream URL with user information, one
+// that does not parse, and one with a bad scheme.
+func TestSecretsProxy(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	defer ok.Close()
+	quote := func(s string) string { q := strconv.Quote(s); return q[1 : len(q)-1] }
+	jsonEsc := func(s string) string { b, _ := json.Marshal(s); return string(b[1 : len(b)-1]) }
+	upstreams := map[string]string{
+		"ok":              ok.Listener.Addr().String(),
+		"echo":            echoRequestLine(t),
+		"quoted":          echoEscaped(t, quote),
+		"json":            echoEscaped(t, jsonEsc),
+		"percent-encoded": echoEscaped(t, url.QueryEscape),
+	}
+	var out outputs
+	ctx := bounded(t)
+	query := "?" + secretsQueryKey + "=" + secretToken + "&session=" + url.QueryEscape(secretSession)
+	for name, host := range upstreams {
+		for _, clientHeader := range []string{"X-Client", "x-AUTH-token"} {
+			rule, err := proxy.ParseRule("close at=after-upstream method=POST times=1")
+			require.NoError(t, err)
+			p, err := proxy.New("http://"+host+"/base?up="+proxySecretUpstream, proxy.ClientHeader(clientHeader),
+				proxy.Faults(rule))
+			require.NoError(t, err)
+			require.NoError(t, p.Start())
+			tr := &http.Transport{}
+			c := &http.Client{Transport: tr}
+			send := func(method string, headerCase func(string) string) (int, string, error) {
+				req, err := http.NewRequestWithContext(ctx, method, p.URL()+secretsPath+query, strings.NewReader("{}"))
+				require.NoError(t, err)
+				req.Header[headerCase("Authorization")] = []string{"Bearer " + secretBearer}
+				req.Header[headerCase("Cookie")] = []string{"id=" + secretCookie}
+				req.Header[headerCase("X-Api-Key")] = []string{secretPassword}
+				req.Header.Set(clientHeader, "Bearer "+secretBearer)
+				resp, err := c.Do(req)
+				if err != nil {
+					return 0, "", err
+				}
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(b), err
+			}
+			for _, hc := range []func(string) string{strings.ToLower, strings.ToUpper, textproto.CanonicalMIMEHeaderKey} {
+				status, body, err := send(http.MethodGet, hc)
+				require.NoError(t, err, name)
+				if name == "ok" {
+					require.Equal(t, http.StatusOK, status)
+				} else {
+					require.Equal(t, http.StatusBadGateway, status, name)
+					out.add("proxy 502 body", body)
+				}
+			}
+			if name == "ok" {
+				// A write the upstream processed, its response dropped
+				// (the transport does not send a POST again), sent again.
+				for range 2 {
+					if _, _, err := send(http.MethodPost, textproto.CanonicalMIMEHeaderKey); err == nil {
+						break
+					}
+				}
+				// The user and password in an absolute-form target.
+				conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "http://"))
+				require.NoError(t, err)
+				fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+					secretURL("http", strings.TrimPrefix(p.URL(), "http://")))
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+				resp.Body.Close()
+				conn.Close()
+			}
+			line, _ := p.Live()
+			out.add("proxy live", line)
+			tr.CloseIdleConnections()
+			require.NoError(t, p.Close())
+			rep := p.Report()
+			var b bytes.Buffer
+			require.NoError(t, rep.WriteText(&b))
+			out.add("proxy text", b.String())
+			b.Reset()
+			require.NoError(t, rep.WriteJSON(&b))
+			out.add("proxy json", b.String())
+			out.addJSONDecoded("proxy json decoded", b.Bytes())
+			b.Reset()
+			require.NoError(t, rep.WriteJUnit(&b))
+			out.add("proxy junit", b.String())
+			out.add("proxy junit decoded", html.UnescapeString(b.String()))
+			if name == "ok" && clientHeader == "X-Client" {
+				require.True(t, rep.Failed(), "the write committed twice fails its verdict")
+			}
+		}
+	}
+	for _, upstream := range []string{
+		secretURL("http", "127.0.0.1:1"),   // user information
+		secretURL("http", "127.0.0.1:bad"), // does not parse
+		secretURL("ftp", "127.0.0.1:1"),    // not http
+	} {
+		_, err := proxy.New(upstream)
+		require.Error(t, err)
+		out.add("proxy errors", err.Error())
+	}
+
+	// Each secret as sent and as an upstream escaped it, then as net/http
+	// quoted that, then as an output wrote it.
+	var forms []string
+	for _, s := range append(slices.Clone(secretValues), proxySecretUpstream) {
+		for _, server := range []string{s, quote(s), jsonEsc(s), url.QueryEscape(s)} {
+			for _, quoted := range []string{server, quote(server)} {
+				forms = append(forms, quoted, jsonEsc(quoted), html.EscapeString(quoted))
+			}
+		}
+	}
+	for name, buf := range out.text {
+		s := buf.String()
+		require.NotEmpty(t, s, name)
+		for _, f := range forms {
+			require.NotContains(t, s, f, "%s shows a secret as %q:\n%s", name, f, s)
+		}
+	}
+	for name, parts := range map[string][]string{
+		"proxy text":         {"up=REDACTED", "  Bearer REDACTED ", "\n  REDACTED ", "write-committed-twice", secretsPath, "token=REDACTED"},
+		"proxy json decoded": {"up=REDACTED", secretsPath, "token=REDACTED", "session=REDACTED"},
+		"proxy junit":        {secretsPath, "token=REDACTED"},
+		"proxy live":         {"requests"},
+		"proxy 502 body":     {"malformed HTTP", "REDACTED"},
+		"proxy errors":       {"user information", redact.Masked},
+	} {
+		for _, part := range parts {
+			require.Contains(t, out.text[name].String(), part, "%s lacks %q", name, part)
+		}
+	}
+}
+
+// addJSONDecoded adds a JSON document's strings decoded, one a line.
+func (o *outputs) addJSONDecoded(name string, doc []byte) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return
+		}
+		if s, ok := tok.(string); ok {
+			o.add(name, s)
+		}
 	}
 }

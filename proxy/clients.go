@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"encoding/hex"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/connaudit/connaudit/internal/redact"
@@ -20,7 +18,9 @@ type Attempt struct {
 	Method string `json:"method"`
 	Path   string `json:"path"` // query values redacted
 	// Digest is the first 16 hex digits of the SHA-256 of the body read
-	// (empty: no body).
+	// (empty: no body): of the whole body for a method that is not
+	// idempotent, else of its first 64 KiB, followed by "/LENGTH" when it
+	// was longer; "+" at the end: the body was not read to its end.
 	Digest         string        `json:"digest,omitempty"`
 	IdempotencyKey bool          `json:"idempotency_key,omitempty"` // it had one (never output)
 	Start          time.Time     `json:"start"`
@@ -77,15 +77,18 @@ type clientRec struct {
 	closes   map[string]int
 	faults   int
 	statuses map[int]int
-	recent   map[string][]*Attempt // by replay key, within the window
+	recent   map[replayKey][]*Attempt // within the window
 	queue    []recentEntry
 	retries  int // requests sent again after a 5xx
 }
 
 type recentEntry struct {
-	key string
+	key replayKey
 	a   *Attempt
 }
+
+// replayKey is what makes two requests the same request.
+type replayKey struct{ method, path, digest, idempotencyKey string }
 
 // clientName is the client a request is from: the header named by
 // ClientHeader, else the source IP.
@@ -114,7 +117,7 @@ func (p *Proxy) clientName(req *http.Request, r *connRec) string {
 func (p *Proxy) clientLocked(name string) *clientRec {
 	c := p.clients[name]
 	if c == nil {
-		c = &clientRec{name: name, closes: map[string]int{}, statuses: map[int]int{}, recent: map[string][]*Attempt{}}
+		c = &clientRec{name: name, closes: map[string]int{}, statuses: map[int]int{}, recent: map[replayKey][]*Attempt{}}
 		p.clients[name] = c
 		p.order = append(p.order, name)
 	}
@@ -151,13 +154,8 @@ func (p *Proxy) finish(client string, x *exchange) {
 	if a.Status == 0 {
 		a.Status = x.w.status
 	}
-	if x.body.n > 0 || x.body.whole {
-		a.Digest = hex.EncodeToString(x.body.h.Sum(nil))[:16]
-		if !x.body.whole {
-			a.Digest += "+" // partial
-		}
-	}
-	key := strings.Join([]string{x.method, a.Path, a.Digest, x.key}, "\x00")
+	a.Digest = x.body.digest()
+	key := replayKey{x.method, a.Path, a.Digest, x.key}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.clientLocked(client)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -51,7 +52,7 @@ type conn struct {
 func (c *conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	r := c.rec
-	if n > 0 && r.dark() {
+	if n > 0 && r.isDark.Load() {
 		<-r.closed // dark: nothing read is answered, until the proxy ends it
 		return 0, net.ErrClosed
 	}
@@ -62,7 +63,7 @@ func (c *conn) Read(b []byte) (int, error) {
 }
 
 func (c *conn) Write(b []byte) (int, error) {
-	if c.rec.dark() {
+	if c.rec.isDark.Load() {
 		return len(b), nil // dark: nothing reaches the client
 	}
 	return c.Conn.Write(b)
@@ -97,7 +98,7 @@ type connRec struct {
 	maxIdle    time.Duration
 	gaps       int // idle gaps a request followed
 	faults     []string
-	isDark     bool
+	isDark     atomic.Bool // read without mu, at every read and write
 	askedClose bool
 	idleGen    uint64
 	idleTimer  *time.Timer
@@ -107,20 +108,22 @@ type connRec struct {
 	quiet      *sync.Cond   // signalled when active falls to 0
 }
 
-func (r *connRec) dark() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.isDark
-}
-
 // peerEnded records the client's end of the connection: a read that
 // failed before the proxy closed it.
 func (r *connRec) peerEnded(err error) {
+	// A deadline net/http set ends a read at every request (its
+	// background read): the direct assertion keeps that path cheap.
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return
+	}
+	var ne net.Error
+	if errors.Is(err, net.ErrClosed) || (errors.As(err, &ne) && ne.Timeout()) {
+		return // the proxy's own close, or a deadline net/http set
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var ne net.Error
-	if r.closedBy != "" || errors.Is(err, net.ErrClosed) || (errors.As(err, &ne) && ne.Timeout()) {
-		return // the proxy's own close, or a deadline net/http set
+	if r.closedBy != "" {
+		return
 	}
 	r.closedBy = closedByClient
 	switch {
@@ -232,13 +235,13 @@ func (r *connRec) armIdleLocked() {
 // gen.
 func (r *connRec) idleFired(rl *rule, gen uint64) {
 	r.mu.Lock()
-	if r.idleGen != gen || r.active > 0 || r.isClosed || r.isDark {
+	if r.idleGen != gen || r.active > 0 || r.isClosed || r.isDark.Load() {
 		r.mu.Unlock()
 		return
 	}
 	r.faults = append(r.faults, rl.name())
 	if rl.action == actGoDark {
-		r.isDark = true
+		r.isDark.Store(true)
 		r.mu.Unlock()
 		r.p.faulted()
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/connaudit/connaudit/internal/notify"
+	"github.com/connaudit/connaudit/pool"
 )
 
 // Counts are what WaitFor's condition is given.
@@ -18,4 +19,10 @@ func WaitFor(ctx context.Context, p *Proxy, cond func(Counts) bool) error {
 	return notify.Wait(ctx, &p.mu, &p.changes, func() bool {
 		return cond(Counts{Open: len(p.conns), Finished: p.finished.Load(), Faults: p.faults.Load()})
 	})
+}
+
+// WaitUpstream waits until cond holds of the upstream pool's Stats, or ctx
+// ends.
+func WaitUpstream(ctx context.Context, p *Proxy, cond func(pool.Stats) bool) error {
+	return p.up.WaitFor(ctx, cond)
 }

@@ -3,11 +3,14 @@ package proxy
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"hash"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/connaudit/connaudit/internal/redact"
@@ -43,7 +46,7 @@ func (p *Proxy) serveHTTP(r *connRec, w http.ResponseWriter, req *http.Request) 
 	client := p.clientName(req, r)
 	nth, idle := r.begin(client)
 	p.requests.Add(1)
-	p.changed()
+	p.version.Add(1) // the live line's; no waiter waits for a start
 	x := &exchange{rec: r, method: req.Method, key: req.Header.Get("Idempotency-Key"),
 		w: &statusWriter{ResponseWriter: w}}
 	x.a = Attempt{ID: p.nextReq.Add(1), Client: client, Conn: r.id, Nth: nth, Method: redact.Printable(req.Method),
@@ -53,7 +56,7 @@ func (p *Proxy) serveHTTP(r *connRec, w http.ResponseWriter, req *http.Request) 
 	} else if req.Close {
 		r.askClose()
 	}
-	x.body = &digestBody{r: req.Body, h: sha256.New()}
+	x.body = &digestBody{r: req.Body, whole: !idempotent(req.Method)}
 	if req.Body != nil && req.Body != http.NoBody {
 		req.Body = x.body
 	}
@@ -185,13 +188,42 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, req *http.Request, err erro
 	}
 	if x.a.Upstream == "" {
 		x.a.Upstream = upstreamError
-		x.a.Error = redact.Error(err, nil)
+		x.a.Error = p.redactError(err, req)
 	}
 	if errors.Is(err, errFaulted) || req.Context().Err() != nil {
 		panic(http.ErrAbortHandler)
 	}
 	w.WriteHeader(http.StatusBadGateway)
 	_, _ = io.WriteString(w, "connaudit proxy: upstream: "+x.a.Error+"\n")
+}
+
+// buffers are ReverseProxy's copy buffers, reused: 32 KiB each, which
+// it would otherwise allocate for every response.
+type buffers struct{ pool sync.Pool }
+
+func (b *buffers) Get() []byte {
+	if v, ok := b.pool.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *buffers) Put(buf []byte) { b.pool.Put(&buf) }
+
+// redactError returns err's text with the secrets of req masked: its
+// URL's (the upstream's query merged into the client's), its credential
+// headers' and those of each header named for a secret, in each form a
+// server may echo them in and net/http's error quote them; then the
+// upstream URL's, which a request the proxy did not forward lacks.
+func (p *Proxy) redactError(err error, req *http.Request) string {
+	var names []string
+	for k := range req.Header {
+		if redact.SecretHeader(k) {
+			names = append(names, k)
+		}
+	}
+	s := redact.Mask(err.Error(), req.URL, redact.RequestSecrets(req, names))
+	return redact.Printable(redact.Mask(s, p.upstream, nil))
 }
 
 // statusWriter records the status and bytes of a response.
@@ -219,22 +251,64 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// digestBody digests a request body as it streams through.
+// digestPrefix bounds what is digested of an idempotent request's body:
+// its first 64 KiB, and its length. An idempotent request is judged only
+// for a hidden retry, never for a write committed twice.
+const digestPrefix = 64 << 10
+
+// digestBody digests a request body as it streams through: the whole body
+// of a request that is not idempotent (a write committed twice is judged
+// by it), the first digestPrefix bytes and the length of any other. The
+// hash is made at the first byte read.
 type digestBody struct {
 	r     io.ReadCloser
 	h     hash.Hash
 	n     int64
-	whole bool // read to EOF
+	whole bool // digest it all, not a prefix
+	eof   bool // read to EOF
 }
 
 func (d *digestBody) Read(b []byte) (int, error) {
 	n, err := d.r.Read(b)
-	d.h.Write(b[:n])
+	if n > 0 {
+		if d.h == nil {
+			d.h = sha256.New()
+		}
+		switch {
+		case d.whole:
+			d.h.Write(b[:n])
+		case d.n < digestPrefix:
+			d.h.Write(b[:min(int64(n), digestPrefix-d.n)])
+		}
+	}
 	d.n += int64(n)
 	if err == io.EOF {
-		d.whole = true
+		d.eof = true
 	}
 	return n, err
+}
+
+// digest is the first 16 hex digits of the body's digest, with its
+// length when only a prefix was digested; "" for no body. A body not read
+// to its end is marked "+".
+func (d *digestBody) digest() string {
+	if d.n == 0 && !d.eof {
+		return ""
+	}
+	var sum [sha256.Size]byte
+	if d.h != nil {
+		d.h.Sum(sum[:0])
+	} else {
+		sum = sha256.Sum256(nil)
+	}
+	s := hex.EncodeToString(sum[:8])
+	if !d.whole && d.n > digestPrefix {
+		s += "/" + strconv.FormatInt(d.n, 10)
+	}
+	if !d.eof {
+		s += "+" // partial
+	}
+	return s
 }
 
 func (d *digestBody) Close() error { return d.r.Close() }

@@ -71,16 +71,16 @@ http {
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
+		signalled := false
 		for sc.Scan() {
-			if strings.Contains(sc.Text(), "getrlimit") && ready != nil {
+			if strings.Contains(sc.Text(), "getrlimit") && !signalled {
 				close(ready)
-				ready = nil
+				signalled = true
 			}
 		}
 	}()
-	waitReady := ready
 	select {
-	case <-waitReady:
+	case <-ready:
 	case <-testkit.Bounded(t).Done():
 		cmd.Process.Kill()
 		cmd.Wait()

@@ -65,7 +65,13 @@ type Proxy struct {
 func New(upstream string, opts ...Option) (*Proxy, error) {
 	u, err := url.Parse(upstream)
 	if err != nil {
-		return nil, fmt.Errorf("proxy: upstream: %s", redact.Error(err, nil))
+		// url.Error quotes the URL whole, its secrets with it: say only
+		// what is wrong with it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("proxy: upstream %s: not a URL: %s", redact.Masked, redact.Text(redact.Printable(err.Error())))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("proxy: upstream %s: an http or https URL with a host", redact.URL(u))
@@ -108,6 +114,7 @@ func New(upstream string, opts ...Option) (*Proxy, error) {
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
 		ErrorLog:       log.New(io.Discard, "", 0),
+		BufferPool:     &buffers{},
 	}
 	if cfg.tls {
 		cert, err := loopback.SelfSigned("connaudit proxy", "connaudit proxy CA", nil)

@@ -191,8 +191,17 @@ func (p *Proxy) upstreamReport() UpstreamReport {
 	return u
 }
 
-// idleBeforeClose is how long c was idle when the server closed it.
+// maxHistory is the length at which package pool stops recording a
+// connection's states: past it, the last idle recorded is not the last.
+const maxHistory = 256
+
+// idleBeforeClose is how long c was idle when the server closed it; 0 when
+// not known: its history is full (about 128 requests), its last idle
+// period not in it.
 func idleBeforeClose(c pool.Conn) time.Duration {
+	if len(c.History) >= maxHistory {
+		return 0
+	}
 	for i := len(c.History) - 1; i >= 0; i-- {
 		if c.History[i].State == pool.StateIdle {
 			return c.ClosedAt.Sub(c.History[i].At)

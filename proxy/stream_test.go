@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -90,12 +91,12 @@ func TestUploadStreams(t *testing.T) {
 // aheadLimit ahead of what the client has read.
 func TestDownloadStreams(t *testing.T) {
 	var consumed atomic.Int64
-	var maxAhead int64
+	ahead := make(chan int64, 1) // the handler's, once it returns
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		body := &producer{n: streamSize, consumed: &consumed}
 		w.Header().Set("Content-Length", strconv.Itoa(streamSize))
 		_, _ = io.Copy(w, body)
-		maxAhead = body.maxAhead
+		ahead <- body.maxAhead
 	})
 	p := start(t, up.URL)
 	c := newGoClient(t, nil)
@@ -107,5 +108,10 @@ func TestDownloadStreams(t *testing.T) {
 	resp.Body.Close()
 	require.NoError(t, err)
 	require.EqualValues(t, streamSize, n)
-	t.Logf("the upstream was at most %d KiB ahead of the client", maxAhead>>10)
+	select {
+	case maxAhead := <-ahead:
+		t.Logf("the upstream was at most %d KiB ahead of the client", maxAhead>>10)
+	case <-testkit.Bounded(t).Done():
+		t.Fatal("the upstream's handler did not return")
+	}
 }

@@ -103,7 +103,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if junit, err = openOutput(*junitFile); err != nil {
 			return fs.usageError("-junit: %v", err)
 		}
-		defer junit.discard()
+		defer func() { // unless written: junit is nil then
+			if junit != nil {
+				junit.discard()
+			}
+		}()
 	}
 	p, err := proxy.New(*upstream, opts...)
 	if err != nil {

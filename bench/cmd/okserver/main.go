@@ -2,7 +2,11 @@
 // request, on a loopback address only, for the benchmarks and compare.sh
 // to measure a client in a process of its own.
 //
-//	okserver [-addr 127.0.0.1:0] [-max-time 1h]
+//	okserver [-addr 127.0.0.1:0] [-max-time 1h] [-read-body]
+//
+// With -read-body it reads each request's body whole before it answers
+// (an upload's sink: bench/proxy.sh streams 1 GiB through the proxy to it);
+// the answer is then the number of bytes read.
 //
 // It prints its URL (http://ADDR/ok) on the first line of standard output,
 // and stops on SIGINT or SIGTERM, or by itself after -max-time.
@@ -13,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -24,14 +29,15 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address; must be a loopback address")
 	maxTime := flag.Duration("max-time", time.Hour, "stop by itself after this long")
+	readBody := flag.Bool("read-body", false, "read each request's body whole, and answer its length")
 	flag.Parse()
-	if err := run(*addr, *maxTime); err != nil {
+	if err := run(*addr, *maxTime, *readBody); err != nil {
 		fmt.Fprintln(os.Stderr, "okserver:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string, maxTime time.Duration) error {
+func run(addr string, maxTime time.Duration, readBody bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
@@ -45,7 +51,15 @@ func run(addr string, maxTime time.Duration) error {
 	}
 	body := []byte("ok")
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if readBody {
+				n, err := io.Copy(io.Discard, r.Body)
+				if err != nil {
+					w.WriteHeader(http.StatusBadRequest)
+				}
+				fmt.Fprint(w, n)
+				return
+			}
 			w.Write(body)
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
