@@ -376,7 +376,7 @@ public final class ApacheAudited implements AuditedClient {
             }
             r.cancel();
             running.cancel(true);
-        }, started);
+        }, started, () -> counted ? attempts.get() - before : 1);
     }
 
     /** What the caller got, in the protocol's kinds, from the exception HttpClient 5 threw. */

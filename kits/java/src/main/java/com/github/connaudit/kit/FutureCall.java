@@ -5,6 +5,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.IntSupplier;
 
 /** A call whose outcome completes a future; cancelling runs the client's own way of cancelling. */
 final class FutureCall implements AuditedClient.Call {
@@ -12,11 +13,21 @@ final class FutureCall implements AuditedClient.Call {
     private final CompletableFuture<Outcome> outcome;
     private final Runnable canceller;
     private final long started;
+    private final IntSupplier attempts;
 
     FutureCall(CompletableFuture<Outcome> outcome, Runnable canceller, long started) {
+        this(outcome, canceller, started, () -> 0);
+    }
+
+    /**
+     * A call whose client counts its attempts: a call cut at the guard reports the attempts
+     * made by then, whether or not the client's own outcome would come first once cancelled.
+     */
+    FutureCall(CompletableFuture<Outcome> outcome, Runnable canceller, long started, IntSupplier attempts) {
         this.outcome = outcome;
         this.canceller = canceller;
         this.started = started;
+        this.attempts = attempts;
     }
 
     @Override
@@ -24,10 +35,12 @@ final class FutureCall implements AuditedClient.Call {
         try {
             return outcome.get(guard.toMillis(), TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
-            canceller.run();
+            // The guard's outcome first, then the cancel: the outcome the cancel makes the
+            // client give must not race it.
             outcome.complete(Outcome.error(Outcome.Kind.OTHER,
                     "unbounded: the call had not ended within the guard of " + guard.toMillis() + " ms")
-                    .timed(millisSince(started), 0));
+                    .timed(millisSince(started), attempts.getAsInt()));
+            canceller.run();
             return outcome.join();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();

@@ -249,7 +249,7 @@ public final class OkHttpAudited implements AuditedClient {
         return new FutureCall(outcome, () -> {
             state.cancelledByCaller.set(true);
             call.cancel();
-        }, started);
+        }, started, () -> counted ? attempts.get() - before : 1);
     }
 
     /** Reads at most {@code n} bytes of a body, fewer at its end; returns how many. */
