@@ -6,9 +6,9 @@
 //! `ExponentialBackoff::builder().build_with_max_retries(3)`, as the crate's
 //! README shows: its retries, its statuses and its delays are the
 //! middleware's defaults, not the policy's, which is what the scenarios
-//! judge. The trust is the kit's (src/tls.rs) and `no_proxy()` is added,
-//! which a user on loopback needs. Without the bounds, every scenario whose
-//! server stalls waits for the server's guard once per attempt (4 of them,
+//! judge. CONNAUDIT_CA is added with `add_root_certificate`, and
+//! `no_proxy()`, which a user on loopback needs. Without the bounds, every
+//! scenario whose server stalls waits for the server's guard once per attempt (4 of them,
 //! measured: over two minutes for response-header-timeout alone).
 //!
 //! reqwest-retry's `DefaultRetryableStrategy` retries, whatever the method:
@@ -64,7 +64,7 @@ impl ReqwestRetry {
             b = b.connect_timeout(d);
         }
         if let Some(ca) = &self.ca {
-            b = b.use_preconfigured_tls(ca.config(&["h2", "http/1.1"])?);
+            b = b.add_root_certificate(ca.certificate()?);
         }
         let inner = b
             .build()
