@@ -16,7 +16,7 @@ use std::thread;
 use std::time::Duration;
 
 use ::reqwest_retry::RetryError;
-use connaudit_kit_rust::kit::{Call, Kind, Policy};
+use connaudit_kit_rust::kit::{self, Call, Kind, Policy};
 use connaudit_kit_rust::reqwest_policy::{self, Reqwest, Retry};
 use connaudit_kit_rust::reqwest_retry::{self, ReqwestRetry};
 
@@ -440,4 +440,81 @@ async fn reqwest_retry_error_kind_is_reqwests() {
     assert_eq!(reqwest_retry::error_of(&other, None).kind, Kind::Connection, "an I/O error's kind");
     let unknown = reqwest_middleware::Error::Middleware(std::io::Error::other("neither").into());
     assert_eq!(reqwest_retry::error_of(&unknown, None).kind, Kind::Other);
+}
+
+/// A server answering 200 (2 bytes, kept alive) to every request on every
+/// connection, each on a thread of its own; accepts at most 64 connections,
+/// and stops accepting once stop() connects. Counts the connections and the
+/// requests.
+struct Counting {
+    url: String,
+    addr: std::net::SocketAddr,
+    stopped: Arc<std::sync::atomic::AtomicBool>,
+    accepted: thread::JoinHandle<(usize, Vec<thread::JoinHandle<usize>>)>,
+}
+
+fn counting() -> Counting {
+    let l = TcpListener::bind("127.0.0.1:0").expect("loopback listener");
+    let addr = l.local_addr().expect("addr");
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = stopped.clone();
+    let accepted = thread::spawn(move || {
+        let mut conns = vec![];
+        for _ in 0..64 {
+            let Ok((mut s, _)) = l.accept() else { break };
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            conns.push(thread::spawn(move || {
+                s.set_read_timeout(Some(WAIT)).expect("timeout");
+                let mut buf = Vec::new();
+                let mut n = 0;
+                for _ in 0..256 {
+                    if read_request(&mut s, &mut buf).is_none() {
+                        break;
+                    }
+                    n += 1;
+                    write(&mut s, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                }
+                n
+            }));
+        }
+        (conns.len(), conns)
+    });
+    Counting {
+        url: format!("http://{addr}/a"),
+        addr,
+        stopped,
+        accepted,
+    }
+}
+
+impl Counting {
+    /// The connections accepted and the requests read.
+    fn stop(self) -> (usize, usize) {
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(TcpStream::connect(self.addr));
+        let (n, conns) = self.accepted.join().expect("server");
+        (n, conns.into_iter().map(|c| c.join().expect("connection")).sum())
+    }
+}
+
+#[test]
+fn back_to_back_calls_reuse_one_connection_on_the_kits_runtime() {
+    // On the kit's runtime (one thread), hyper's return of a connection to
+    // its pool runs before the next call looks for one: 50 calls, one after
+    // another, on 1 connection, and no other started. (On two worker
+    // threads under CPU load, 2 connections in 2 runs of 5.)
+    let rt = kit::runtime().expect("the kit's runtime");
+    let srv = counting();
+    let url = srv.url.clone();
+    rt.block_on(async move {
+        let c = example(&Policy::default());
+        for _ in 0..50 {
+            assert_eq!(call(&c, &Policy::default(), "GET", &url, None).await, Ok((200, 1)));
+        }
+    });
+    // The dropped client's tasks close its connections as the runtime ends.
+    drop(rt);
+    assert_eq!(srv.stop(), (1, 50), "(connections, requests)");
 }
