@@ -102,13 +102,17 @@ func newTruthServer(t *testing.T, h2 bool, script func(conn, n int) truthStep) *
 	s := &truthServer{h2: h2, ln: ln, script: script, keys: map[string]bool{},
 		clientClosed: make(chan int, 16), racing: make(chan struct{}, 1)}
 	if h2 {
-		cert, err := loopback.SelfSigned("truth", "truth", nil)
+		ca, err := loopback.NewCA("truth", "truth CA")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := ca.Leaf("truth", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}}
 		s.roots = x509.NewCertPool()
-		s.roots.AddCert(cert.Leaf)
+		s.roots.AddCert(ca.Cert)
 	}
 	s.wg.Go(func() {
 		for {

@@ -66,7 +66,7 @@
 // address that is not loopback is refused. The other options choose the
 // protocol:
 //
-//   - [TLS]: HTTPS with a fresh self-signed certificate, which the
+//   - [TLS]: HTTPS with a fresh certificate signed by a fresh CA, which the
 //     configuration from [Server.ClientTLSConfig] trusts. The server offers
 //     h2 and http/1.1, so a client that attempts HTTP/2 (an http.Transport
 //     with ForceAttemptHTTP2) gets the faults from the standard library's

@@ -62,10 +62,10 @@ func OnConnEvent(f func(ConnEvent)) Option {
 	return optionFunc(func(c *config) { c.events = f })
 }
 
-// Certificate implies [TLS] and serves cert instead of a fresh
-// self-signed certificate; the certificate (cert.Leaf, or else the first of
-// cert.Certificate) is what [Server.ClientTLSConfig] trusts, so it should be
-// a CA or self-signed. Several servers can then share one CA file.
+// Certificate implies [TLS] and serves cert instead of a fresh one; the last
+// certificate of its chain (cert.Certificate), the CA that signed it or the
+// certificate itself when it is alone, is what [Server.ClientTLSConfig]
+// trusts. Several servers can then share one CA file.
 func Certificate(cert tls.Certificate) Option {
 	return optionFunc(func(c *config) { c.tls, c.cert = true, &cert })
 }

@@ -3,6 +3,7 @@ package faultserver_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
 	"sync"
@@ -210,11 +211,20 @@ func TestWithCertificateAndRemove(t *testing.T) {
 	require.NoError(t, err)
 	state := conn.ConnectionState()
 	conn.Close()
-	cert := tls.Certificate{Certificate: [][]byte{state.PeerCertificates[0].Raw}}
-	b, err := faultserver.New(faultserver.Certificate(cert))
+	var chain [][]byte
+	for _, c := range state.PeerCertificates {
+		chain = append(chain, c.Raw)
+	}
+	b, err := faultserver.New(faultserver.Certificate(tls.Certificate{Certificate: chain}))
 	require.NoError(t, err, "a certificate without its key is refused only at the handshake")
-	require.True(t, b.ClientTLSConfig().RootCAs.Equal(cfg.RootCAs), "the second server trusts the same certificate")
+	require.True(t, b.ClientTLSConfig().RootCAs.Equal(cfg.RootCAs), "the second server trusts the same CA")
 	b.Close()
+	alone, err := faultserver.New(faultserver.Certificate(tls.Certificate{Certificate: chain[:1]}))
+	require.NoError(t, err)
+	leaf := x509.NewCertPool()
+	leaf.AddCert(state.PeerCertificates[0])
+	require.True(t, alone.ClientTLSConfig().RootCAs.Equal(leaf), "a certificate alone is its own root")
+	alone.Close()
 	_, err = faultserver.New(faultserver.Certificate(tls.Certificate{}))
 	require.ErrorContains(t, err, "no certificate")
 

@@ -36,10 +36,10 @@ func Addr(addr string) Option {
 	return optionFunc(func(c *config) { c.addr = addr })
 }
 
-// TLS makes the server speak HTTPS with a fresh self-signed certificate
-// for 127.0.0.1, ::1 and localhost. Its ALPN offers "h2" and "http/1.1", so a
+// TLS makes the server speak HTTPS with a fresh certificate for 127.0.0.1,
+// ::1 and localhost, signed by a fresh CA. Its ALPN offers "h2" and "http/1.1", so a
 // client that attempts HTTP/2 is served by the standard library's HTTP/2
-// server. Use [Server.ClientTLSConfig] to trust the certificate.
+// server. Use [Server.ClientTLSConfig] to trust the CA.
 func TLS() Option {
 	return optionFunc(func(c *config) { c.tls = true })
 }

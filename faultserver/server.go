@@ -39,7 +39,7 @@ type Server struct {
 	cfg  config
 	ln   net.Listener // the TCP listener
 	addr string
-	leaf *x509.Certificate // nil without TLS
+	root *x509.Certificate // what a client trusts; nil without TLS
 	cert tls.Certificate
 
 	closing   chan struct{} // closed when Close starts
@@ -83,16 +83,13 @@ func NewUnstarted(opts ...Option) (*Server, error) {
 		inflight:  make(map[*trackedConn]int),
 	}
 	if cfg.cert != nil {
-		s.cert, s.leaf = *cfg.cert, cfg.cert.Leaf
-		if s.leaf == nil && len(s.cert.Certificate) > 0 {
-			s.leaf, err = x509.ParseCertificate(s.cert.Certificate[0])
-		}
-		if s.leaf == nil {
+		s.cert = *cfg.cert
+		if s.root, err = root(s.cert); err != nil {
 			ln.Close()
-			return nil, fmt.Errorf("faultserver: Certificate: no certificate: %v", err)
+			return nil, fmt.Errorf("faultserver: Certificate: %v", err)
 		}
 	} else if cfg.tls {
-		s.cert, s.leaf, err = selfSigned(ln.Addr().(*net.TCPAddr).IP)
+		s.cert, s.root, err = issue(ln.Addr().(*net.TCPAddr).IP)
 		if err != nil {
 			ln.Close()
 			return nil, err
@@ -242,16 +239,16 @@ func (s *Server) URL() string {
 // Addr returns the address the server listens on, as "host:port".
 func (s *Server) Addr() string { return s.addr }
 
-// ClientTLSConfig returns a new TLS configuration that trusts the server's
-// certificate, with ServerName set to the server's host, or nil for a plain
+// ClientTLSConfig returns a new TLS configuration that trusts the CA of the
+// server's certificate (the last of its chain), with ServerName set to the server's host, or nil for a plain
 // HTTP server. Each call returns a fresh copy the caller may modify. Give it
 // to http.Transport.TLSClientConfig, and set ForceAttemptHTTP2 to use HTTP/2.
 func (s *Server) ClientTLSConfig() *tls.Config {
-	if s.leaf == nil {
+	if s.root == nil {
 		return nil
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(s.leaf)
+	pool.AddCert(s.root)
 	host, _, _ := net.SplitHostPort(s.addr)
 	return &tls.Config{RootCAs: pool, ServerName: host}
 }

@@ -1,6 +1,8 @@
 package faultserver_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -140,10 +142,24 @@ func TestClientTLSConfig(t *testing.T) {
 	a.ServerName = "changed"
 	require.Equal(t, "127.0.0.1", s.ClientTLSConfig().ServerName)
 
-	// Without it, the self-signed certificate is not trusted.
+	// The server presents a leaf for its address, signed by the CA the
+	// configuration trusts alone; the CA is not the server's certificate.
+	conn, err := tls.Dial("tcp", s.Addr(), s.ClientTLSConfig())
+	require.NoError(t, err)
+	peers := conn.ConnectionState().PeerCertificates
+	require.NoError(t, conn.Close())
+	require.Len(t, peers, 2, "the leaf, then its CA")
+	require.False(t, peers[0].IsCA, "the served certificate is not a CA")
+	require.Equal(t, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, peers[0].ExtKeyUsage)
+	require.True(t, peers[1].IsCA)
+	trusted := x509.NewCertPool()
+	trusted.AddCert(peers[1])
+	require.True(t, s.ClientTLSConfig().RootCAs.Equal(trusted), "the CA, and only it, is trusted")
+
+	// Without it, the certificate is not trusted.
 	s.Handle("/ok", faultserver.OK{})
 	c := newClient(t, s, func(tr *http.Transport) { tr.TLSClientConfig = nil })
-	_, _, err := c.get(t, s.URL()+"/ok")
+	_, _, err = c.get(t, s.URL()+"/ok")
 	require.ErrorContains(t, err, "certificate")
 }
 

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -117,12 +116,17 @@ func New(upstream string, opts ...Option) (*Proxy, error) {
 		BufferPool:     &buffers{},
 	}
 	if cfg.tls {
-		cert, err := loopback.SelfSigned("connaudit proxy", "connaudit proxy CA", nil)
+		ca, err := loopback.NewCA("connaudit proxy", "connaudit proxy CA")
 		if err != nil {
 			p.up.Close()
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
+		cert, err := ca.Leaf("localhost", nil)
+		if err != nil {
+			p.up.Close()
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		p.caPEM = ca.PEM()
 		p.tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
 	}
 	return p, nil

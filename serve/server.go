@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"crypto/tls"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -197,12 +196,17 @@ func (s *Server) reapIdle() {
 	}
 }
 
-// newCA returns a fresh self-signed CA certificate for 127.0.0.1, ::1 and
-// localhost, served by every HTTPS fault listener, and its PEM.
+// newCA returns the certificate every HTTPS fault listener serves, for
+// 127.0.0.1, ::1 and localhost, and the PEM of the fresh CA that signed it
+// (the CA alone: what a kit trusts).
 func newCA() (tls.Certificate, []byte, error) {
-	cert, err := loopback.SelfSigned("connaudit serve", "connaudit serve CA", nil)
+	ca, err := loopback.NewCA("connaudit serve", "connaudit serve CA")
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("serve: %w", err)
 	}
-	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), nil
+	cert, err := ca.Leaf("localhost", nil)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("serve: %w", err)
+	}
+	return cert, ca.PEM(), nil
 }

@@ -1,8 +1,9 @@
 // Package loopback listens on loopback addresses only, and makes the
-// self-signed certificates served there. It is what the module's test
-// servers (the fault server, connaudit serve, the hostile server, the shared
-// test servers) stand on, so that none of them can ever listen on, or send
-// to, anything but the local machine. It is not API.
+// certificates served there: a CA, and the certificates it signs. It is
+// what the module's test servers (the fault server, connaudit serve, the
+// hostile server, the shared test servers) stand on, so that none of them
+// can ever listen on, or send to, anything but the local machine. It is not
+// API.
 package loopback
 
 import (

@@ -2,6 +2,7 @@ package loopback_test
 
 import (
 	"crypto/x509"
+	"encoding/pem"
 	"net"
 	"net/http"
 	"strings"
@@ -67,19 +68,37 @@ func TestClosedPort(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 }
 
-// TestSelfSigned: the certificate is its own root for the loopback names
-// and the listening address given, once.
-func TestSelfSigned(t *testing.T) {
-	cert, err := loopback.SelfSigned("org", "cn", net.ParseIP("127.0.0.2"))
+// TestCA: the CA names no server and only signs; its leaf, not a CA, is
+// verified through it for the loopback names and the listening address
+// given, once, and for no other name.
+func TestCA(t *testing.T) {
+	ca, err := loopback.NewCA("org", "org CA")
 	require.NoError(t, err)
+	require.True(t, ca.Cert.IsCA)
+	require.Equal(t, x509.KeyUsageCertSign, ca.Cert.KeyUsage)
+	require.Empty(t, ca.Cert.DNSNames)
+	require.Empty(t, ca.Cert.IPAddresses)
+	block, rest := pem.Decode(ca.PEM())
+	require.NotNil(t, block)
+	require.Empty(t, rest, "the PEM holds the CA alone")
+	require.Equal(t, ca.Cert.Raw, block.Bytes)
+
+	cert, err := ca.Leaf("cn", net.ParseIP("127.0.0.2"))
+	require.NoError(t, err)
+	require.False(t, cert.Leaf.IsCA)
+	require.Equal(t, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, cert.Leaf.ExtKeyUsage)
+	require.Equal(t, [][]byte{cert.Leaf.Raw, ca.Cert.Raw}, cert.Certificate)
 	roots := x509.NewCertPool()
-	roots.AddCert(cert.Leaf)
+	roots.AddCert(ca.Cert)
 	for _, host := range []string{"127.0.0.1", "::1", "localhost", "127.0.0.2"} {
 		_, err := cert.Leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: host})
 		require.NoError(t, err, host)
 	}
+	_, err = cert.Leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "example.com"})
+	require.Error(t, err, "no other name")
 	require.Equal(t, "cn", cert.Leaf.Subject.CommonName)
-	same, err := loopback.SelfSigned("org", "cn", net.IPv6loopback)
+	require.Equal(t, []string{"org"}, cert.Leaf.Subject.Organization)
+	same, err := ca.Leaf("cn", net.IPv6loopback)
 	require.NoError(t, err)
 	require.Len(t, same.Leaf.IPAddresses, 2, "a loopback address is not added twice")
 }

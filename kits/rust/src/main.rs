@@ -9,7 +9,7 @@
 
 use std::process::ExitCode;
 
-use connaudit_kit_rust::kit::{summary, Adapter, Kit};
+use connaudit_kit_rust::kit::{runtime, summary, Adapter, Kit};
 use connaudit_kit_rust::reqwest_policy::Reqwest;
 use connaudit_kit_rust::reqwest_retry::ReqwestRetry;
 
@@ -30,7 +30,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("connaudit kit: a tokio runtime: {e}");

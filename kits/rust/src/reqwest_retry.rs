@@ -6,10 +6,11 @@
 //! `ExponentialBackoff::builder().build_with_max_retries(3)`, as the crate's
 //! README shows: its retries, its statuses and its delays are the
 //! middleware's defaults, not the policy's, which is what the scenarios
-//! judge. The trust is the kit's (src/tls.rs) and `no_proxy()` is added,
-//! which a user on loopback needs. Without the bounds, every scenario whose
-//! server stalls waits for the server's guard once per attempt (4 of them,
-//! measured: over two minutes for response-header-timeout alone).
+//! judge. CONNAUDIT_CA is added with `add_root_certificate`, and
+//! `no_proxy()`, which a user on loopback needs. Without the bounds, every
+//! scenario whose server stalls waits for the server's guard once per
+//! attempt (4 of them, measured: over two minutes for
+//! response-header-timeout alone).
 //!
 //! reqwest-retry's `DefaultRetryableStrategy` retries, whatever the method:
 //! any 5xx, 408 and 429; a timeout, a connect error, and a request error
@@ -26,7 +27,7 @@ use std::sync::Arc;
 
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use reqwest_retry::policies::ExponentialBackoff;
-use reqwest_retry::{DefaultRetryableStrategy, RetryTransientMiddleware, Retryable, RetryableStrategy};
+use reqwest_retry::{DefaultRetryableStrategy, RetryError, RetryTransientMiddleware, Retryable, RetryableStrategy};
 use serde_json::Value;
 
 use crate::kit::{message_of, read_body, Adapter, Call, CallError, CallFuture, Client, Got, Kind, Scenario};
@@ -64,7 +65,7 @@ impl ReqwestRetry {
             b = b.connect_timeout(d);
         }
         if let Some(ca) = &self.ca {
-            b = b.use_preconfigured_tls(ca.config(&["h2", "http/1.1"])?);
+            b = b.add_root_certificate(ca.certificate()?);
         }
         let inner = b
             .build()
@@ -168,8 +169,7 @@ impl Client for RetryClient {
             let n = || Some(attempts.load(Ordering::SeqCst));
             let resp = match rb.send().await {
                 Ok(r) => r,
-                Err(reqwest_middleware::Error::Reqwest(e)) => return Err(CallError::of(&e, n())),
-                Err(e) => return Err(middleware_error(&e, n())),
+                Err(e) => return Err(error_of(&e, n())),
             };
             let status = read_body(resp, call.read_bytes).await.map_err(|e| CallError::of(&e, n()))?;
             Ok(Got {
@@ -183,36 +183,58 @@ impl Client for RetryClient {
     }
 }
 
-/// A middleware error: reqwest-retry wraps the last attempt's reqwest error
-/// in RetryError::WithRetries; its kind is the reqwest error's.
-fn middleware_error(e: &reqwest_middleware::Error, attempts: Option<u32>) -> CallError {
-    let msg = message_of(e);
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    let mut depth = 0;
-    while let Some(c) = cause {
-        if let Some(r) = c.downcast_ref::<reqwest::Error>() {
-            return CallError {
-                kind: crate::kit::kind_of(r),
-                message: msg,
-                attempts,
-            };
-        }
-        if let Some(reqwest_middleware::Error::Reqwest(r)) = c.downcast_ref::<reqwest_middleware::Error>() {
-            return CallError {
-                kind: crate::kit::kind_of(r),
-                message: msg,
-                attempts,
-            };
-        }
-        if depth == 16 {
-            break;
-        }
-        depth += 1;
-        cause = c.source();
-    }
+/// A middleware error as the caller got it: its kind is the last attempt's
+/// reqwest error's, as the `reqwest` column's. reqwest-retry wraps that
+/// error in a `RetryError` inside `reqwest_middleware::Error::Middleware`
+/// (an anyhow error): `WithRetries` after retries, `Error` when the first
+/// attempt's error was fatal (an HTTP/2 connection's loss, a malformed
+/// response). Both are transparent where they can be, so the source chain
+/// of `Error` skips the reqwest error: the layers are unwrapped by
+/// downcasting. Anything else has its source chain walked for a reqwest
+/// error or an I/O error's kind.
+pub fn error_of(e: &reqwest_middleware::Error, attempts: Option<u32>) -> CallError {
     CallError {
-        kind: Kind::Other,
-        message: msg,
+        kind: kind_of_middleware(e, 0),
+        message: message_of(e),
         attempts,
     }
+}
+
+fn kind_of_middleware(e: &reqwest_middleware::Error, depth: u32) -> Kind {
+    match e {
+        reqwest_middleware::Error::Reqwest(r) => crate::kit::kind_of(r),
+        reqwest_middleware::Error::Middleware(a) => {
+            if let Some(RetryError::WithRetries { err, .. } | RetryError::Error(err)) = a.downcast_ref::<RetryError>() {
+                if depth < 8 {
+                    return kind_of_middleware(err, depth + 1);
+                }
+            }
+            let inner: &(dyn std::error::Error + Send + Sync + 'static) = a.as_ref();
+            kind_in_chain(inner)
+        }
+    }
+}
+
+/// The kind of the first reqwest error or telling I/O error in e's source
+/// chain (e included, at most 16 deep); other when there is none.
+fn kind_in_chain(e: &(dyn std::error::Error + 'static)) -> Kind {
+    use std::io::ErrorKind as K;
+    let mut cause = Some(e);
+    for _ in 0..16 {
+        let Some(c) = cause else { break };
+        if let Some(r) = c.downcast_ref::<reqwest::Error>() {
+            return crate::kit::kind_of(r);
+        }
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                K::TimedOut => return Kind::Timeout,
+                K::ConnectionReset | K::ConnectionAborted | K::ConnectionRefused | K::BrokenPipe | K::UnexpectedEof | K::NotConnected => {
+                    return Kind::Connection
+                }
+                _ => {}
+            }
+        }
+        cause = c.source();
+    }
+    Kind::Other
 }

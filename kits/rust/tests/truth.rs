@@ -15,9 +15,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use connaudit_kit_rust::kit::{Call, Kind, Policy};
+use ::reqwest_retry::RetryError;
+use connaudit_kit_rust::kit::{self, Call, Kind, Policy};
 use connaudit_kit_rust::reqwest_policy::{self, Reqwest, Retry};
-use connaudit_kit_rust::reqwest_retry::ReqwestRetry;
+use connaudit_kit_rust::reqwest_retry::{self, ReqwestRetry};
 
 /// How long a server's socket waits for the client: past it, the test fails.
 const WAIT: Duration = Duration::from_secs(5);
@@ -38,6 +39,8 @@ enum Act {
     OkThenFin,
     /// Answer nothing; wait for the client's close.
     Hold,
+    /// Answer what is not HTTP; wait for the client's close.
+    Garbage,
 }
 
 /// What the server saw: per connection, the methods of the requests it read,
@@ -137,6 +140,10 @@ fn conn(
                 return eof(&mut s);
             }
             Act::Hold => return eof(&mut s),
+            Act::Garbage => {
+                write(&mut s, b"not HTTP at all\r\n\r\n");
+                return eof(&mut s);
+            }
         }
     }
     false
@@ -391,4 +398,123 @@ async fn reqwest_retry_retries_a_500() {
     drop(c);
     assert_eq!(attempts.load(std::sync::atomic::Ordering::SeqCst), 2);
     assert_eq!(srv.join().expect("server"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reqwest_retry_error_kind_is_reqwests() {
+    // A response that is not HTTP is fatal to reqwest-retry's default
+    // strategy: 1 attempt, and the error comes wrapped in RetryError::Error
+    // (transparent: its source chain skips the reqwest error), as an HTTP/2
+    // connection's loss does. Its kind is the reqwest column's for the same
+    // fault, a connection error, and stays so wrapped after retries.
+    let srv = serve(vec![Act::Garbage, Act::Garbage], 2);
+    let plain = example(&Policy::default());
+    let got = call(&plain, &Policy::default(), "GET", &format!("{}/a", srv.url), None).await;
+    assert_eq!(got, Err((Kind::Connection, 1)), "reqwest's own kind");
+    drop(plain);
+    let (c, attempts) = ReqwestRetry::new(None).client(&Policy::default()).expect("client");
+    let e = match c.get(format!("{}/a", srv.url)).send().await {
+        Ok(r) => panic!("a response that is not HTTP answered {}", r.status()),
+        Err(e) => e,
+    };
+    drop(c);
+    assert_eq!(attempts.load(std::sync::atomic::Ordering::SeqCst), 1, "fatal: not retried");
+    assert!(
+        matches!(e, reqwest_middleware::Error::Middleware(_)),
+        "wrapped by the middleware: {e:?}"
+    );
+    let got = reqwest_retry::error_of(&e, Some(1));
+    assert_eq!(got.kind, Kind::Connection, "{}", got.message);
+    let seen = srv.done.join().expect("server");
+    assert_eq!(seen.requests(), 2);
+
+    let reqwest_middleware::Error::Middleware(a) = e else {
+        unreachable!()
+    };
+    let Some(RetryError::Error(reqwest_middleware::Error::Reqwest(r))) = a.downcast::<RetryError>().ok() else {
+        panic!("not RetryError::Error(Reqwest)")
+    };
+    let retried = reqwest_middleware::Error::Middleware(RetryError::WithRetries { retries: 3, err: r.into() }.into());
+    assert_eq!(reqwest_retry::error_of(&retried, Some(4)).kind, Kind::Connection);
+    let other = reqwest_middleware::Error::Middleware(std::io::Error::from(std::io::ErrorKind::ConnectionReset).into());
+    assert_eq!(reqwest_retry::error_of(&other, None).kind, Kind::Connection, "an I/O error's kind");
+    let unknown = reqwest_middleware::Error::Middleware(std::io::Error::other("neither").into());
+    assert_eq!(reqwest_retry::error_of(&unknown, None).kind, Kind::Other);
+}
+
+/// A server answering 200 (2 bytes, kept alive) to every request on every
+/// connection, each on a thread of its own; accepts at most 64 connections,
+/// and stops accepting once stop() connects. Counts the connections and the
+/// requests.
+struct Counting {
+    url: String,
+    addr: std::net::SocketAddr,
+    stopped: Arc<std::sync::atomic::AtomicBool>,
+    accepted: thread::JoinHandle<(usize, Vec<thread::JoinHandle<usize>>)>,
+}
+
+fn counting() -> Counting {
+    let l = TcpListener::bind("127.0.0.1:0").expect("loopback listener");
+    let addr = l.local_addr().expect("addr");
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = stopped.clone();
+    let accepted = thread::spawn(move || {
+        let mut conns = vec![];
+        for _ in 0..64 {
+            let Ok((mut s, _)) = l.accept() else { break };
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            conns.push(thread::spawn(move || {
+                s.set_read_timeout(Some(WAIT)).expect("timeout");
+                let mut buf = Vec::new();
+                let mut n = 0;
+                for _ in 0..256 {
+                    if read_request(&mut s, &mut buf).is_none() {
+                        break;
+                    }
+                    n += 1;
+                    write(&mut s, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                }
+                n
+            }));
+        }
+        (conns.len(), conns)
+    });
+    Counting {
+        url: format!("http://{addr}/a"),
+        addr,
+        stopped,
+        accepted,
+    }
+}
+
+impl Counting {
+    /// The connections accepted and the requests read.
+    fn stop(self) -> (usize, usize) {
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(TcpStream::connect(self.addr));
+        let (n, conns) = self.accepted.join().expect("server");
+        (n, conns.into_iter().map(|c| c.join().expect("connection")).sum())
+    }
+}
+
+#[test]
+fn back_to_back_calls_reuse_one_connection_on_the_kits_runtime() {
+    // On the kit's runtime (one thread), hyper's return of a connection to
+    // its pool runs before the next call looks for one: 50 calls, one after
+    // another, on 1 connection, and no other started. (On two worker
+    // threads under CPU load, 2 connections in 2 runs of 5.)
+    let rt = kit::runtime().expect("the kit's runtime");
+    let srv = counting();
+    let url = srv.url.clone();
+    rt.block_on(async move {
+        let c = example(&Policy::default());
+        for _ in 0..50 {
+            assert_eq!(call(&c, &Policy::default(), "GET", &url, None).await, Ok((200, 1)));
+        }
+    });
+    // The dropped client's tasks close its connections as the runtime ends.
+    drop(rt);
+    assert_eq!(srv.stop(), (1, 50), "(connections, requests)");
 }
