@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/redact"
@@ -84,18 +85,19 @@ type recorder struct {
 	lastID                uint64
 	lastLocal, lastRemote net.Addr
 
-	// held is the timer of the unclosed-body warning, armed while the
-	// body is open; heldGen the generation it was armed for. heldDue is
-	// when it is due and heldDueGen for which generation, heldPrev and
-	// heldNext its place in its Transport's list of armed warnings
-	// (heldList), heldIn whether it is in it; the list's lock guards
-	// these five.
-	held               *time.Timer
-	heldGen            uint64
-	heldDue            time.Time
-	heldDueGen         uint64
-	heldPrev, heldNext *recorder
-	heldIn             bool
+	// held is the timer of the unclosed-body warning; heldArmed says it
+	// is armed, and the recorder in its Transport's heldList, by weak, a
+	// weak pointer to it. heldGen is the generation
+	// whose body the warning is for, heldSet that it is set and not yet
+	// reported; heldDue when it falls due.
+	held      *time.Timer
+	heldArmed bool
+	heldGen   uint64
+	heldSet   bool
+	heldDue   time.Time
+	weak      weak.Pointer[recorder]
+	// respAt is the offset of the response (the end of RoundTrip).
+	respAt time.Duration
 	// pcs holds the stack where the request was made (CaptureStacks).
 	pcs [maxStack]uintptr
 
@@ -482,7 +484,8 @@ func (r *recorder) roundTripDone(resp *http.Response, err error) {
 	r.tl.Status = resp.StatusCode
 	r.tl.Proto = resp.Proto
 	r.tl.ConnClose = resp.Close
-	r.add(Event{Kind: vocab.KindResponse, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
+	r.respAt = time.Since(r.tl.Start)
+	r.add(Event{Kind: vocab.KindResponse, At: r.respAt, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
 }
 
 // bodyStarted readies r for the response body it now hands over. An empty
@@ -508,27 +511,59 @@ func (r *recorder) bodyStarted(empty bool) {
 	}
 }
 
-// startHeldLocked arms the unclosed-body warning; r.mu is held.
+// startHeldLocked sets the unclosed-body warning for the body handed
+// over now, and arms its timer unless it is armed already (see heldList);
+// r.mu is held.
 func (r *recorder) startHeldLocked() {
-	r.heldGen = r.gen
-	r.t.held.push(r, r.gen, time.Now().Add(r.t.heldAfter))
-	if r.held == nil {
-		r.held = time.AfterFunc(r.t.heldAfter, r.bodyHeld)
+	r.heldGen, r.heldSet = r.gen, true
+	r.heldDue = r.tl.Start.Add(r.respAt + r.t.heldAfter)
+	if r.heldArmed {
 		return
 	}
-	r.held.Reset(r.t.heldAfter)
+	r.heldArmed = true
+	if r.held == nil {
+		// The callback holds the recorder weakly (see heldList).
+		r.weak = weak.Make(r)
+		p, t := r.weak, r.t
+		r.held = time.AfterFunc(r.t.heldAfter, func() {
+			if r := p.Value(); r != nil {
+				r.bodyHeld()
+				return
+			}
+			t.held.remove(p)
+		})
+	} else {
+		r.held.Reset(r.t.heldAfter)
+	}
+	r.t.held.add(r.weak)
+}
+
+// heldOpenLocked reports whether the body the warning is set for is open
+// and unreported; r.mu is held.
+func (r *recorder) heldOpenLocked() bool {
+	return r.heldSet && r.heldGen == r.gen && !r.tl.BodyClosed && !r.tl.Finished && r.response
 }
 
 // bodyHeld is the warning's timer firing: it reports every body of the
-// Transport whose warning is due, in the order they were armed (see
+// Transport whose warning is due, in the order they fell due (see
 // heldList), its own among them unless another timer's call reported it
-// already.
+// already; then it re-arms its timer for its body open and not yet due,
+// or leaves the list.
 func (r *recorder) bodyHeld() {
 	r.t.held.reporting.Lock()
-	defer r.t.held.reporting.Unlock()
-	for _, d := range r.t.held.due(time.Now()) {
+	now := time.Now()
+	for _, d := range r.t.held.due(now) {
 		d.r.reportHeld(d.gen)
 	}
+	r.t.held.reporting.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.heldOpenLocked() {
+		r.held.Reset(max(r.heldDue.Sub(now), time.Millisecond))
+		return
+	}
+	r.heldArmed = false
+	r.t.held.remove(r.weak)
 }
 
 // reportHeld reports the body of generation gen still open: a "body-held"
@@ -538,7 +573,7 @@ func (r *recorder) bodyHeld() {
 func (r *recorder) reportHeld(gen uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.heldGen != gen || r.gen != gen || r.tl.BodyClosed || r.tl.Finished || !r.response {
+	if r.gen != gen || r.tl.BodyClosed || r.tl.Finished || !r.response {
 		return
 	}
 	age := time.Since(r.tl.Start)
@@ -634,10 +669,6 @@ func (r *recorder) finishLocked(class Class, stage Stage, err error, at time.Dur
 		class, err = vocab.ClassProtocol, fmt.Errorf("%w: %d", vocab.ErrBadStatus, r.tl.Status)
 	}
 	r.stopWatchLocked()
-	if r.held != nil {
-		r.held.Stop()
-		r.t.held.remove(r)
-	}
 	if r.cancel != nil {
 		r.cancel(nil)
 		r.cancel = nil
