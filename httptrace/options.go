@@ -39,7 +39,7 @@ func WithObserver(o Observer) Option {
 // setObservers sets t's observer and event observer from the observers
 // the options added.
 func (t *Transport) setObservers() {
-	t.obs, t.events, t.kinds = nil, nil, 0
+	t.obs, t.events, t.kinds, t.kindEvents = nil, nil, 0, nil
 	switch len(t.observers) {
 	case 0:
 		return
@@ -57,6 +57,7 @@ func (t *Transport) setObservers() {
 	}
 	if t.events != nil {
 		t.kinds = eventKinds(t.events)
+		t.kindEvents, _ = t.events.(hook.KindObserver[*Timeline, Event])
 	}
 }
 

@@ -202,10 +202,11 @@ func (r *recorder) reset() {
 	r.mu.Unlock()
 }
 
-// add records e; r.mu is held. An event whose At is zero is timed now;
+// add records e, whose kind's bit is bit; r.mu is held. An event whose At
+// is zero is timed now;
 // one recorded in the same call as the event before it shares that event's
 // time, which spares a clock read.
-func (r *recorder) add(e Event) {
+func (r *recorder) add(bit vocab.KindSet, e Event) {
 	if e.At == 0 {
 		e.At = time.Since(r.tl.Start)
 	}
@@ -220,8 +221,12 @@ func (r *recorder) add(e Event) {
 	} else {
 		r.tl.Dropped++
 	}
-	if r.t.kinds.Has(e.Kind) {
-		r.t.events.ObserveEvent(&r.tl, e)
+	if r.t.kinds&bit != 0 {
+		if k := r.t.kindEvents; k != nil {
+			k.ObserveKind(&r.tl, e, bit)
+		} else {
+			r.t.events.ObserveEvent(&r.tl, e)
+		}
 	}
 }
 
@@ -243,7 +248,7 @@ func (r *recorder) getConn(string) {
 	}
 	r.phase = vocab.StagePoolWait
 	r.gotConn, r.wrote, r.firstByte = false, false, false
-	r.add(Event{Kind: vocab.KindGetConn})
+	r.add(vocab.BitGetConn, Event{Kind: vocab.KindGetConn})
 	r.mu.Unlock()
 }
 
@@ -270,7 +275,7 @@ func (r *recorder) gotConnHook(info stdtrace.GotConnInfo) {
 	if info.Reused {
 		n = 1
 	}
-	r.add(Event{Kind: vocab.KindGotConn, Conn: id, N: n})
+	r.add(vocab.BitGotConn, Event{Kind: vocab.KindGotConn, Conn: id, N: n})
 	r.mu.Unlock()
 }
 
@@ -292,14 +297,14 @@ func (r *recorder) identify(c net.Conn) (id uint64, local, remote net.Addr) {
 
 func (r *recorder) putIdleConn(err error) {
 	r.mu.Lock()
-	r.add(Event{Kind: vocab.KindPutIdleConn, Conn: r.tl.Conn.ID, Err: err})
+	r.add(vocab.BitPutIdleConn, Event{Kind: vocab.KindPutIdleConn, Conn: r.tl.Conn.ID, Err: err})
 	r.mu.Unlock()
 }
 
 func (r *recorder) gotFirstResponseByte() {
 	r.mu.Lock()
 	r.firstByte = true
-	r.add(Event{Kind: vocab.KindFirstByte, Conn: r.tl.Conn.ID})
+	r.add(vocab.BitFirstByte, Event{Kind: vocab.KindFirstByte, Conn: r.tl.Conn.ID})
 	r.mu.Unlock()
 }
 
@@ -318,7 +323,7 @@ func (r *recorder) got1xxResponse(code int, h textproto.MIMEHeader) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.size1xx += size
-	r.add(Event{Kind: vocab.KindGot1xx, Conn: r.tl.Conn.ID, N: int64(code)})
+	r.add(vocab.BitGot1xx, Event{Kind: vocab.KindGot1xx, Conn: r.tl.Conn.ID, N: int64(code)})
 	if limit := r.t.max1xx; r.size1xx > limit {
 		return fmt.Errorf("%w (%d bytes)", vocab.ErrTooMany1xx, limit)
 	}
@@ -332,7 +337,7 @@ func (r *recorder) dnsStart(info stdtrace.DNSStartInfo) {
 		r.phase = vocab.StageDNS
 		r.tl.DNS.Host = info.Host
 	}
-	r.add(Event{Kind: vocab.KindDNSStart, Addr: info.Host})
+	r.add(vocab.BitDNSStart, Event{Kind: vocab.KindDNSStart, Addr: info.Host})
 	r.mu.Unlock()
 }
 
@@ -342,7 +347,7 @@ func (r *recorder) dnsDone(info stdtrace.DNSDoneInfo) {
 	if !r.tl.Finished {
 		r.tl.DNS.Addrs, r.tl.DNS.Err = info.Addrs, info.Err
 	}
-	r.add(Event{Kind: vocab.KindDNSDone, N: int64(len(info.Addrs)), Err: info.Err})
+	r.add(vocab.BitDNSDone, Event{Kind: vocab.KindDNSDone, N: int64(len(info.Addrs)), Err: info.Err})
 	r.mu.Unlock()
 }
 
@@ -353,7 +358,7 @@ func (r *recorder) connectStart(_, addr string) {
 	if !r.tl.Finished && !r.gotConn {
 		r.phase = vocab.StageConnect
 	}
-	r.add(Event{Kind: vocab.KindConnectStart, Addr: addr})
+	r.add(vocab.BitConnectStart, Event{Kind: vocab.KindConnectStart, Addr: addr})
 	r.mu.Unlock()
 }
 
@@ -368,7 +373,7 @@ func (r *recorder) connectDone(_, addr string, err error) {
 			r.phase = vocab.StageTLS
 		}
 	}
-	r.add(Event{Kind: vocab.KindConnectDone, Addr: addr, Err: err})
+	r.add(vocab.BitConnectDone, Event{Kind: vocab.KindConnectDone, Addr: addr, Err: err})
 	r.mu.Unlock()
 }
 
@@ -378,7 +383,7 @@ func (r *recorder) tlsHandshakeStart() {
 	if !r.tl.Finished && !r.gotConn {
 		r.phase = vocab.StageTLS
 	}
-	r.add(Event{Kind: vocab.KindTLSStart})
+	r.add(vocab.BitTLSStart, Event{Kind: vocab.KindTLSStart})
 	r.mu.Unlock()
 }
 
@@ -396,19 +401,19 @@ func (r *recorder) tlsHandshakeDone(st tls.ConnectionState, err error) {
 			Err:         err,
 		}
 	}
-	r.add(Event{Kind: vocab.KindTLSDone, Err: err, Addr: st.NegotiatedProtocol, N: int64(st.Version)})
+	r.add(vocab.BitTLSDone, Event{Kind: vocab.KindTLSDone, Err: err, Addr: st.NegotiatedProtocol, N: int64(st.Version)})
 	r.mu.Unlock()
 }
 
 func (r *recorder) wroteHeaders() {
 	r.mu.Lock()
-	r.add(Event{Kind: vocab.KindWroteHeaders, Conn: r.tl.Conn.ID})
+	r.add(vocab.BitWroteHeaders, Event{Kind: vocab.KindWroteHeaders, Conn: r.tl.Conn.ID})
 	r.mu.Unlock()
 }
 
 func (r *recorder) wait100Continue() {
 	r.mu.Lock()
-	r.add(Event{Kind: vocab.KindWait100Continue, Conn: r.tl.Conn.ID})
+	r.add(vocab.BitWait100Continue, Event{Kind: vocab.KindWait100Continue, Conn: r.tl.Conn.ID})
 	r.mu.Unlock()
 }
 
@@ -435,7 +440,7 @@ func (r *recorder) wroteBodiless(info stdtrace.WroteRequestInfo) {
 	var at time.Duration
 	if info.Err == nil {
 		at = time.Since(r.tl.Start)
-		r.add(Event{Kind: vocab.KindWroteHeaders, At: at, Conn: r.tl.Conn.ID})
+		r.add(vocab.BitWroteHeaders, Event{Kind: vocab.KindWroteHeaders, At: at, Conn: r.tl.Conn.ID})
 	}
 	r.wroteRequestLocked(info, at)
 	r.mu.Unlock()
@@ -453,7 +458,7 @@ func (r *recorder) wroteRequestLocked(info stdtrace.WroteRequestInfo, at time.Du
 			r.phase = vocab.StageAwaitHeaders
 		}
 	}
-	r.add(Event{Kind: vocab.KindWroteRequest, At: at, Conn: r.tl.Conn.ID, Err: info.Err})
+	r.add(vocab.BitWroteRequest, Event{Kind: vocab.KindWroteRequest, At: at, Conn: r.tl.Conn.ID, Err: info.Err})
 }
 
 // stage returns the stage the request is in; r.mu is held.
@@ -485,7 +490,7 @@ func (r *recorder) roundTripDone(resp *http.Response, err error) {
 	r.tl.Proto = resp.Proto
 	r.tl.ConnClose = resp.Close
 	r.respAt = time.Since(r.tl.Start)
-	r.add(Event{Kind: vocab.KindResponse, At: r.respAt, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
+	r.add(vocab.BitResponse, Event{Kind: vocab.KindResponse, At: r.respAt, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
 }
 
 // bodyStarted readies r for the response body it now hands over. An empty
@@ -580,7 +585,7 @@ func (r *recorder) reportHeld(gen uint64) {
 	if first, ok := r.tl.First(vocab.KindResponse); ok {
 		age -= first.At
 	}
-	r.add(Event{Kind: vocab.KindBodyHeld, Conn: r.tl.Conn.ID, N: int64(age)})
+	r.add(vocab.BitBodyHeld, Event{Kind: vocab.KindBodyHeld, Conn: r.tl.Conn.ID, N: int64(age)})
 }
 
 // bodyGone reports the body of generation gen garbage collected without
@@ -591,7 +596,7 @@ func (r *recorder) bodyGone(gen uint64) {
 	if r.gen != gen || r.tl.BodyClosed || r.tl.Finished {
 		return
 	}
-	r.add(Event{Kind: vocab.KindBodyCollected, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+	r.add(vocab.BitBodyCollected, Event{Kind: vocab.KindBodyCollected, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
 }
 
 // bodyRead records one Read of the body of the request of generation gen.
@@ -611,7 +616,7 @@ func (r *recorder) bodyRead(gen uint64, n int, err error) {
 		if !r.tl.BodyEOF {
 			r.tl.BodyEOF = true
 			r.stopWatchLocked()
-			r.add(Event{Kind: vocab.KindBodyEOF, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+			r.add(vocab.BitBodyEOF, Event{Kind: vocab.KindBodyEOF, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
 		}
 	case err != nil && r.readErr == nil:
 		r.readErr = err
@@ -636,7 +641,7 @@ func (r *recorder) bodyClose(gen uint64) (bool, context.CancelCauseFunc) {
 	r.tl.BodyClosed = true
 	r.tl.ClosedEarly = !r.tl.BodyEOF
 	at := time.Since(r.tl.Start)
-	r.add(Event{Kind: vocab.KindBodyClose, At: at, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+	r.add(vocab.BitBodyClose, Event{Kind: vocab.KindBodyClose, At: at, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
 	if r.readErr != nil {
 		class := vocab.ClassifyContext(r.ctx, r.readErr, vocab.StageBody)
 		if r.idleFired && r.ctx.Err() == nil {
@@ -674,7 +679,7 @@ func (r *recorder) finishLocked(class Class, stage Stage, err error, at time.Dur
 		r.cancel = nil
 	}
 	r.tl.Outcome = Outcome{Class: class, Stage: stage, Status: r.tl.Status, Err: err}
-	r.add(Event{Kind: vocab.KindDone, At: at, Conn: r.tl.Conn.ID, N: int64(r.tl.Status), Err: err})
+	r.add(vocab.BitDone, Event{Kind: vocab.KindDone, At: at, Conn: r.tl.Conn.ID, N: int64(r.tl.Status), Err: err})
 	if r.errs && r.req != nil {
 		// The request is still the caller's to leave alone: its header
 		// can be read.

@@ -25,9 +25,11 @@ type Transport struct {
 	obs       Observer   // all of observers
 	events    EventObserver
 	kinds     vocab.KindSet // the kinds events wants
-	dialHooks bool
-	bodyIdle  time.Duration
-	headers   []string
+	// kindEvents is events if it takes each event with its kind's bit.
+	kindEvents hook.KindObserver[*Timeline, Event]
+	dialHooks  bool
+	bodyIdle   time.Duration
+	headers    []string
 	// secretHeaders are the header names whose values are masked in every
 	// error text and recorded header, beside Authorization,
 	// Proxy-Authorization and Cookie.

@@ -32,13 +32,19 @@ func (observer) EventKinds() vocab.KindSet { return observedKinds }
 // ObserveEvent implements [httptrace.EventObserver]: the pool follows each
 // request's events to keep connection states and statistics.
 func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
+	o.ObserveKind(tl, ev, vocab.Bit(ev.Kind))
+}
+
+// ObserveKind implements hook.KindObserver: ObserveEvent for an event of
+// the kind whose bit is bit, which the tracer passes.
+func (o observer) ObserveKind(tl *httptrace.Timeline, ev httptrace.Event, bit vocab.KindSet) {
 	p := o.p
-	if !observedKinds.Has(ev.Kind) {
+	if observedKinds&bit == 0 {
 		// No lock for an event that changes nothing.
 		return
 	}
 	var stack []uintptr
-	if ev.Kind == vocab.KindResponse && p.stacks {
+	if bit == vocab.BitResponse && p.stacks {
 		stack = slices.Clone(hook.Stack(tl))
 	}
 	if p.cfg.onConnOpen != nil {
@@ -55,36 +61,37 @@ func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	// early (a GotConn for a connection the pool no longer knows still
 	// ends the wait).
 	defer p.changes.Signal()
-	p.observeLocked(tl, ev, stack)
+	p.observeLocked(tl, ev, bit, stack)
 }
 
-// observeLocked applies ev to the pool's state; p.mu is held. It is apart
+// observeLocked applies ev, of the kind whose bit is bit, to the pool's
+// state; p.mu is held. It is apart
 // from ObserveEvent so that the latter's defers stay open-coded: with two
 // defers and a return per case of this switch, the compiler falls back to
 // slower deferred calls, which showed in profiles. ObserveEvent passes
 // only the kinds of observedKinds: a kind handled here must be listed there.
-func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack []uintptr) {
+func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, bit vocab.KindSet, stack []uintptr) {
 	now := stamp{tl.Start, ev.At} // the event's time
-	switch ev.Kind {
-	case vocab.KindBodyCollected:
+	switch bit {
+	case vocab.BitBodyCollected:
 		if r := p.reqLocked(tl.ID); r != nil {
 			r.collected = true
 		}
-	case vocab.KindGetConn:
+	case vocab.BitGetConn:
 		p.getConnLocked(tl, ev)
-	case vocab.KindGotConn:
+	case vocab.BitGotConn:
 		p.gotConnLocked(tl, ev, now)
-	case vocab.KindTLSDone:
+	case vocab.BitTLSDone:
 		// A failed handshake's connection is closed already: the
 		// Transport closes it before it reports the failure.
 		if ev.Err == nil {
 			p.tlsDoneLocked(tl.ID, ev.Addr, uint16(ev.N), !ev.Late && tl.TLS.Resumed, now)
 		}
-	case vocab.KindPutIdleConn:
+	case vocab.BitPutIdleConn:
 		p.putIdleConnLocked(tl, ev, now)
-	case vocab.KindResponse:
+	case vocab.BitResponse:
 		p.responseLocked(tl, now, stack)
-	case vocab.KindDone:
+	case vocab.BitDone:
 		p.doneLocked(tl, ev)
 	}
 }
