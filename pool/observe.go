@@ -47,6 +47,17 @@ func (o observer) ObserveKind(tl *httptrace.Timeline, ev httptrace.Event, bit vo
 	if bit == vocab.BitResponse && p.stacks {
 		stack = slices.Clone(hook.Stack(tl))
 	}
+	// A request's record is made before the lock, and one that ends is
+	// recycled after it: the lock is held for the pool's state alone.
+	var fresh, spare *request
+	if bit == vocab.BitGetConn {
+		fresh = newRequest(tl)
+	}
+	defer func() {
+		if spare != nil {
+			recycle(spare)
+		}
+	}()
 	if p.cfg.onConnOpen != nil {
 		// After the unlock: a TLS handshake done opens a connection.
 		defer p.deliverOpened()
@@ -61,16 +72,18 @@ func (o observer) ObserveKind(tl *httptrace.Timeline, ev httptrace.Event, bit vo
 	// early (a GotConn for a connection the pool no longer knows still
 	// ends the wait).
 	defer p.changes.Signal()
-	p.observeLocked(tl, ev, bit, stack)
+	spare = p.observeLocked(tl, ev, bit, stack, fresh)
 }
 
 // observeLocked applies ev, of the kind whose bit is bit, to the pool's
-// state; p.mu is held. It is apart
+// state, and returns a record to recycle once the lock is released: fresh,
+// the record made for a GetConn if the request had one already, or that of
+// a request that ended. p.mu is held. It is apart
 // from ObserveEvent so that the latter's defers stay open-coded: with two
 // defers and a return per case of this switch, the compiler falls back to
 // slower deferred calls, which showed in profiles. ObserveEvent passes
 // only the kinds of observedKinds: a kind handled here must be listed there.
-func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, bit vocab.KindSet, stack []uintptr) {
+func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, bit vocab.KindSet, stack []uintptr, fresh *request) *request {
 	now := stamp{tl.Start, ev.At} // the event's time
 	switch bit {
 	case vocab.BitBodyCollected:
@@ -78,7 +91,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, bit voc
 			r.collected = true
 		}
 	case vocab.BitGetConn:
-		p.getConnLocked(tl, ev)
+		return p.getConnLocked(tl, ev, fresh)
 	case vocab.BitGotConn:
 		p.gotConnLocked(tl, ev, now)
 	case vocab.BitTLSDone:
@@ -92,19 +105,21 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, bit voc
 	case vocab.BitResponse:
 		p.responseLocked(tl, now, stack)
 	case vocab.BitDone:
-		p.doneLocked(tl, ev)
+		return p.doneLocked(tl, ev)
 	}
+	return nil
 }
 
 // getConnLocked records that the request of tl asks for a connection: a
-// new request, or one the Transport sends again.
-func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev httptrace.Event) {
+// new request, whose record fresh becomes, or one the Transport sends
+// again, which leaves fresh unused: it returns it then.
+func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev httptrace.Event, fresh *request) (unused *request) {
 	// net/http's Transport stops closing the connections that go
 	// idle after CloseIdleConnections once a request asks for one.
 	p.closeIdle = false
 	r := p.reqLocked(tl.ID)
 	if r == nil {
-		r = p.newRequestLocked(tl)
+		r, fresh = p.addRequestLocked(tl, fresh), nil
 	}
 	if c := r.conn; c != nil {
 		p.retriedLocked(r, c)
@@ -115,6 +130,7 @@ func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev httptrace.Event) {
 		p.tally(r.hc, func(n *counters) { n.waiting++ })
 	}
 	r.conn = nil
+	return fresh
 }
 
 // gotConnLocked records that the request of tl was handed the connection
@@ -248,8 +264,9 @@ func (p *Pool) responseLocked(tl *httptrace.Timeline, now stamp, stack []uintptr
 	}
 }
 
-// doneLocked records the end of the request of tl.
-func (p *Pool) doneLocked(tl *httptrace.Timeline, ev httptrace.Event) {
+// doneLocked records the end of the request of tl, and returns its record
+// if nothing refers to it any more, to recycle.
+func (p *Pool) doneLocked(tl *httptrace.Timeline, ev httptrace.Event) *request {
 	r := p.reqLocked(tl.ID)
 	if r == nil {
 		if !ev.Late {
@@ -260,14 +277,13 @@ func (p *Pool) doneLocked(tl *httptrace.Timeline, ev httptrace.Event) {
 			_, h := p.requestHostLocked(u.Scheme, requestHost(&u, tl))
 			p.tally(h, func(n *counters) { n.requests++ })
 		}
-		return
+		return nil
 	}
 	p.requestDoneLocked(tl, r, ev.At)
 	if r.conn == nil || r.conn.last != r {
-		// Nothing refers to r any more: recycle it.
-		*r = request{}
-		requestPool.Put(r)
+		return r
 	}
+	return nil
 }
 
 // retriedLocked refines the close of c, the HTTP/1 connection request r
