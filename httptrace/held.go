@@ -80,8 +80,8 @@ func (l *heldList) due(now time.Time) []heldDue {
 	var out []heldDue
 	for _, r := range l.recorders() {
 		r.mu.Lock()
-		if r.heldOpenLocked() && !r.heldDue.After(now) {
-			out = append(out, heldDue{r: r, gen: r.gen, due: r.heldDue})
+		if due := r.tl.Start.Add(r.heldDue); r.heldOpenLocked() && !due.After(now) {
+			out = append(out, heldDue{r: r, gen: r.gen, due: due})
 			r.heldSet = false
 		}
 		r.mu.Unlock()

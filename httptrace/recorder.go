@@ -87,14 +87,14 @@ type recorder struct {
 
 	// held is the timer of the unclosed-body warning; heldArmed says it
 	// is armed, and the recorder in its Transport's heldList, by weak, a
-	// weak pointer to it. heldGen is the generation
-	// whose body the warning is for, heldSet that it is set and not yet
-	// reported; heldDue when it falls due.
+	// weak pointer to it. heldGen is the generation whose body the
+	// warning is for, heldSet that it is set and not yet reported;
+	// heldDue when it falls due, an offset of the timeline.
 	held      *time.Timer
 	heldArmed bool
 	heldGen   uint64
 	heldSet   bool
-	heldDue   time.Time
+	heldDue   time.Duration
 	weak      weak.Pointer[recorder]
 	// respAt is the offset of the response (the end of RoundTrip).
 	respAt time.Duration
@@ -476,9 +476,11 @@ func (r *recorder) stage() Stage {
 	return r.phase
 }
 
-// roundTripDone records the end of RoundTrip. It returns true when the
-// timeline finished (the round trip failed, or there is no body to wait for).
-func (r *recorder) roundTripDone(resp *http.Response, err error) {
+// roundTripDone records the end of RoundTrip: the failure err, or the
+// response resp. A response with a body (body) that is not empty starts
+// the idle watchdog, if there is one, and the unclosed-body warning, in
+// the same call.
+func (r *recorder) roundTripDone(resp *http.Response, err error, body bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -491,29 +493,33 @@ func (r *recorder) roundTripDone(resp *http.Response, err error) {
 	r.tl.ConnClose = resp.Close
 	r.respAt = time.Since(r.tl.Start)
 	r.add(vocab.BitResponse, Event{Kind: vocab.KindResponse, At: r.respAt, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
+	if body && resp.Body != http.NoBody {
+		r.bodyStartedLocked()
+	}
 }
 
-// bodyStarted readies r for the response body it now hands over. An empty
-// body (http.NoBody: HEAD, 204, Content-Length: 0) is at EOF from the start
-// and its connection is already back in the pool, so closing it unread is
-// no early close; any other body starts the idle watchdog, if there is one.
-func (r *recorder) bodyStarted(empty bool) {
-	if empty {
-		r.bodyRead(r.gen, 0, io.EOF)
+// bodyStartedLocked readies r for the response body it hands over, which
+// is not empty: it starts the idle watchdog, if there is one, and the
+// unclosed-body warning, if on; r.mu is held. An empty body (http.NoBody:
+// HEAD, 204, Content-Length: 0) is at EOF from the start (see
+// [recorder.emptyBody]).
+func (r *recorder) bodyStartedLocked() {
+	if r.tl.Finished {
 		return
 	}
-	if r.t.bodyIdle > 0 || r.t.heldAfter > 0 {
-		r.mu.Lock()
-		if !r.tl.Finished {
-			if r.t.bodyIdle > 0 {
-				r.startWatchLocked()
-			}
-			if r.t.heldAfter > 0 {
-				r.startHeldLocked()
-			}
-		}
-		r.mu.Unlock()
+	if r.t.bodyIdle > 0 {
+		r.startWatchLocked()
 	}
+	if r.t.heldAfter > 0 {
+		r.startHeldLocked()
+	}
+}
+
+// emptyBody records the EOF of an empty body (http.NoBody) handed over:
+// its connection is already back in the pool, so closing it unread is no
+// early close.
+func (r *recorder) emptyBody() {
+	r.bodyRead(r.gen, 0, io.EOF)
 }
 
 // startHeldLocked sets the unclosed-body warning for the body handed
@@ -521,7 +527,7 @@ func (r *recorder) bodyStarted(empty bool) {
 // r.mu is held.
 func (r *recorder) startHeldLocked() {
 	r.heldGen, r.heldSet = r.gen, true
-	r.heldDue = r.tl.Start.Add(r.respAt + r.t.heldAfter)
+	r.heldDue = r.respAt + r.t.heldAfter
 	if r.heldArmed {
 		return
 	}
@@ -564,7 +570,7 @@ func (r *recorder) bodyHeld() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.heldOpenLocked() {
-		r.held.Reset(max(r.heldDue.Sub(now), time.Millisecond))
+		r.held.Reset(max(r.tl.Start.Add(r.heldDue).Sub(now), time.Millisecond))
 		return
 	}
 	r.heldArmed = false
