@@ -134,10 +134,11 @@ func CaptureStacks() Option {
 // response arrived: an [EventObserver] receives a "body-held" event, which
 // the [NewSlogObserver] logger writes as a warning naming the request, its
 // connection and, with [CaptureStacks], where it was made. Bodies left open
-// one after the other are reported in that order. It costs a timer reset
-// and two short locks per request (no allocation). A stream meant to stay
-// open longer
-// wants a larger d. Zero turns it off; the default is one minute.
+// one after the other are reported in that order. A request sets when its
+// body falls due and takes no lock nor timer of the Transport's: each
+// recycled recorder arms its timer at most once per d (no allocation). A
+// stream meant to stay open longer wants a larger d. Zero turns it off;
+// the default is one minute.
 func UnclosedBodyWarning(d time.Duration) Option {
 	return optionFunc(func(t *Transport) error {
 		if d < 0 {
