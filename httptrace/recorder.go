@@ -485,6 +485,7 @@ func (r *recorder) roundTripDone(resp *http.Response, err error, body bool) {
 	defer r.mu.Unlock()
 	if err != nil {
 		r.finishLocked(vocab.ClassifyContext(r.ctx, err, r.stage()), r.stage(), err, 0)
+		r.disarmHeldLocked()
 		return
 	}
 	r.response = true
@@ -553,6 +554,19 @@ func (r *recorder) startHeldLocked() {
 // and unreported; r.mu is held.
 func (r *recorder) heldOpenLocked() bool {
 	return r.heldSet && r.heldGen == r.gen && !r.tl.BodyClosed && !r.tl.Finished && r.response
+}
+
+// disarmHeldLocked stops the warning's timer of a recorder that is not
+// recycled (its request failed, had no body, or may still see hooks), so
+// that no timer of a recorder dropped stays armed; r.mu is held. A
+// recycled recorder keeps its timer armed (see heldList).
+func (r *recorder) disarmHeldLocked() {
+	if !r.heldArmed {
+		return
+	}
+	r.held.Stop()
+	r.heldArmed = false
+	r.t.held.remove(r.weak)
 }
 
 // bodyHeld is the warning's timer firing: it reports every body of the
@@ -664,8 +678,12 @@ func (r *recorder) bodyClose(gen uint64) (bool, context.CancelCauseFunc) {
 	// started no dial), it is HTTP/1 (HTTP/2 hooks come from the
 	// connection's own goroutines), the request was fully written and
 	// answered, and the trace was never composed with a caller's.
-	return !r.tl.Composed && r.roundTrips == 1 && r.tl.GetConns > 0 && r.gotIdle == r.tl.GetConns &&
-		!r.netEvents && r.connects == 0 && r.wrote && r.firstByte && r.tl.Proto == "HTTP/1.1", cancel
+	reuse := !r.tl.Composed && r.roundTrips == 1 && r.tl.GetConns > 0 && r.gotIdle == r.tl.GetConns &&
+		!r.netEvents && r.connects == 0 && r.wrote && r.firstByte && r.tl.Proto == "HTTP/1.1"
+	if !reuse {
+		r.disarmHeldLocked()
+	}
+	return reuse, cancel
 }
 
 // finishLocked sets the outcome, records the done event at offset at (0:

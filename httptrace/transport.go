@@ -332,6 +332,7 @@ func (r *recorder) failed(resp *http.Response, err error) error {
 func (r *recorder) noBody() {
 	r.mu.Lock()
 	r.finishLocked(vocab.ClassOK, vocab.StageBody, nil, 0)
+	r.disarmHeldLocked()
 	r.mu.Unlock()
 }
 
