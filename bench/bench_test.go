@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -229,6 +230,45 @@ func BenchmarkPaired(b *testing.B) {
 						}
 					}
 					benchpair.Run(b, [2]string{"plain", "client"}, run)
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkConcurrency measures, paired with plain as [BenchmarkPaired]
+// does, the overhead of a few clients with 1, 4, 16 and 64 goroutines
+// sharing one client, with as many connections as goroutines, in batches of at least 8
+// requests a goroutine: a lock that
+// every request of a pool takes in turn would make the overhead grow with
+// the goroutines. Read with
+//
+//	go test -run '^$' -bench Concurrency -count 6 . > out.txt
+//	benchstat -col /client -filter '.unit:overhead-%' out.txt
+func BenchmarkConcurrency(b *testing.B) {
+	target, stop, err := Target()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stop()
+	for _, workers := range []int{1, 4, 16, 64} {
+		b.Run(fmt.Sprintf("g=%d", workers), func(b *testing.B) {
+			for _, name := range []string{"traced+tracked", "httpstat", "min-recorder"} {
+				b.Run("client="+name, func(b *testing.B) {
+					var run [2]func(int) error
+					for i, n := range []string{"plain", name} {
+						c, err := NewClient(n, workers)
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer c.Close()
+						run[i] = func(n int) error { return Run(c, target, workers, n) }
+						// Dial outside the measurement.
+						if err := run[i](4 * workers); err != nil {
+							b.Fatal(err)
+						}
+					}
+					benchpair.RunBatches(b, [2]string{"plain", "client"}, run, max(benchpair.Batch, 8*workers))
 				})
 			}
 		})

@@ -563,13 +563,13 @@ func fuzzRecorder(data []byte) error {
 				if err == nil {
 					err = errors.New("fz: round trip failed")
 				}
-				r.roundTripDone(nil, err)
+				r.roundTripDone(nil, err, false)
 				state = 2
 				return nil
 			}
 			resp := &http.Response{StatusCode: 100 + int(a[1])%500, Close: a[0]&8 != 0}
 			resp.Proto = [...]string{"HTTP/1.1", "HTTP/2.0", "HTTP/1.0", ""}[(a[0]>>1)&3]
-			r.roundTripDone(resp, nil)
+			r.roundTripDone(resp, nil, false)
 			kind := (a[0] >> 4) & 3
 			if kind == 1 || resp.StatusCode == http.StatusSwitchingProtocols {
 				r.mu.Lock()
@@ -580,7 +580,13 @@ func fuzzRecorder(data []byte) error {
 			}
 			gens = append(gens, r.gen)
 			state = 1
-			r.bodyStarted(kind == 2) // 2: http.NoBody
+			if kind == 2 { // http.NoBody
+				r.emptyBody()
+			} else {
+				r.mu.Lock()
+				r.bodyStartedLocked()
+				r.mu.Unlock()
+			}
 		case opBodyRead:
 			gen, ok := pickGen(a[0], a[1])
 			if !ok {

@@ -39,7 +39,7 @@ func WithObserver(o Observer) Option {
 // setObservers sets t's observer and event observer from the observers
 // the options added.
 func (t *Transport) setObservers() {
-	t.obs, t.events, t.kinds = nil, nil, 0
+	t.obs, t.events, t.kinds, t.kindEvents = nil, nil, 0, nil
 	switch len(t.observers) {
 	case 0:
 		return
@@ -57,6 +57,7 @@ func (t *Transport) setObservers() {
 	}
 	if t.events != nil {
 		t.kinds = eventKinds(t.events)
+		t.kindEvents, _ = t.events.(hook.KindObserver[*Timeline, Event])
 	}
 }
 
@@ -133,10 +134,11 @@ func CaptureStacks() Option {
 // response arrived: an [EventObserver] receives a "body-held" event, which
 // the [NewSlogObserver] logger writes as a warning naming the request, its
 // connection and, with [CaptureStacks], where it was made. Bodies left open
-// one after the other are reported in that order. It costs a timer reset
-// and two short locks per request (no allocation). A stream meant to stay
-// open longer
-// wants a larger d. Zero turns it off; the default is one minute.
+// one after the other are reported in that order. A request sets when its
+// body falls due and takes no lock nor timer of the Transport's: each
+// recycled recorder arms its timer at most once per d (no allocation). A
+// stream meant to stay open longer wants a larger d. Zero turns it off;
+// the default is one minute.
 func UnclosedBodyWarning(d time.Duration) Option {
 	return optionFunc(func(t *Transport) error {
 		if d < 0 {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/redact"
@@ -84,18 +85,19 @@ type recorder struct {
 	lastID                uint64
 	lastLocal, lastRemote net.Addr
 
-	// held is the timer of the unclosed-body warning, armed while the
-	// body is open; heldGen the generation it was armed for. heldDue is
-	// when it is due and heldDueGen for which generation, heldPrev and
-	// heldNext its place in its Transport's list of armed warnings
-	// (heldList), heldIn whether it is in it; the list's lock guards
-	// these five.
-	held               *time.Timer
-	heldGen            uint64
-	heldDue            time.Time
-	heldDueGen         uint64
-	heldPrev, heldNext *recorder
-	heldIn             bool
+	// held is the timer of the unclosed-body warning; heldArmed says it
+	// is armed, and the recorder in its Transport's heldList, by weak, a
+	// weak pointer to it. heldGen is the generation whose body the
+	// warning is for, heldSet that it is set and not yet reported;
+	// heldDue when it falls due, an offset of the timeline.
+	held      *time.Timer
+	heldArmed bool
+	heldGen   uint64
+	heldSet   bool
+	heldDue   time.Duration
+	weak      weak.Pointer[recorder]
+	// respAt is the offset of the response (the end of RoundTrip).
+	respAt time.Duration
 	// pcs holds the stack where the request was made (CaptureStacks).
 	pcs [maxStack]uintptr
 
@@ -200,10 +202,11 @@ func (r *recorder) reset() {
 	r.mu.Unlock()
 }
 
-// add records e; r.mu is held. An event whose At is zero is timed now;
+// add records e, whose kind's bit is bit; r.mu is held. An event whose At
+// is zero is timed now;
 // one recorded in the same call as the event before it shares that event's
 // time, which spares a clock read.
-func (r *recorder) add(e Event) {
+func (r *recorder) add(bit vocab.KindSet, e Event) {
 	if e.At == 0 {
 		e.At = time.Since(r.tl.Start)
 	}
@@ -218,8 +221,12 @@ func (r *recorder) add(e Event) {
 	} else {
 		r.tl.Dropped++
 	}
-	if r.t.kinds.Has(e.Kind) {
-		r.t.events.ObserveEvent(&r.tl, e)
+	if r.t.kinds&bit != 0 {
+		if k := r.t.kindEvents; k != nil {
+			k.ObserveKind(&r.tl, e, bit)
+		} else {
+			r.t.events.ObserveEvent(&r.tl, e)
+		}
 	}
 }
 
@@ -241,7 +248,7 @@ func (r *recorder) getConn(string) {
 	}
 	r.phase = vocab.StagePoolWait
 	r.gotConn, r.wrote, r.firstByte = false, false, false
-	r.add(Event{Kind: vocab.KindGetConn})
+	r.add(vocab.BitGetConn, Event{Kind: vocab.KindGetConn})
 	r.mu.Unlock()
 }
 
@@ -268,7 +275,7 @@ func (r *recorder) gotConnHook(info stdtrace.GotConnInfo) {
 	if info.Reused {
 		n = 1
 	}
-	r.add(Event{Kind: vocab.KindGotConn, Conn: id, N: n})
+	r.add(vocab.BitGotConn, Event{Kind: vocab.KindGotConn, Conn: id, N: n})
 	r.mu.Unlock()
 }
 
@@ -290,14 +297,14 @@ func (r *recorder) identify(c net.Conn) (id uint64, local, remote net.Addr) {
 
 func (r *recorder) putIdleConn(err error) {
 	r.mu.Lock()
-	r.add(Event{Kind: vocab.KindPutIdleConn, Conn: r.tl.Conn.ID, Err: err})
+	r.add(vocab.BitPutIdleConn, Event{Kind: vocab.KindPutIdleConn, Conn: r.tl.Conn.ID, Err: err})
 	r.mu.Unlock()
 }
 
 func (r *recorder) gotFirstResponseByte() {
 	r.mu.Lock()
 	r.firstByte = true
-	r.add(Event{Kind: vocab.KindFirstByte, Conn: r.tl.Conn.ID})
+	r.add(vocab.BitFirstByte, Event{Kind: vocab.KindFirstByte, Conn: r.tl.Conn.ID})
 	r.mu.Unlock()
 }
 
@@ -316,7 +323,7 @@ func (r *recorder) got1xxResponse(code int, h textproto.MIMEHeader) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.size1xx += size
-	r.add(Event{Kind: vocab.KindGot1xx, Conn: r.tl.Conn.ID, N: int64(code)})
+	r.add(vocab.BitGot1xx, Event{Kind: vocab.KindGot1xx, Conn: r.tl.Conn.ID, N: int64(code)})
 	if limit := r.t.max1xx; r.size1xx > limit {
 		return fmt.Errorf("%w (%d bytes)", vocab.ErrTooMany1xx, limit)
 	}
@@ -330,7 +337,7 @@ func (r *recorder) dnsStart(info stdtrace.DNSStartInfo) {
 		r.phase = vocab.StageDNS
 		r.tl.DNS.Host = info.Host
 	}
-	r.add(Event{Kind: vocab.KindDNSStart, Addr: info.Host})
+	r.add(vocab.BitDNSStart, Event{Kind: vocab.KindDNSStart, Addr: info.Host})
 	r.mu.Unlock()
 }
 
@@ -340,7 +347,7 @@ func (r *recorder) dnsDone(info stdtrace.DNSDoneInfo) {
 	if !r.tl.Finished {
 		r.tl.DNS.Addrs, r.tl.DNS.Err = info.Addrs, info.Err
 	}
-	r.add(Event{Kind: vocab.KindDNSDone, N: int64(len(info.Addrs)), Err: info.Err})
+	r.add(vocab.BitDNSDone, Event{Kind: vocab.KindDNSDone, N: int64(len(info.Addrs)), Err: info.Err})
 	r.mu.Unlock()
 }
 
@@ -351,7 +358,7 @@ func (r *recorder) connectStart(_, addr string) {
 	if !r.tl.Finished && !r.gotConn {
 		r.phase = vocab.StageConnect
 	}
-	r.add(Event{Kind: vocab.KindConnectStart, Addr: addr})
+	r.add(vocab.BitConnectStart, Event{Kind: vocab.KindConnectStart, Addr: addr})
 	r.mu.Unlock()
 }
 
@@ -366,7 +373,7 @@ func (r *recorder) connectDone(_, addr string, err error) {
 			r.phase = vocab.StageTLS
 		}
 	}
-	r.add(Event{Kind: vocab.KindConnectDone, Addr: addr, Err: err})
+	r.add(vocab.BitConnectDone, Event{Kind: vocab.KindConnectDone, Addr: addr, Err: err})
 	r.mu.Unlock()
 }
 
@@ -376,7 +383,7 @@ func (r *recorder) tlsHandshakeStart() {
 	if !r.tl.Finished && !r.gotConn {
 		r.phase = vocab.StageTLS
 	}
-	r.add(Event{Kind: vocab.KindTLSStart})
+	r.add(vocab.BitTLSStart, Event{Kind: vocab.KindTLSStart})
 	r.mu.Unlock()
 }
 
@@ -394,19 +401,19 @@ func (r *recorder) tlsHandshakeDone(st tls.ConnectionState, err error) {
 			Err:         err,
 		}
 	}
-	r.add(Event{Kind: vocab.KindTLSDone, Err: err, Addr: st.NegotiatedProtocol, N: int64(st.Version)})
+	r.add(vocab.BitTLSDone, Event{Kind: vocab.KindTLSDone, Err: err, Addr: st.NegotiatedProtocol, N: int64(st.Version)})
 	r.mu.Unlock()
 }
 
 func (r *recorder) wroteHeaders() {
 	r.mu.Lock()
-	r.add(Event{Kind: vocab.KindWroteHeaders, Conn: r.tl.Conn.ID})
+	r.add(vocab.BitWroteHeaders, Event{Kind: vocab.KindWroteHeaders, Conn: r.tl.Conn.ID})
 	r.mu.Unlock()
 }
 
 func (r *recorder) wait100Continue() {
 	r.mu.Lock()
-	r.add(Event{Kind: vocab.KindWait100Continue, Conn: r.tl.Conn.ID})
+	r.add(vocab.BitWait100Continue, Event{Kind: vocab.KindWait100Continue, Conn: r.tl.Conn.ID})
 	r.mu.Unlock()
 }
 
@@ -433,7 +440,7 @@ func (r *recorder) wroteBodiless(info stdtrace.WroteRequestInfo) {
 	var at time.Duration
 	if info.Err == nil {
 		at = time.Since(r.tl.Start)
-		r.add(Event{Kind: vocab.KindWroteHeaders, At: at, Conn: r.tl.Conn.ID})
+		r.add(vocab.BitWroteHeaders, Event{Kind: vocab.KindWroteHeaders, At: at, Conn: r.tl.Conn.ID})
 	}
 	r.wroteRequestLocked(info, at)
 	r.mu.Unlock()
@@ -451,7 +458,7 @@ func (r *recorder) wroteRequestLocked(info stdtrace.WroteRequestInfo, at time.Du
 			r.phase = vocab.StageAwaitHeaders
 		}
 	}
-	r.add(Event{Kind: vocab.KindWroteRequest, At: at, Conn: r.tl.Conn.ID, Err: info.Err})
+	r.add(vocab.BitWroteRequest, Event{Kind: vocab.KindWroteRequest, At: at, Conn: r.tl.Conn.ID, Err: info.Err})
 }
 
 // stage returns the stage the request is in; r.mu is held.
@@ -469,66 +476,119 @@ func (r *recorder) stage() Stage {
 	return r.phase
 }
 
-// roundTripDone records the end of RoundTrip. It returns true when the
-// timeline finished (the round trip failed, or there is no body to wait for).
-func (r *recorder) roundTripDone(resp *http.Response, err error) {
+// roundTripDone records the end of RoundTrip: the failure err, or the
+// response resp. A response with a body (body) that is not empty starts
+// the idle watchdog, if there is one, and the unclosed-body warning, in
+// the same call.
+func (r *recorder) roundTripDone(resp *http.Response, err error, body bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
 		r.finishLocked(vocab.ClassifyContext(r.ctx, err, r.stage()), r.stage(), err, 0)
+		r.disarmHeldLocked()
 		return
 	}
 	r.response = true
 	r.tl.Status = resp.StatusCode
 	r.tl.Proto = resp.Proto
 	r.tl.ConnClose = resp.Close
-	r.add(Event{Kind: vocab.KindResponse, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
+	r.respAt = time.Since(r.tl.Start)
+	r.add(vocab.BitResponse, Event{Kind: vocab.KindResponse, At: r.respAt, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
+	if body && resp.Body != http.NoBody {
+		r.bodyStartedLocked()
+	}
 }
 
-// bodyStarted readies r for the response body it now hands over. An empty
-// body (http.NoBody: HEAD, 204, Content-Length: 0) is at EOF from the start
-// and its connection is already back in the pool, so closing it unread is
-// no early close; any other body starts the idle watchdog, if there is one.
-func (r *recorder) bodyStarted(empty bool) {
-	if empty {
-		r.bodyRead(r.gen, 0, io.EOF)
+// bodyStartedLocked readies r for the response body it hands over, which
+// is not empty: it starts the idle watchdog, if there is one, and the
+// unclosed-body warning, if on; r.mu is held. An empty body (http.NoBody:
+// HEAD, 204, Content-Length: 0) is at EOF from the start (see
+// [recorder.emptyBody]).
+func (r *recorder) bodyStartedLocked() {
+	if r.tl.Finished {
 		return
 	}
-	if r.t.bodyIdle > 0 || r.t.heldAfter > 0 {
-		r.mu.Lock()
-		if !r.tl.Finished {
-			if r.t.bodyIdle > 0 {
-				r.startWatchLocked()
-			}
-			if r.t.heldAfter > 0 {
-				r.startHeldLocked()
-			}
-		}
-		r.mu.Unlock()
+	if r.t.bodyIdle > 0 {
+		r.startWatchLocked()
+	}
+	if r.t.heldAfter > 0 {
+		r.startHeldLocked()
 	}
 }
 
-// startHeldLocked arms the unclosed-body warning; r.mu is held.
+// emptyBody records the EOF of an empty body (http.NoBody) handed over:
+// its connection is already back in the pool, so closing it unread is no
+// early close.
+func (r *recorder) emptyBody() {
+	r.bodyRead(r.gen, 0, io.EOF)
+}
+
+// startHeldLocked sets the unclosed-body warning for the body handed
+// over now, and arms its timer unless it is armed already (see heldList);
+// r.mu is held.
 func (r *recorder) startHeldLocked() {
-	r.heldGen = r.gen
-	r.t.held.push(r, r.gen, time.Now().Add(r.t.heldAfter))
-	if r.held == nil {
-		r.held = time.AfterFunc(r.t.heldAfter, r.bodyHeld)
+	r.heldGen, r.heldSet = r.gen, true
+	r.heldDue = r.respAt + r.t.heldAfter
+	if r.heldArmed {
 		return
 	}
-	r.held.Reset(r.t.heldAfter)
+	r.heldArmed = true
+	if r.held == nil {
+		// The callback holds the recorder weakly (see heldList).
+		r.weak = weak.Make(r)
+		p, t := r.weak, r.t
+		r.held = time.AfterFunc(r.t.heldAfter, func() {
+			if r := p.Value(); r != nil {
+				r.bodyHeld()
+				return
+			}
+			t.held.remove(p)
+		})
+	} else {
+		r.held.Reset(r.t.heldAfter)
+	}
+	r.t.held.add(r.weak)
+}
+
+// heldOpenLocked reports whether the body the warning is set for is open
+// and unreported; r.mu is held.
+func (r *recorder) heldOpenLocked() bool {
+	return r.heldSet && r.heldGen == r.gen && !r.tl.BodyClosed && !r.tl.Finished && r.response
+}
+
+// disarmHeldLocked stops the warning's timer of a recorder that is not
+// recycled (its request failed, had no body, or may still see hooks), so
+// that no timer of a recorder dropped stays armed; r.mu is held. A
+// recycled recorder keeps its timer armed (see heldList).
+func (r *recorder) disarmHeldLocked() {
+	if !r.heldArmed {
+		return
+	}
+	r.held.Stop()
+	r.heldArmed = false
+	r.t.held.remove(r.weak)
 }
 
 // bodyHeld is the warning's timer firing: it reports every body of the
-// Transport whose warning is due, in the order they were armed (see
+// Transport whose warning is due, in the order they fell due (see
 // heldList), its own among them unless another timer's call reported it
-// already.
+// already; then it re-arms its timer for its body open and not yet due,
+// or leaves the list.
 func (r *recorder) bodyHeld() {
 	r.t.held.reporting.Lock()
-	defer r.t.held.reporting.Unlock()
-	for _, d := range r.t.held.due(time.Now()) {
+	now := time.Now()
+	for _, d := range r.t.held.due(now) {
 		d.r.reportHeld(d.gen)
 	}
+	r.t.held.reporting.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.heldOpenLocked() {
+		r.held.Reset(max(r.tl.Start.Add(r.heldDue).Sub(now), time.Millisecond))
+		return
+	}
+	r.heldArmed = false
+	r.t.held.remove(r.weak)
 }
 
 // reportHeld reports the body of generation gen still open: a "body-held"
@@ -538,14 +598,14 @@ func (r *recorder) bodyHeld() {
 func (r *recorder) reportHeld(gen uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.heldGen != gen || r.gen != gen || r.tl.BodyClosed || r.tl.Finished || !r.response {
+	if r.gen != gen || r.tl.BodyClosed || r.tl.Finished || !r.response {
 		return
 	}
 	age := time.Since(r.tl.Start)
 	if first, ok := r.tl.First(vocab.KindResponse); ok {
 		age -= first.At
 	}
-	r.add(Event{Kind: vocab.KindBodyHeld, Conn: r.tl.Conn.ID, N: int64(age)})
+	r.add(vocab.BitBodyHeld, Event{Kind: vocab.KindBodyHeld, Conn: r.tl.Conn.ID, N: int64(age)})
 }
 
 // bodyGone reports the body of generation gen garbage collected without
@@ -556,7 +616,7 @@ func (r *recorder) bodyGone(gen uint64) {
 	if r.gen != gen || r.tl.BodyClosed || r.tl.Finished {
 		return
 	}
-	r.add(Event{Kind: vocab.KindBodyCollected, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+	r.add(vocab.BitBodyCollected, Event{Kind: vocab.KindBodyCollected, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
 }
 
 // bodyRead records one Read of the body of the request of generation gen.
@@ -576,7 +636,7 @@ func (r *recorder) bodyRead(gen uint64, n int, err error) {
 		if !r.tl.BodyEOF {
 			r.tl.BodyEOF = true
 			r.stopWatchLocked()
-			r.add(Event{Kind: vocab.KindBodyEOF, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+			r.add(vocab.BitBodyEOF, Event{Kind: vocab.KindBodyEOF, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
 		}
 	case err != nil && r.readErr == nil:
 		r.readErr = err
@@ -601,7 +661,7 @@ func (r *recorder) bodyClose(gen uint64) (bool, context.CancelCauseFunc) {
 	r.tl.BodyClosed = true
 	r.tl.ClosedEarly = !r.tl.BodyEOF
 	at := time.Since(r.tl.Start)
-	r.add(Event{Kind: vocab.KindBodyClose, At: at, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+	r.add(vocab.BitBodyClose, Event{Kind: vocab.KindBodyClose, At: at, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
 	if r.readErr != nil {
 		class := vocab.ClassifyContext(r.ctx, r.readErr, vocab.StageBody)
 		if r.idleFired && r.ctx.Err() == nil {
@@ -618,8 +678,12 @@ func (r *recorder) bodyClose(gen uint64) (bool, context.CancelCauseFunc) {
 	// started no dial), it is HTTP/1 (HTTP/2 hooks come from the
 	// connection's own goroutines), the request was fully written and
 	// answered, and the trace was never composed with a caller's.
-	return !r.tl.Composed && r.roundTrips == 1 && r.tl.GetConns > 0 && r.gotIdle == r.tl.GetConns &&
-		!r.netEvents && r.connects == 0 && r.wrote && r.firstByte && r.tl.Proto == "HTTP/1.1", cancel
+	reuse := !r.tl.Composed && r.roundTrips == 1 && r.tl.GetConns > 0 && r.gotIdle == r.tl.GetConns &&
+		!r.netEvents && r.connects == 0 && r.wrote && r.firstByte && r.tl.Proto == "HTTP/1.1"
+	if !reuse {
+		r.disarmHeldLocked()
+	}
+	return reuse, cancel
 }
 
 // finishLocked sets the outcome, records the done event at offset at (0:
@@ -634,16 +698,12 @@ func (r *recorder) finishLocked(class Class, stage Stage, err error, at time.Dur
 		class, err = vocab.ClassProtocol, fmt.Errorf("%w: %d", vocab.ErrBadStatus, r.tl.Status)
 	}
 	r.stopWatchLocked()
-	if r.held != nil {
-		r.held.Stop()
-		r.t.held.remove(r)
-	}
 	if r.cancel != nil {
 		r.cancel(nil)
 		r.cancel = nil
 	}
 	r.tl.Outcome = Outcome{Class: class, Stage: stage, Status: r.tl.Status, Err: err}
-	r.add(Event{Kind: vocab.KindDone, At: at, Conn: r.tl.Conn.ID, N: int64(r.tl.Status), Err: err})
+	r.add(vocab.BitDone, Event{Kind: vocab.KindDone, At: at, Conn: r.tl.Conn.ID, N: int64(r.tl.Status), Err: err})
 	if r.errs && r.req != nil {
 		// The request is still the caller's to leave alone: its header
 		// can be read.

@@ -25,9 +25,11 @@ type Transport struct {
 	obs       Observer   // all of observers
 	events    EventObserver
 	kinds     vocab.KindSet // the kinds events wants
-	dialHooks bool
-	bodyIdle  time.Duration
-	headers   []string
+	// kindEvents is events if it takes each event with its kind's bit.
+	kindEvents hook.KindObserver[*Timeline, Event]
+	dialHooks  bool
+	bodyIdle   time.Duration
+	headers    []string
 	// secretHeaders are the header names whose values are masked in every
 	// error text and recorded header, beside Authorization,
 	// Proxy-Authorization and Cookie.
@@ -247,18 +249,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp == nil {
 		return nil, r.failed(resp, err)
 	}
-	r.roundTripDone(resp, nil)
+	hasBody := resp.Body != nil && resp.StatusCode != http.StatusSwitchingProtocols
+	r.roundTripDone(resp, nil, hasBody)
 	resp.Request = req
-	if resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+	if !hasBody {
 		r.noBody()
 		return resp, nil
 	}
+	empty := resp.Body == http.NoBody
 	b := wrapper
 	if b == nil {
 		b = new(body)
 	}
 	*b = body{rc: resp.Body, r: r, gen: r.gen}
-	if t.stacks && resp.Body != http.NoBody {
+	if t.stacks && !empty {
 		// Reported if garbage collected unclosed. The argument holds
 		// the recorder, not b: a recorder never points to its body
 		// wrapper. Nor may the response the base keeps: net/http's read
@@ -270,7 +274,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		*own = *resp
 		resp = own
 	}
-	r.bodyStarted(resp.Body == http.NoBody)
+	if empty {
+		r.emptyBody()
+	}
 	resp.Body = b
 	return resp, nil
 }
@@ -317,7 +323,7 @@ func (r *recorder) failed(resp *http.Response, err error) error {
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
-	r.roundTripDone(nil, err)
+	r.roundTripDone(nil, err, false)
 	return err
 }
 
@@ -326,6 +332,7 @@ func (r *recorder) failed(resp *http.Response, err error) error {
 func (r *recorder) noBody() {
 	r.mu.Lock()
 	r.finishLocked(vocab.ClassOK, vocab.StageBody, nil, 0)
+	r.disarmHeldLocked()
 	r.mu.Unlock()
 }
 

@@ -32,15 +32,32 @@ func (observer) EventKinds() vocab.KindSet { return observedKinds }
 // ObserveEvent implements [httptrace.EventObserver]: the pool follows each
 // request's events to keep connection states and statistics.
 func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
+	o.ObserveKind(tl, ev, vocab.Bit(ev.Kind))
+}
+
+// ObserveKind implements hook.KindObserver: ObserveEvent for an event of
+// the kind whose bit is bit, which the tracer passes.
+func (o observer) ObserveKind(tl *httptrace.Timeline, ev httptrace.Event, bit vocab.KindSet) {
 	p := o.p
-	if !observedKinds.Has(ev.Kind) {
+	if observedKinds&bit == 0 {
 		// No lock for an event that changes nothing.
 		return
 	}
 	var stack []uintptr
-	if ev.Kind == vocab.KindResponse && p.stacks {
+	if bit == vocab.BitResponse && p.stacks {
 		stack = slices.Clone(hook.Stack(tl))
 	}
+	// A request's record is made before the lock, and one that ends is
+	// recycled after it: the lock is held for the pool's state alone.
+	var fresh, spare *request
+	if bit == vocab.BitGetConn {
+		fresh = newRequest(tl)
+	}
+	defer func() {
+		if spare != nil {
+			recycle(spare)
+		}
+	}()
 	if p.cfg.onConnOpen != nil {
 		// After the unlock: a TLS handshake done opens a connection.
 		defer p.deliverOpened()
@@ -55,49 +72,54 @@ func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 	// early (a GotConn for a connection the pool no longer knows still
 	// ends the wait).
 	defer p.changes.Signal()
-	p.observeLocked(tl, ev, stack)
+	spare = p.observeLocked(tl, ev, bit, stack, fresh)
 }
 
-// observeLocked applies ev to the pool's state; p.mu is held. It is apart
+// observeLocked applies ev, of the kind whose bit is bit, to the pool's
+// state, and returns a record to recycle once the lock is released: fresh,
+// the record made for a GetConn if the request had one already, or that of
+// a request that ended. p.mu is held. It is apart
 // from ObserveEvent so that the latter's defers stay open-coded: with two
 // defers and a return per case of this switch, the compiler falls back to
 // slower deferred calls, which showed in profiles. ObserveEvent passes
 // only the kinds of observedKinds: a kind handled here must be listed there.
-func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, stack []uintptr) {
+func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, bit vocab.KindSet, stack []uintptr, fresh *request) *request {
 	now := stamp{tl.Start, ev.At} // the event's time
-	switch ev.Kind {
-	case vocab.KindBodyCollected:
+	switch bit {
+	case vocab.BitBodyCollected:
 		if r := p.reqLocked(tl.ID); r != nil {
 			r.collected = true
 		}
-	case vocab.KindGetConn:
-		p.getConnLocked(tl, ev)
-	case vocab.KindGotConn:
+	case vocab.BitGetConn:
+		return p.getConnLocked(tl, ev, fresh)
+	case vocab.BitGotConn:
 		p.gotConnLocked(tl, ev, now)
-	case vocab.KindTLSDone:
+	case vocab.BitTLSDone:
 		// A failed handshake's connection is closed already: the
 		// Transport closes it before it reports the failure.
 		if ev.Err == nil {
 			p.tlsDoneLocked(tl.ID, ev.Addr, uint16(ev.N), !ev.Late && tl.TLS.Resumed, now)
 		}
-	case vocab.KindPutIdleConn:
+	case vocab.BitPutIdleConn:
 		p.putIdleConnLocked(tl, ev, now)
-	case vocab.KindResponse:
+	case vocab.BitResponse:
 		p.responseLocked(tl, now, stack)
-	case vocab.KindDone:
-		p.doneLocked(tl, ev)
+	case vocab.BitDone:
+		return p.doneLocked(tl, ev)
 	}
+	return nil
 }
 
 // getConnLocked records that the request of tl asks for a connection: a
-// new request, or one the Transport sends again.
-func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev httptrace.Event) {
+// new request, whose record fresh becomes, or one the Transport sends
+// again, which leaves fresh unused: it returns it then.
+func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev httptrace.Event, fresh *request) (unused *request) {
 	// net/http's Transport stops closing the connections that go
 	// idle after CloseIdleConnections once a request asks for one.
 	p.closeIdle = false
 	r := p.reqLocked(tl.ID)
 	if r == nil {
-		r = p.newRequestLocked(tl)
+		r, fresh = p.addRequestLocked(tl, fresh), nil
 	}
 	if c := r.conn; c != nil {
 		p.retriedLocked(r, c)
@@ -108,6 +130,7 @@ func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev httptrace.Event) {
 		p.tally(r.hc, func(n *counters) { n.waiting++ })
 	}
 	r.conn = nil
+	return fresh
 }
 
 // gotConnLocked records that the request of tl was handed the connection
@@ -241,8 +264,9 @@ func (p *Pool) responseLocked(tl *httptrace.Timeline, now stamp, stack []uintptr
 	}
 }
 
-// doneLocked records the end of the request of tl.
-func (p *Pool) doneLocked(tl *httptrace.Timeline, ev httptrace.Event) {
+// doneLocked records the end of the request of tl, and returns its record
+// if nothing refers to it any more, to recycle.
+func (p *Pool) doneLocked(tl *httptrace.Timeline, ev httptrace.Event) *request {
 	r := p.reqLocked(tl.ID)
 	if r == nil {
 		if !ev.Late {
@@ -253,14 +277,13 @@ func (p *Pool) doneLocked(tl *httptrace.Timeline, ev httptrace.Event) {
 			_, h := p.requestHostLocked(u.Scheme, requestHost(&u, tl))
 			p.tally(h, func(n *counters) { n.requests++ })
 		}
-		return
+		return nil
 	}
 	p.requestDoneLocked(tl, r, ev.At)
 	if r.conn == nil || r.conn.last != r {
-		// Nothing refers to r any more: recycle it.
-		*r = request{}
-		requestPool.Put(r)
+		return r
 	}
+	return nil
 }
 
 // retriedLocked refines the close of c, the HTTP/1 connection request r

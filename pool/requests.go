@@ -36,10 +36,29 @@ type request struct {
 	class       httptrace.Class
 }
 
-// newRequestLocked starts the pool's record of the request of tl.
-func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
+// newRequest returns a record of the request of tl, not yet the pool's:
+// what it takes from the timeline alone, made before the pool's lock is
+// taken, which every event of every request takes in turn.
+func newRequest(tl *httptrace.Timeline) *request {
 	r := requestPool.Get().(*request)
 	*r = request{id: tl.ID, method: tl.Method, methodIndex: methodIndex(tl.Method), u: tl.RawURL()}
+	return r
+}
+
+// recycle returns r, a record nothing refers to, to requestPool; with the
+// pool's lock released.
+func recycle(r *request) {
+	*r = request{}
+	requestPool.Put(r)
+}
+
+// newRequestLocked starts the pool's record of the request of tl.
+func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
+	return p.addRequestLocked(tl, newRequest(tl))
+}
+
+// addRequestLocked starts the pool's record r of the request of tl.
+func (p *Pool) addRequestLocked(tl *httptrace.Timeline, r *request) *request {
 	r.host, r.hc = p.requestHostLocked(r.u.Scheme, requestHost(&r.u, tl))
 	r.hc.scheme = r.u.Scheme
 	p.reqs.add(r)

@@ -25,6 +25,13 @@ const Batch = 50
 // second client's overhead over the first in percent, as "overhead-%" and
 // "cpu-overhead-%". An op is one request through each client.
 func Run(b *testing.B, names [2]string, clients [2]func(n int) error) {
+	RunBatches(b, names, clients, Batch)
+}
+
+// RunBatches is [Run] with batches of size requests: many goroutines
+// sharing a client need a batch well above their number to keep them all
+// busy.
+func RunBatches(b *testing.B, names [2]string, clients [2]func(n int) error, size int) {
 	var wall, cpu [2]time.Duration
 	batch := func(i, n int) {
 		w, c := time.Now(), ProcessCPU()
@@ -36,7 +43,7 @@ func Run(b *testing.B, names [2]string, clients [2]func(n int) error) {
 	}
 	b.ResetTimer()
 	for done, k := 0, 0; done < b.N; k++ {
-		n := min(Batch, b.N-done)
+		n := min(size, b.N-done)
 		first := k % 2
 		batch(first, n)
 		batch(1-first, n)

@@ -21,6 +21,14 @@ type Filter interface {
 	EventKinds() vocab.KindSet
 }
 
+// KindObserver is implemented by an event observer (of the tracer's
+// timelines TL and events EV) that takes each event with its kind's bit
+// (vocab.Bit), which the tracer knows where it records the event: the
+// observer need not find the kind from its name, a string.
+type KindObserver[TL, EV any] interface {
+	ObserveKind(tl TL, ev EV, bit vocab.KindSet)
+}
+
 // Dial is what the context of a traced request offers the dial wrapper of
 // a pool: the request's timeline id, and DNS and connect hooks that record
 // into that timeline.

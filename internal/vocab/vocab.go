@@ -42,51 +42,77 @@ type KindSet uint32
 // AllKinds holds every kind.
 const AllKinds = KindSet(1<<22 - 2)
 
+// The bit of each kind in a KindSet, that of Kinds[i] being 1<<(i+1): what
+// Bit returns, for code that knows an event's kind where it records it.
+const (
+	BitGetConn KindSet = 1 << (iota + 1)
+	BitGotConn
+	BitDNSStart
+	BitDNSDone
+	BitConnectStart
+	BitConnectDone
+	BitTLSStart
+	BitTLSDone
+	BitWroteHeaders
+	BitWait100Continue
+	BitGot1xx
+	BitWroteRequest
+	BitFirstByte
+	BitResponse
+	BitBodyEOF
+	BitBodyClose
+	BitPutIdleConn
+	BitDone
+	BitBodyHeld
+	BitBodyCollected
+	BitIdlePoolChurn
+)
+
 // Bit returns the bit of k in a KindSet, 0 for a kind not listed above.
 func Bit(k Kind) KindSet {
 	switch k {
 	case KindGetConn:
-		return 1 << 1
+		return BitGetConn
 	case KindGotConn:
-		return 1 << 2
+		return BitGotConn
 	case KindDNSStart:
-		return 1 << 3
+		return BitDNSStart
 	case KindDNSDone:
-		return 1 << 4
+		return BitDNSDone
 	case KindConnectStart:
-		return 1 << 5
+		return BitConnectStart
 	case KindConnectDone:
-		return 1 << 6
+		return BitConnectDone
 	case KindTLSStart:
-		return 1 << 7
+		return BitTLSStart
 	case KindTLSDone:
-		return 1 << 8
+		return BitTLSDone
 	case KindWroteHeaders:
-		return 1 << 9
+		return BitWroteHeaders
 	case KindWait100Continue:
-		return 1 << 10
+		return BitWait100Continue
 	case KindGot1xx:
-		return 1 << 11
+		return BitGot1xx
 	case KindWroteRequest:
-		return 1 << 12
+		return BitWroteRequest
 	case KindFirstByte:
-		return 1 << 13
+		return BitFirstByte
 	case KindResponse:
-		return 1 << 14
+		return BitResponse
 	case KindBodyEOF:
-		return 1 << 15
+		return BitBodyEOF
 	case KindBodyClose:
-		return 1 << 16
+		return BitBodyClose
 	case KindPutIdleConn:
-		return 1 << 17
+		return BitPutIdleConn
 	case KindDone:
-		return 1 << 18
+		return BitDone
 	case KindBodyHeld:
-		return 1 << 19
+		return BitBodyHeld
 	case KindBodyCollected:
-		return 1 << 20
+		return BitBodyCollected
 	case KindIdlePoolChurn:
-		return 1 << 21
+		return BitIdlePoolChurn
 	}
 	return 0
 }
