@@ -13,6 +13,7 @@ this example speaks HTTP/1.1.
 """
 
 import os
+import ssl
 import sys
 
 import httpx
@@ -39,9 +40,11 @@ class Httpx:
         read = seconds(p["read_timeout_ms"] or p["attempt_timeout_ms"])
         pool = seconds(p["pool_acquire_timeout_ms"])
         limits = httpx.Limits(max_connections=p["pool_max_per_host"] or None, keepalive_expiry=self.keepalive_expiry)
+        # The CA as an SSL context: httpx deprecates a file name for verify.
+        ca = os.environ.get("CONNAUDIT_CA")
+        verify = ssl.create_default_context(cafile=ca) if ca else True
         c = httpx.Client(timeout=httpx.Timeout(connect=connect, read=read, write=read, pool=pool), limits=limits,
-                         verify=os.environ.get("CONNAUDIT_CA") or True, transport=httpx.HTTPTransport(
-                             retries=0, limits=limits, verify=os.environ.get("CONNAUDIT_CA") or True))
+                         verify=verify, transport=httpx.HTTPTransport(retries=0, limits=limits, verify=verify))
         c.connaudit_config = (f"httpx.Timeout(connect={connect}, read={read}, pool={pool}), "
                               f"Limits(max_connections={limits.max_connections}, keepalive_expiry={limits.keepalive_expiry})")
         if p.get("send_ping_timeout_ms"):
