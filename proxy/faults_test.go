@@ -200,3 +200,23 @@ func TestGoDark(t *testing.T) {
 	require.Error(t, err)
 	require.EqualValues(t, 1, up.requests.Load())
 }
+
+// The text's verdict lines keep their columns: each client starts where
+// the others do, whatever the verdict's name.
+func TestVerdictColumns(t *testing.T) {
+	rep := &proxy.Report{Verdicts: []proxy.Verdict{
+		{Name: "hidden-retry", Client: "127.0.0.1", Result: "pass"},
+		{Name: "write-committed-twice", Client: "127.0.0.1", Result: "fail", Detail: "POST /orders twice"},
+	}}
+	var b strings.Builder
+	require.NoError(t, rep.WriteText(&b))
+	var at []int
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "  PASS ") || strings.HasPrefix(l, "  FAIL ") {
+			at = append(at, strings.Index(l, "127.0.0.1"))
+		}
+	}
+	require.Len(t, at, 2, b.String())
+	require.Equal(t, at[0], at[1], b.String())
+	require.Equal(t, len("  PASS ")+25, at[0], b.String())
+}

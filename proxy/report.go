@@ -301,21 +301,23 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Replays) > 0 {
 		b.WriteString("\nreplays\n")
 		for _, rp := range r.Replays {
-			line := fmt.Sprintf("  %s %s %s %s: #%d request %d %s (upstream %s), again on #%d request %d (upstream %s)",
+			line := fmt.Sprintf("%s %s %s %s: #%d request %d %s (upstream %s), again on #%d request %d (upstream %s)",
 				rp.Class, rp.Client, rp.First.Method, rp.First.Path, rp.First.Conn, rp.First.Nth,
 				firstFate(rp.First), rp.First.Upstream, rp.Again.Conn, rp.Again.Nth, rp.Again.Upstream)
-			for _, l := range text.Wrap(line, "", "      ", 100) {
+			for _, l := range text.Wrap(line, "  ", "      ", 100) {
 				b.WriteString(l + "\n")
 			}
 		}
 	}
 	b.WriteString("\nverdicts\n")
 	for _, v := range r.Verdicts {
-		line := fmt.Sprintf("  %-4s %-24s %s", strings.ToUpper(v.Result), v.Name, v.Client)
+		// The columns as a prefix: Wrap makes a run of spaces one.
+		head := fmt.Sprintf("  %-4s %-24s ", strings.ToUpper(v.Result), v.Name)
+		line := v.Client
 		if v.Detail != "" {
 			line += ": " + v.Detail
 		}
-		for _, l := range text.Wrap(line, "", "       ", 100) {
+		for _, l := range text.Wrap(line, head, "       ", 100) {
 			b.WriteString(l + "\n")
 		}
 	}
