@@ -79,7 +79,7 @@ sed 's/\x1b\[[0-9;]*m//g' "$bin/source"
 # fresh or kept alive: on a fresh one the contracts forbid it). Pinned by scenario as well, so that
 # a client that changes its path is seen even where it still passes: what each cannot configure,
 # where the caller got the loss of a request the server never read (loss-to-caller: Reactor Netty
-# sends nothing again once it has written a request; the JDK gives up on a POST), and where the
+# sends nothing again once it has written a request; the JDK gives up on a POST, an Idempotency-Key or not), and where the
 # client sent a request again by itself (hidden-retry: the JDK's GET replay), and the failing
 # findings on the client as a whole (none: connections still open at done, the JDK 17 HttpClient's,
 # which has no close(), are a finding that does not fail the session). kits/java's HiddenRetryTest and StaleReuseTest measure the same against a
@@ -93,7 +93,8 @@ want = {
         "failed": {"server-idle-timeout"},
         "not-configurable": set(),
         "loss-to-caller": {"reset-before-send", "close-before-send", "stale-close-before-read",
-                           "stale-reset-before-read", "stale-post-close-before-read", "stale-post-reset-before-read"},
+                           "stale-reset-before-read", "stale-post-close-before-read", "stale-post-reset-before-read",
+                           "stale-post-key-before-read"},
         "hidden-retry": set(),
         "client": set(),
     },
@@ -102,7 +103,7 @@ want = {
         "not-configurable": {"response-header-timeout", "pool-acquire-timeout", "stall-mid-body", "trickle-body",
                              "reset-before-send", "close-before-send", "go-dark", "retry/response-header-timeout",
                              "retry/body-read-interval"},
-        "loss-to-caller": {"stale-post-close-before-read", "stale-post-reset-before-read"},
+        "loss-to-caller": {"stale-post-close-before-read", "stale-post-reset-before-read", "stale-post-key-before-read"},
         "hidden-retry": {"close-before-response", "reset", "hidden-retry", "hidden-retry-reset", "retry/hidden-retry",
                          "retry/hidden-retry-reset", "retry/fresh-connection-closed"},
         "client": set(),
