@@ -124,7 +124,8 @@ func (p *Proxy) clientLocked(name string) *clientRec {
 	return c
 }
 
-// addConn accounts for the connection, closed.
+// addConn takes the connection, closed, from the open ones and accounts
+// for it, in one step: no reader sees it in neither.
 func (p *Proxy) addConn(r *connRec) {
 	c := r.snapshot()
 	name := c.Client
@@ -136,6 +137,7 @@ func (p *Proxy) addConn(r *connRec) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.conns, r.id)
 	cr := p.clientLocked(name)
 	cr.nConns++
 	if len(cr.conns) < maxKept {

@@ -270,9 +270,6 @@ func (p *Proxy) serveConn(c *conn) {
 		r.quiet.Wait()
 	}
 	r.mu.Unlock()
-	p.mu.Lock()
-	delete(p.conns, r.id)
-	p.mu.Unlock()
 	p.addConn(r)
 	p.changed()
 }
