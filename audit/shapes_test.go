@@ -123,16 +123,12 @@ func shapes() []shape {
 					t.MaxIdleConnsPerHost = -1
 				}), pool.BodyIdleTimeout(serviceBound)), audit.Protocols(protocols(true, false))}
 			}},
-		{name: "a tiny idle timeout: IdleConnTimeout 90ns (the unit left out), HTTP/1",
-			code: "http.DefaultTransport's clone with timeouts set, as above, and IdleConnTimeout: 90, " +
-				"audit.Protocols: HTTP/1 only (over HTTP/2 net/http dials in a loop: the idle timer closes each new " +
-				"connection before a stream takes it, so no verdict holds from run to run)",
-			stress: true, keeps: "IdleConnTimeout (yours: 90ns) closed the connection before it was reused",
-			opts: func() []audit.Option {
-				return []audit.Option{audit.WithTransport("IdleConnTimeout 90ns", bounded(func(t *http.Transport) {
-					t.IdleConnTimeout = 90
-				}), pool.BodyIdleTimeout(serviceBound)), audit.Protocols(protocols(true, false))}
-			}},
+		// No shape with a tiny idle timeout (IdleConnTimeout: 90, the unit
+		// left out): net/http races its own idle timer there, a request
+		// now and then failing with "http: idle connection timeout" on the
+		// connection it was handed, so a scenario's reasons differ from
+		// run to run (retry/total-budget, 1 run in about 10); over HTTP/2
+		// it dials in a loop.
 		{name: "&http.Transport{}", code: "&http.Transport{}", stress: true, readme: true,
 			opts: func() []audit.Option {
 				return []audit.Option{audit.WithTransport("&http.Transport{}", func() *http.Transport { return &http.Transport{} })}
