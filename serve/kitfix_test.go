@@ -33,15 +33,14 @@ func TestKitVerdictsTrue(t *testing.T) {
 	// Every command first: one may skip the test (a kit not installed),
 	// which must happen before any client runs.
 	argvs := map[string][]string{}
-	for _, ex := range examples[:2] { // curl, requests
-		argvs[ex.name] = ex.cmd(t, r)
+	for _, name := range []string{"curl", "requests"} {
+		argvs[name] = exampleOf(t, name).cmd(t, r)
 	}
-	for _, ex := range examples[:2] {
-		argv := argvs[ex.name]
+	for name, argv := range argvs {
 		wg.Go(func() {
 			o := runExample(t.Context(), t, srv, argv)
 			mu.Lock()
-			out[ex.name] = o
+			out[name] = o
 			mu.Unlock()
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,75 +18,129 @@ import (
 	"time"
 )
 
-// example is a kit's example client and the command that runs it; a
+// example is a kit's example client, as kits/examples.json lists it: a
 // command may audit several clients, one session each (sessions, in the
-// table's order; nil: the one client name).
+// table's order; nil: the one client).
 type example struct {
-	name     string
-	cmd      func(t *testing.T, root string) []string
-	sessions []string
-	// after: a JVM's; run first, and the others once its first session
+	Client   string   `json:"client"`
+	Kit      string   `json:"kit"`
+	Args     []string `json:"args"`
+	Sessions []string `json:"sessions"`
+	// First: a JVM's; run first, and the others once its first session
 	// has ended (Maven and a JVM starting take both cores of a small
 	// machine for seconds, long enough to push curl's --speed-time, an
 	// average over about 5 s, past the server's guard).
-	after bool
+	First bool `json:"first"`
 }
 
 // names is the clients an example's command audits.
 func (ex example) names() []string {
-	if ex.sessions != nil {
-		return ex.sessions
+	if ex.Sessions != nil {
+		return ex.Sessions
 	}
-	return []string{ex.name}
+	return []string{ex.Client}
 }
 
-var examples = []example{
-	{"curl", func(t *testing.T, root string) []string {
+// cmd is the command that runs ex, skipping t, saying so, when its kit's
+// tools or installs are missing.
+func (ex example) cmd(t *testing.T, root string) []string {
+	t.Helper()
+	dir := filepath.Join(root, "kits", ex.Kit)
+	file := func() []string {
+		if len(ex.Args) == 0 {
+			t.Fatalf("kits/examples.json: %s has no args", ex.Client)
+		}
+		return append([]string{filepath.Join(dir, ex.Args[0])}, ex.Args[1:]...)
+	}
+	switch ex.Kit {
+	case "curl":
 		for _, tool := range []string{"curl", "jq", "bash"} {
 			if _, err := exec.LookPath(tool); err != nil {
 				t.Skipf("%s is not installed (.ci/run installs it)", tool)
 			}
 		}
-		return []string{filepath.Join(root, "kits", "curl", "example.sh")}
-	}, nil, false},
-	{"requests", func(t *testing.T, root string) []string {
-		return []string{pythonPath(t, root), filepath.Join(root, "kits", "python", "example_requests.py")}
-	}, nil, false},
-	{"httpx", func(t *testing.T, root string) []string {
-		return []string{pythonPath(t, root), filepath.Join(root, "kits", "python", "example_httpx.py")}
-	}, nil, false},
-	{"aiohttp", func(t *testing.T, root string) []string {
-		return []string{pythonPath(t, root), filepath.Join(root, "kits", "python", "example_aiohttp.py")}
-	}, nil, false},
-	{"fetch", func(t *testing.T, root string) []string {
+		return file()
+	case "python":
+		return append([]string{pythonPath(t, root)}, file()...)
+	case "node":
 		nodeKit(t, root)
-		return []string{"node", filepath.Join(root, "kits", "node", "example_fetch.mjs")}
-	}, nil, false},
-	{"axios", func(t *testing.T, root string) []string {
-		nodeKit(t, root)
-		return []string{"node", filepath.Join(root, "kits", "node", "example_axios.mjs")}
-	}, nil, false},
-	{"undici", func(t *testing.T, root string) []string {
-		nodeKit(t, root)
-		return []string{"node", filepath.Join(root, "kits", "node", "example_undici.mjs")}
-	}, nil, false},
-	{"undici-retry", func(t *testing.T, root string) []string {
-		nodeKit(t, root)
-		return []string{"node", filepath.Join(root, "kits", "node", "example_undici_retry.mjs")}
-	}, nil, false},
-	{"undici-default", func(t *testing.T, root string) []string {
-		nodeKit(t, root)
-		return []string{"node", filepath.Join(root, "kits", "node", "example_undici_default.mjs")}
-	}, nil, false},
-	// The Rust kit: reqwest configured from each policy, then as usually
-	// configured with reqwest-retry; the binary kits/rust/ci.sh builds.
-	{"reqwest", func(t *testing.T, root string) []string { return []string{rustKit(t, root), "reqwest"} }, nil, false},
-	{"reqwest-retry", func(t *testing.T, root string) []string { return []string{rustKit(t, root), "reqwest-retry"} }, nil, false},
-	// The Java kit: WebClient on Reactor Netty, RestClient on the JDK
-	// HttpClient, OkHttp and Apache HttpClient 5 from each policy, then the
-	// last two with their users' defaults, in one JVM (kits/java ServeTest).
-	{"java", func(t *testing.T, root string) []string { return javaKit(t, root) },
-		[]string{"webclient", "restclient", "okhttp", "httpclient5", "okhttp-defaults", "httpclient5-defaults"}, true},
+		return append([]string{"node"}, file()...)
+	case "rust":
+		return append([]string{rustKit(t, root)}, ex.Args...)
+	case "java":
+		return javaKit(t, root, ex.Args...)
+	}
+	t.Fatalf("kits/examples.json: %s: no kit %q (curl, python, node, rust, java)", ex.Client, ex.Kit)
+	return nil
+}
+
+// examples is kits/examples.json's list; a client added to a kit is a line
+// there, not here.
+var examples = func() []example {
+	b, err := os.ReadFile(filepath.Join("..", "kits", "examples.json"))
+	if err != nil {
+		panic(err) // the repository's own file: the tests cannot run without it
+	}
+	var list struct {
+		Examples []example `json:"examples"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		panic(fmt.Sprintf("kits/examples.json: %v", err))
+	}
+	return list.Examples
+}()
+
+// TestExamplesListed: kits/examples.json is well formed, and lists every
+// example file of the Python and Node kits and every client a terms file
+// names, so that no client of a kit is left out of the table.
+func TestExamplesListed(t *testing.T) {
+	r := root(t)
+	kits := map[string]bool{"curl": true, "python": true, "node": true, "rust": true, "java": true}
+	files, sessions := map[string]bool{}, map[string]bool{}
+	for _, ex := range examples {
+		if !kits[ex.Kit] || ex.Client == "" || (ex.Kit != "java" && len(ex.Args) == 0) {
+			t.Errorf("kits/examples.json: %+v: a client, a kit of %v and args", ex, slices.Sorted(maps.Keys(kits)))
+		}
+		if len(ex.Args) > 0 {
+			files[filepath.Join(ex.Kit, ex.Args[0])] = true
+		}
+		for _, name := range ex.names() {
+			if sessions[name] {
+				t.Errorf("kits/examples.json: session %s twice", name)
+			}
+			sessions[name] = true
+		}
+	}
+	for _, glob := range []string{"python/example_*.py", "node/example_*.mjs"} {
+		found, _ := filepath.Glob(filepath.Join(r, "kits", glob))
+		if len(found) == 0 {
+			t.Errorf("no kits/%s", glob)
+		}
+		for _, f := range found {
+			if rel, _ := filepath.Rel(filepath.Join(r, "kits"), f); !files[rel] {
+				t.Errorf("kits/%s is in no line of kits/examples.json", rel)
+			}
+		}
+	}
+	terms, _ := filepath.Glob(filepath.Join(r, "kits", "*", "*.terms.json"))
+	java, _ := filepath.Glob(filepath.Join(r, "kits", "java", "src", "main", "resources", "*.terms.json"))
+	for _, f := range append(terms, java...) {
+		if name := strings.TrimSuffix(filepath.Base(f), ".terms.json"); !sessions[name] {
+			t.Errorf("%s: no session of %s in kits/examples.json", f, name)
+		}
+	}
+}
+
+// exampleOf is the example of the client name.
+func exampleOf(t *testing.T, name string) example {
+	t.Helper()
+	for _, ex := range examples {
+		if ex.Client == name {
+			return ex
+		}
+	}
+	t.Fatalf("kits/examples.json has no %s", name)
+	return example{}
 }
 
 // clients keeps a JVM's start apart from the tests that run clients on
@@ -178,7 +233,10 @@ func root(t *testing.T) string {
 	return r
 }
 
-var update = flag.Bool("update", false, "rewrite the table in ../docs/serve.md")
+var (
+	update = flag.Bool("update", false, "rewrite the table in ../docs/serve.md (and run TestTable)")
+	table  = flag.Bool("table", false, "run TestTable: every kit's example client, about 4 minutes (.ci/run passes it)")
+)
 
 const (
 	docPath    = "../docs/serve.md"
@@ -190,13 +248,16 @@ const (
 // (the Java kit's first, the others once its first session has ended: its
 // JVM is up then), and checks that the table of verdicts committed in
 // docs/serve.md is the one this run gives (go test ./serve -run TestTable
-// -update rewrites it). The Java columns come from kits/java run with Maven
-// under the same server; without mvn and a JDK 17 the test skips, saying
+// -update rewrites it). It runs with -table or -update alone: every kit's
+// example client, the Java kit's six sessions among them, takes about four
+// minutes, as long as the rest of the package three times over; .ci/run
+// runs it (go test ./serve -run '^TestTable$' -table). The Java columns
+// come from kits/java run with Maven under the same server; without mvn and a JDK 17 the test skips, saying
 // so, as it does without curl, the Python venv or kits/node's packages: a
 // table with a column missing cannot be compared.
 func TestTable(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs every kit's example client")
+	if testing.Short() || !*table && !*update {
+		t.Skip("runs every kit's example client, about 4 minutes: go test ./serve -run '^TestTable$' -table (.ci/run does)")
 	}
 	t.Parallel()
 	r := root(t)
@@ -204,7 +265,7 @@ func TestTable(t *testing.T) {
 	var argvs, first [][]string
 	var firstNames []string
 	for _, ex := range examples {
-		if ex.after {
+		if ex.First {
 			first = append(first, ex.cmd(t, r))
 			firstNames = append(firstNames, ex.names()...)
 		} else {
@@ -301,12 +362,7 @@ func TestBrokenConfigurationFailsItsContract(t *testing.T) {
 	}{{"requests", "CONNAUDIT_EXAMPLE=retry-500"}, {"axios", "CONNAUDIT_EXAMPLE=default-condition"}}
 	for _, c := range cases {
 		t.Run(c.ex, func(t *testing.T) {
-			var argv []string
-			for _, ex := range examples {
-				if ex.name == c.ex {
-					argv = ex.cmd(t, r)
-				}
-			}
+			argv := exampleOf(t, c.ex).cmd(t, r)
 			for _, broken := range []bool{false, true} {
 				col := &collector{}
 				srv, err := New(OnSessionEnd(col.add))
@@ -364,7 +420,7 @@ func TestFourAtOnce(t *testing.T) {
 		t.Skip("runs real clients")
 	}
 	beside(t)
-	argv := examples[1].cmd(t, root(t))
+	argv := exampleOf(t, "requests").cmd(t, root(t))
 	// Scenarios whose counts do not wait on a timer of the client's.
 	env := "CONNAUDIT_SKIP=^(trickle-body|pool-acquire-timeout)$"
 	one := func(n int) ([]*SessionReport, time.Duration) {
