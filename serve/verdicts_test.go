@@ -3,6 +3,7 @@ package serve
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -103,7 +104,8 @@ func TestCountsPerScenario(t *testing.T) {
 
 // TestJUnitFailsWithTheSession: a session's own failures (the kit gave
 // up) fail a JUnit case, and a scenario's findings are in its case's
-// output, so that the XML fails when the session does.
+// output, so that the XML fails when the session does; the text and the
+// JSON carry the finding with its class too.
 func TestJUnitFailsWithTheSession(t *testing.T) {
 	r := &SessionReport{Client: Client{Name: "c"}, Error: "the kit gave up: boom", Results: []Result{
 		{Name: "hidden-retry", Pass: true, Findings: []Finding{{Class: FindingHiddenRetry, Text: "the server read 2 requests"}}}}}
@@ -122,6 +124,22 @@ func TestJUnitFailsWithTheSession(t *testing.T) {
 	r.WriteText(&text)
 	if !strings.Contains(text.String(), "finding (hidden-retry): the server read 2 requests") {
 		t.Errorf("the text has no finding:\n%s", text.String())
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, []*SessionReport{r}); err != nil {
+		t.Fatal(err)
+	}
+	var decoded struct {
+		Sessions []struct {
+			Results []struct {
+				Findings []Finding `json:"findings"`
+			} `json:"results"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &decoded); err != nil || len(decoded.Sessions) != 1 ||
+		len(decoded.Sessions[0].Results) != 1 || len(decoded.Sessions[0].Results[0].Findings) != 1 ||
+		decoded.Sessions[0].Results[0].Findings[0].Class != FindingHiddenRetry {
+		t.Errorf("the JSON has no finding of class hidden-retry:\n%s", js.String())
 	}
 }
 
