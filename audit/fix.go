@@ -150,9 +150,17 @@ func (sub subject) boundFixes(fs *fixes, s Scenario, o Observed, layer string, d
 			setting = nameBodyIdleTimeout
 		}
 		fs.add(fmt.Sprintf("set %s well apart from %s: %s", setting, sub.layerLimit(), side))
+	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "" &&
+		sub.kind == kindHTTP2 && e.Stage == httptrace.StageAwaitHeaders:
+		// x/net has no ResponseHeaderTimeout to set.
+		fs.add(sub.stageFix(e.Stage))
 	case o.ClientAttempts > 0 && o.Class != e.Class && classSetting(e.Class) != "":
 		_, own := sub.stageBound(e.Stage)
 		limits := yours(own)
+		if b := sub.bounds(e.Stage); !b.known {
+			limits = "yours: unseen, " + b.name + "; audited as an *http.Transport, or through a wrapper " +
+				"with an Unwrap method, the contract fits its limit to your bound"
+		}
 		if s.Contract != "" && s.Policy.AttemptTimeout > 0 && !sub.retryDefaults {
 			limits += fmt.Sprintf("; %s: %v", sub.layerLimit(), s.Policy.AttemptTimeout)
 		}
@@ -184,6 +192,10 @@ func (sub subject) fateFixes(fs *fixes, s Scenario, o Observed, reused bool) {
 		if hc, name := sub.healthCheck(); hc > 0 {
 			fs.add(fmt.Sprintf("the Transport's HTTP/2 health check (yours: %s) did not close the connection that "+
 				"went dark within %v: -v shows its timeline", name, hc))
+		} else if sub.kind == kindHTTP2 {
+			fs.add("set the http2.Transport's health check, ReadIdleTimeout and PingTimeout, such as 5s and 5s, " +
+				"within the audit's guard deadline: without it x/net keeps a connection that went dark in its pool, " +
+				"and every request on it hangs until its own bound")
 		} else {
 			fs.add("set the Transport's HTTP/2 health check, Transport.HTTP2 = &http.HTTP2Config{SendPingTimeout: …, " +
 				"PingTimeout: …} (x/net's ReadIdleTimeout), such as 5s and 5s, within the audit's guard deadline: " +

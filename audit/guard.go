@@ -215,6 +215,13 @@ func (r *Runner) wait(s Scenario, e *env, sub subject, start time.Time, first ti
 	if inFlight {
 		w.stage = f.stage
 		consider(sub.bounds(f.stage), f.since)
+		if hc, name := sub.healthCheck(); hc > 0 && s.Proto == HTTP2 && f.stage != httptrace.StageDNS &&
+			f.stage != httptrace.StageConnect && f.stage != httptrace.StageTLS {
+			// Over HTTP/2 the health check bounds every stage on a
+			// connection: one that went dark is closed, and its streams
+			// with it, within its time of the last frame read.
+			consider(bound{name: "HTTP/2 health check: " + name, d: hc, known: true}, f.since)
+		}
 		if want := s.Expect.Stage; want != "" && stageOrder[f.stage] < stageOrder[want] {
 			// Short of the stage the fault holds it at, the request is
 			// slow (a loaded machine), not hung there: it is waited for

@@ -88,6 +88,10 @@ type Observed struct {
 	// (keep-alives off, its idle timeout, a full idle pool), by the time
 	// the call was observed: what kept a connection from being reused.
 	lost []pool.CloseReason
+	// beneath is set when the faulted request failed writing to a
+	// connection net/http had closed beneath it on the server's close
+	// ([closedBeneath]).
+	beneath bool
 }
 
 // Result is the outcome of one scenario.

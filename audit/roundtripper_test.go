@@ -77,7 +77,8 @@ func TestAuditXNetHTTP2Transport(t *testing.T) {
 		return &http2.Transport{}
 	}), audit.Protocols(http2Only()), audit.Parallel(4))
 	require.NoError(t, err)
-	res := runEach(t, r, "ok", "h2/ok", "h2/reset", "h2/goaway", "h2/refused-stream", "h2/response-header-timeout")
+	res := runEach(t, r, "ok", "h2/ok", "h2/reset", "h2/goaway", "h2/refused-stream", "h2/response-header-timeout",
+		"retry/response-header-timeout")
 
 	require.Contains(t, res["ok"].Skipped, "HTTP/1 is not meant")
 	for _, name := range []string{"h2/ok", "h2/reset", "h2/goaway", "h2/refused-stream"} {
@@ -107,6 +108,24 @@ func TestAuditXNetHTTP2Transport(t *testing.T) {
 	require.True(t, dark.Pass, "%v", dark.Mismatches)
 	require.Equal(t, pool.ClosedByClient, dark.Observed.Fate.ClosedBy)
 	require.Equal(t, pool.ReasonPingTimeout, dark.Observed.Fate.Reason)
+
+	// A health check of a service's seconds, past the scenario's own
+	// guard and within the guard deadline, is waited for: it ends the
+	// request on the dark connection, which is no unbounded wait.
+	r, err = audit.NewRunner(audit.WithRoundTripper("x/net http2", func() http.RoundTripper {
+		return &http2.Transport{ReadIdleTimeout: 2 * time.Second, PingTimeout: 2 * time.Second}
+	}), audit.Protocols(http2Only()))
+	require.NoError(t, err)
+	dark = runEach(t, r, "h2/go-dark")["h2/go-dark"]
+	require.True(t, dark.Pass, "%v; fix %s", dark.Mismatches, dark.Fix)
+	require.False(t, dark.Observed.Unbounded)
+	require.Equal(t, pool.ReasonPingTimeout, dark.Observed.Fate.Reason)
+
+	// A7 over x/net names what x/net lacks, not a field it has not.
+	a7 := res["retry/response-header-timeout"]
+	require.False(t, a7.Pass)
+	require.Contains(t, a7.Fix, "x/net's http2.Transport has no bound on the wait for the response headers")
+	require.NotContains(t, a7.Fix, "ResponseHeaderTimeout must end")
 
 	rht := res["h2/response-header-timeout"]
 	require.False(t, rht.Pass)

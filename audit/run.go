@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -740,9 +741,34 @@ func (r *Runner) observe(s Scenario, e *env, end guardEnd) (late, inFlight int) 
 		}
 	}
 	observeServer(s, e)
+	closedBeneath(s, obs)
 	obs.Dials = e.Pool.Stats().Dials
 	obs.lost = lostReuse(e.Pool.Conns())
 	return late, inFlight
+}
+
+// closedBeneath gives the class of the server's own close to a faulted
+// request that failed writing to a connection net/http had closed beneath
+// it ("use of closed network connection"), when the server closed that
+// request's connection unread as its fault does. net/http's read side saw
+// the server's close (its FIN or RST) and closed the connection while its
+// write side still sent the body: a body net/http does not hold in memory
+// (a RoundTripper that wraps it, as otelhttp does) goes after the headers
+// are flushed, and which side notices first is a race. The loss is the
+// server's close either way, as the scenario's fault made it.
+func closedBeneath(s Scenario, obs *Observed) {
+	tl := obs.Timeline
+	if obs.Class != httptrace.ClassError || obs.Unread == 0 || tl == nil || !errors.Is(tl.Outcome.Err, net.ErrClosed) {
+		return
+	}
+	for e := &s.Expect; e != nil; e = e.Or {
+		if e.Class == httptrace.ClassServerClosed || e.Class == httptrace.ClassReset {
+			obs.Class, obs.beneath = e.Class, true
+			obs.Notes = append(obs.Notes, fmt.Sprintf("the request's write met its connection closed by net/http, "+
+				"which had read the server's close first (%s): the server's close, as its fault made it", e.Class))
+			return
+		}
+	}
 }
 
 // lostReuse lists, once each, why the client closed those of conns that

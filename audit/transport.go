@@ -98,6 +98,9 @@ func (s subject) healthCheck() (time.Duration, string) {
 	if s.ping <= 0 {
 		return 0, ""
 	}
+	if s.kind == kindHTTP2 {
+		return s.ping + s.pingTimeout, fmt.Sprintf("ReadIdleTimeout %v + PingTimeout %v", s.ping, s.pingTimeout)
+	}
 	return s.ping + s.pingTimeout, fmt.Sprintf("SendPingTimeout %v + PingTimeout %v", s.ping, s.pingTimeout)
 }
 
