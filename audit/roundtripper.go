@@ -42,8 +42,13 @@ import (
 //     connections are tracked through its DialTLSContext, which the runner
 //     wraps (it dials with no timeout when that is nil), and its bounds are
 //     its own: no header wait, ReadIdleTimeout and PingTimeout as the
-//     health check. Declare [Protocols] with HTTP2 only to have no HTTP/1
-//     scenario reported as skipped.
+//     health check, waited for as a bound. Its TLSClientConfig needs no
+//     CA: the runner's dial uses a copy of it (nil: a fresh one) that
+//     trusts the fault server and names it, the rest as given. Declare
+//     [Protocols] with HTTP2 only to have no HTTP/1 scenario reported as
+//     skipped: var p http.Protocols; p.SetHTTP2(true); audit.Protocols(p).
+//     x/net's dial has no bound, and HTTP/2 has no scenario of a dial that
+//     hangs: that is said here, not judged.
 //   - In any other RoundTripper the runner sees nothing: a stage it
 //     does not end is waited for up to the guard deadline ([GuardDeadline])
 //     and half again, so that a bound of its own is given the time to act;
