@@ -28,6 +28,7 @@ import (
 // Its methods are safe for concurrent use.
 type Proxy struct {
 	cfg      config
+	bounds   Bounds // the downstream bounds in force
 	upstream *url.URL
 	up       *pool.Pool
 	rp       *httputil.ReverseProxy
@@ -85,7 +86,7 @@ func New(upstream string, opts ...Option) (*Proxy, error) {
 		}
 	}
 	p := &Proxy{
-		cfg: cfg, upstream: u, done: make(chan struct{}),
+		cfg: cfg, bounds: cfg.boundsInForce(), upstream: u, done: make(chan struct{}),
 		conns: map[uint64]*connRec{}, clients: map[string]*clientRec{},
 	}
 	for i, r := range cfg.rules {
@@ -222,14 +223,23 @@ func (p *Proxy) accepted(c net.Conn) *conn {
 	r.quiet = sync.NewCond(&r.mu)
 	r.idleRule = p.pickConnRule()
 	p.mu.Lock()
+	refuse := ""
 	select {
 	case <-p.done:
+		refuse = reasonShutdown
+	default:
+		if len(p.conns) >= p.bounds.Conns {
+			// Past the cap: shed at once, as a server out of capacity
+			// does; accounted for as the proxy's close all the same.
+			refuse = reasonConnLimit
+		}
+	}
+	if refuse != "" {
 		p.mu.Unlock()
 		c.Close()
-		r.isClosed = true
+		r.closedBy, r.reason, r.isClosed, r.closedAt = closedByProxy, refuse, true, time.Now()
 		close(r.closed)
 		return &conn{Conn: c, rec: r}
-	default:
 	}
 	p.conns[r.id] = r
 	p.mu.Unlock()
@@ -248,7 +258,9 @@ func (p *Proxy) serveConn(c *conn) {
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { p.serveHTTP(r, w, req) }),
 		ErrorLog:          log.New(io.Discard, "", 0),
-		ReadHeaderTimeout: 0,
+		ReadHeaderTimeout: p.bounds.Header,
+		IdleTimeout:       p.bounds.Idle,
+		MaxHeaderBytes:    p.bounds.HeaderBytes,
 	}
 	var nc net.Conn = c
 	if p.tlsCfg != nil {
