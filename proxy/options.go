@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"time"
+
+	"github.com/connaudit/connaudit/pool"
 )
 
 // An Option configures a [Proxy]. A bad value is an error from [New].
@@ -27,6 +29,7 @@ type config struct {
 	upstreamIdle time.Duration
 	window       time.Duration
 	bounds       Bounds
+	poolOpts     []pool.Option
 }
 
 func defaultConfig() config {
@@ -215,4 +218,12 @@ func stringsContainsRune(s string, r rune) bool {
 		}
 	}
 	return false
+}
+
+// UpstreamPoolOptions adds options to the pool of the proxy's upstream
+// connections ([Proxy.UpstreamPool]), after its own: an observer and
+// connection hooks such as otelconnaudit's, which a pool takes when it is
+// built.
+func UpstreamPoolOptions(opts ...pool.Option) Option {
+	return optionFunc(func(c *config) error { c.poolOpts = append(c.poolOpts, opts...); return nil })
 }

@@ -104,7 +104,7 @@ func New(upstream string, opts ...Option) (*Proxy, error) {
 	if cfg.upstreamCA != nil {
 		base.TLSClientConfig = &tls.Config{RootCAs: cfg.upstreamCA, MinVersion: tls.VersionTLS12}
 	}
-	p.up, err = pool.Track(base, pool.KeepClosed(1024))
+	p.up, err = pool.Track(base, append([]pool.Option{pool.KeepClosed(1024)}, cfg.poolOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -155,6 +155,13 @@ func (p *Proxy) URL() string {
 	}
 	return "http://" + p.addr
 }
+
+// UpstreamPool returns the pool of the proxy's own connections to the
+// upstream, for a program that embeds the proxy to export its numbers
+// (promconnaudit's collector; otelconnaudit's Register, its observer
+// given with [UpstreamPoolOptions]) or to serve its [pool.Pool.Handler]
+// on a debug route. The proxy closes it at [Proxy.Close].
+func (p *Proxy) UpstreamPool() *pool.Pool { return p.up }
 
 // CA returns the PEM of the CA the proxy's certificate is signed by, for
 // the client under test to trust; nil without [DownstreamTLS].
