@@ -403,7 +403,7 @@ type Conn struct {
 	Remote   string        `json:"remote"`
 	Proto    string        `json:"proto"`
 	Accepted time.Time     `json:"accepted"`
-	FirstReq time.Time     `json:"first_request,omitzero"`
+	FirstReq time.Time     `json:"first_request,omitzero"` // when its first request began (zero: none)
 	Closed   time.Time     `json:"closed,omitzero"`
 	Requests int           `json:"requests"`
 	MaxIdle  time.Duration `json:"max_idle_ns"` // the longest idle gap a request followed
