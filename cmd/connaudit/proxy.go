@@ -48,7 +48,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var pics pictureFlags
 	pics.register(fs.FlagSet, false)
 	debugAddr := fs.String("debug", "", "serve the upstream pool's debug page (JSON, ?format=text, ?format=html) at\n"+
-		"http://ADDR/debug/connpool during the run; on loopback unless ADDR names a host (\":6060\": 127.0.0.1:6060)")
+		"http://ADDR/debug/connpool during the run; on loopback unless ADDR names a host\n"+
+		"(\":6060\" is 127.0.0.1:6060)")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
