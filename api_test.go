@@ -30,7 +30,7 @@ var exportedTargets = map[string]int{
 	"pool":            35, // 33
 	"pool/pooltest":   3,  // 2
 	"probe":           32, // 30
-	"proxy":           24, // 23: the proxy, its options, the rules, and the report's types (clients, connections, attempts, the upstream pool, replays, verdicts)
+	"proxy":           26, // 26: the proxy, its options (the downstream Bounds and the upstream pool's options among them), the rules, and the report's types (clients, connections, attempts, the upstream pool, replays, verdicts)
 	"retry":           11, // 9
 	"serve":           40, // 40: the server, its options, the protocol's types and error kinds, the table, Run
 	"otelconnaudit":   8,  // 6

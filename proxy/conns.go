@@ -1,15 +1,19 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/connaudit/connaudit/internal/redact"
 )
 
 // Who closed a downstream connection, and why.
@@ -26,7 +30,19 @@ const (
 	reasonUpstream        = "upstream-error"   // the upstream's response broke off
 	reasonShutdown        = "shutdown"         // the proxy stopped
 	reasonProxy           = "proxy-close"      // the server closed it otherwise
+	// The proxy's own bounds (Bounds): resources, not faults.
+	reasonHeaderTimeout  = "header-timeout"   // no whole request header within Bounds.Header
+	reasonIdleTimeout    = "idle-timeout"     // idle for Bounds.Idle
+	reasonHeaderTooLarge = "header-too-large" // a header past Bounds.HeaderBytes: answered 431
+	reasonBadRequest     = "bad-request"      // a request net/http refused otherwise (detail: its answer)
+	reasonConnLimit      = "conn-limit"       // accepted past Bounds.Conns
 )
+
+// refusalHeaders follow the status line of the answers net/http's server
+// writes itself, before it closes the connection, to a request it could
+// not read (431 for a header past MaxHeaderBytes, 400, 505…): no response
+// a handler writes has them in this order (its headers are sorted).
+const refusalHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
 // listener accounts for every connection it accepts.
 type listener struct {
@@ -52,19 +68,46 @@ type conn struct {
 func (c *conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	r := c.rec
+	r.read.Add(int64(n))
 	if n > 0 && r.isDark.Load() {
-		<-r.closed // dark: nothing read is answered, until the proxy ends it
-		return 0, net.ErrClosed
+		// Dark: what the client sends is read and dropped, never
+		// answered, until the client ends the connection, a bound
+		// passes or the proxy stops.
+		for err == nil {
+			n, err = c.Conn.Read(b)
+			r.read.Add(int64(n))
+		}
+		n = 0
 	}
 	if err != nil {
-		r.peerEnded(err)
+		if ne, ok := err.(net.Error); ok && ne.Timeout() && r.bounded.Load() {
+			r.boundPassed()
+		} else {
+			r.peerEnded(err)
+		}
 	}
 	return n, err
+}
+
+// SetReadDeadline records whether the deadline net/http sets is one of
+// the proxy's bounds (the header's, the idle one's, a TLS handshake's),
+// or its way to end a read at once (a time long past), or none.
+func (c *conn) SetReadDeadline(t time.Time) error {
+	c.rec.bounded.Store(t.After(c.rec.accepted))
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *conn) SetDeadline(t time.Time) error {
+	c.rec.bounded.Store(t.After(c.rec.accepted))
+	return c.Conn.SetDeadline(t)
 }
 
 func (c *conn) Write(b []byte) (int, error) {
 	if c.rec.isDark.Load() {
 		return len(b), nil // dark: nothing reaches the client
+	}
+	if len(b) > len("HTTP/1.1 ") && b[0] == 'H' && bytes.HasPrefix(b, []byte("HTTP/1.1 ")) {
+		c.rec.refusing(b)
 	}
 	return c.Conn.Write(b)
 }
@@ -103,6 +146,10 @@ type connRec struct {
 	idleGen    uint64
 	idleTimer  *time.Timer
 	isClosed   bool
+	read       atomic.Int64 // bytes read from the client
+	readAtEnd  int64        // read when the last request ended
+	bounded    atomic.Bool  // the read deadline in force is a bound's
+	firstReq   time.Time
 	srv        *http.Server // serves it alone: its Shutdown is a GOAWAY on HTTP/2
 	idleRule   *rule        // the connection rule that took it, if any
 	quiet      *sync.Cond   // signalled when active falls to 0
@@ -131,7 +178,7 @@ func (r *connRec) peerEnded(err error) {
 		r.reason = reasonClientReset
 	case r.askedClose:
 		r.reason = reasonConnectionClose
-	case r.active > 0:
+	case r.active > 0 || (r.isDark.Load() && r.read.Load() > r.readAtEnd):
 		r.reason = reasonClientInRequest
 	case errors.Is(err, io.EOF):
 		r.reason = reasonClientClose
@@ -153,7 +200,49 @@ func (r *connRec) proxyClosing(reason, detail string) {
 		r.closedBy, r.reason = closedByClient, reasonConnectionClose
 		return
 	}
+	if reason == reasonProxy && r.proto == "h2" && r.active == 0 {
+		// The HTTP/2 server's idle timer ends a connection with no
+		// stream open for the idle bound with a GOAWAY, not a deadline.
+		since := r.accepted
+		if !r.lastEnd.IsZero() {
+			since = r.lastEnd
+		}
+		if time.Since(since) >= r.p.bounds.Idle {
+			reason = reasonIdleTimeout
+		}
+	}
 	r.closedBy, r.reason, r.detail = closedByProxy, reason, detail
+}
+
+// boundPassed records a read that a bound's deadline ended: net/http
+// closes the connection next. With no request yet, or bytes of the next
+// one read, it is the header's bound; else the idle one's.
+func (r *connRec) boundPassed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closedBy != "" {
+		return
+	}
+	r.closedBy, r.reason = closedByProxy, reasonIdleTimeout
+	if r.requests == 0 || r.read.Load() > r.readAtEnd {
+		r.reason = reasonHeaderTimeout
+	}
+}
+
+// refusing sees what is written to the client, below HTTP: an answer
+// net/http's server writes itself to a request it could not read is
+// followed by the connection's close, the proxy's.
+func (r *connRec) refusing(b []byte) {
+	line, rest, ok := bytes.Cut(b, []byte("\r\n"))
+	if !ok || !bytes.HasPrefix(rest, []byte(refusalHeaders[2:])) {
+		return
+	}
+	status := string(line[len("HTTP/1.1 "):])
+	reason := reasonBadRequest
+	if strings.HasPrefix(status, "431 ") {
+		reason = reasonHeaderTooLarge
+	}
+	r.proxyClosing(reason, redact.Printable(status))
 }
 
 // ended is the connection's close, once.
@@ -193,6 +282,9 @@ func (r *connRec) begin(client string) (nth int, idle time.Duration) {
 	}
 	r.requests++
 	nth = r.requests
+	if nth == 1 {
+		r.firstReq = time.Now()
+	}
 	if r.active == 0 {
 		r.idleGen++
 		if r.idleTimer != nil {
@@ -216,6 +308,7 @@ func (r *connRec) end() {
 	if r.active == 0 {
 		r.quiet.Broadcast()
 		r.lastEnd = time.Now()
+		r.readAtEnd = r.read.Load()
 		r.armIdleLocked()
 	}
 }
@@ -310,6 +403,7 @@ type Conn struct {
 	Remote   string        `json:"remote"`
 	Proto    string        `json:"proto"`
 	Accepted time.Time     `json:"accepted"`
+	FirstReq time.Time     `json:"first_request,omitzero"` // when its first request began (zero: none)
 	Closed   time.Time     `json:"closed,omitzero"`
 	Requests int           `json:"requests"`
 	MaxIdle  time.Duration `json:"max_idle_ns"` // the longest idle gap a request followed
@@ -324,7 +418,7 @@ func (r *connRec) snapshot() Conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := Conn{ID: r.id, Client: r.client, Remote: r.remote, Proto: r.proto, Accepted: r.accepted,
-		Closed: r.closedAt, Requests: r.requests, MaxIdle: r.maxIdle, ClosedBy: r.closedBy,
+		FirstReq: r.firstReq, Closed: r.closedAt, Requests: r.requests, MaxIdle: r.maxIdle, ClosedBy: r.closedBy,
 		Reason: r.reason, Detail: r.detail, Faults: append([]string(nil), r.faults...)}
 	if c.Client == "" {
 		if host, _, err := net.SplitHostPort(r.remote); err == nil {

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 
+	"github.com/connaudit/connaudit/pool"
 	"github.com/connaudit/connaudit/proxy"
 )
 
@@ -126,4 +128,53 @@ func ExampleFaults() {
 	// try 2 200 OK
 	// fail: 1 write committed twice upstream, as POST /orders: sent again on connection #2 after fault close-after-upstream on #1
 	// failed: true
+}
+
+// The proxy's upstream pool, for a program that embeds the proxy: its
+// numbers for an exporter (promconnaudit.NewCollector takes it), its
+// debug page (pool's Handler) on a route of the program's own, and, given
+// at New, options of the pool's such as an observer or connection hooks.
+func ExampleProxy_UpstreamPool() {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer upstream.Close()
+	var closed atomic.Int64
+	p, err := proxy.New(upstream.URL, proxy.UpstreamPoolOptions(pool.OnConnClose(func(pool.Conn) { closed.Add(1) })))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := p.Start(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	debug := httptest.NewServer(p.UpstreamPool().Handler()) // mounted on /debug/connpool, say
+	defer debug.Close()
+	tr := &http.Transport{}
+	for range 3 {
+		resp, err := (&http.Client{Transport: tr}).Get(p.URL() + "/items")
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	tr.CloseIdleConnections()
+	s := p.UpstreamPool().Stats()
+	fmt.Printf("upstream pool: %d requests, %d dial\n", s.Requests, s.Dials)
+	resp, err := http.Get(debug.URL + "?format=text")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println("debug page:", resp.Header.Get("Content-Type"))
+	p.Close()
+	fmt.Println("upstream connections closed:", closed.Load())
+	// Output:
+	// upstream pool: 3 requests, 1 dial
+	// debug page: text/plain; charset=utf-8
+	// upstream connections closed: 1
 }

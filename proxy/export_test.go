@@ -26,3 +26,19 @@ func WaitFor(ctx context.Context, p *Proxy, cond func(Counts) bool) error {
 func WaitUpstream(ctx context.Context, p *Proxy, cond func(pool.Stats) bool) error {
 	return p.up.WaitFor(ctx, cond)
 }
+
+// Attempts returns the client's attempts still within the replay window,
+// in the order they finished.
+func Attempts(p *Proxy, client string) []Attempt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.clients[client]
+	if c == nil {
+		return nil
+	}
+	out := make([]Attempt, 0, len(c.queue))
+	for _, e := range c.queue {
+		out = append(out, *e.a)
+	}
+	return out
+}

@@ -186,7 +186,8 @@ func TestIdleClose(t *testing.T) {
 }
 
 // go-dark: a connection idle for T swallows the next request; a client
-// with a timeout gives up, and the proxy's close ends the connection.
+// with a timeout gives up and closes it, which the proxy sees (what the
+// client sends is read and dropped, not waited on): the client gave up.
 func TestGoDark(t *testing.T) {
 	up := newUpstream(t, nil)
 	p := start(t, up.URL, rules(t, "go-dark=50ms"))
@@ -199,6 +200,8 @@ func TestGoDark(t *testing.T) {
 	_, err = c.do(t, "GET", p.URL()+"/", nil)
 	require.Error(t, err)
 	require.EqualValues(t, 1, up.requests.Load())
+	require.NoError(t, proxy.WaitFor(testkit.Bounded(t), p, func(c proxy.Counts) bool { return c.Open == 0 }))
+	require.Equal(t, map[string]int{"client: client-gave-up": 1}, client(t, p.Report(), "127.0.0.1").Closes)
 }
 
 // The text's verdict lines keep their columns: each client starts where

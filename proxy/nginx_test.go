@@ -120,13 +120,9 @@ func TestNginxTruth(t *testing.T) {
 	} else {
 		t.Log("curl not installed: its part is skipped")
 	}
-	py := "/work/main/kits/python/.venv/bin/python"
-	if v := os.Getenv("CONNAUDIT_PYTHON"); v != "" {
-		py = v
-	}
-	hasPy := false
-	if _, err := os.Stat(py); err == nil {
-		hasPy = true
+	py, why := pythonPath(t)
+	hasPy := py != ""
+	if hasPy {
 		script := `import sys, requests
 s = requests.Session()
 for i in range(4):
@@ -142,7 +138,7 @@ s.close()
 		// urllib3's own counts: connections made, requests sent.
 		require.Equal(t, "1 4\n", string(out))
 	} else {
-		t.Log("no Python with requests: its part is skipped")
+		t.Log(why)
 	}
 	g := newGoClient(t, nil)
 	for range 5 {
@@ -192,4 +188,21 @@ s.close()
 	require.ElementsMatch(t, fromNginx, fromPool)
 	t.Logf("clients: %+v; upstream: %d conns, %d requests; nginx: %d conns, %d requests",
 		want, rep.Pool.Conns, rep.Pool.Requests, len(perConn), len(lines))
+}
+
+// pythonPath is the Python with requests the test drives: $CONNAUDIT_PYTHON,
+// or the repository's kits/python/.venv; "" and why there is none.
+func pythonPath(t *testing.T) (string, string) {
+	t.Helper()
+	py := os.Getenv("CONNAUDIT_PYTHON")
+	if py == "" {
+		root, err := filepath.Abs("..")
+		require.NoError(t, err)
+		py = filepath.Join(root, "kits", "python", ".venv", "bin", "python")
+	}
+	if err := exec.Command(py, "-c", "import requests").Run(); err != nil {
+		return "", fmt.Sprintf("no Python with requests at %s (set CONNAUDIT_PYTHON; .ci/run makes kits/python/.venv): "+
+			"the Python part is skipped", py)
+	}
+	return py, ""
 }

@@ -4,8 +4,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/textproto"
 	"time"
+
+	"github.com/connaudit/connaudit/pool"
 )
 
 // An Option configures a [Proxy]. A bad value is an error from [New].
@@ -25,10 +28,73 @@ type config struct {
 	guard        time.Duration
 	upstreamIdle time.Duration
 	window       time.Duration
+	bounds       Bounds
+	poolOpts     []pool.Option
 }
 
 func defaultConfig() config {
 	return config{listen: "127.0.0.1:0", window: 5 * time.Second}
+}
+
+// The downstream bounds' defaults; docs/proxy.md says why each.
+const (
+	defaultHeaderBound = time.Minute
+	defaultIdleBound   = 15 * time.Minute
+	defaultMaxConns    = 1024
+)
+
+// Bounds are the proxy's own limits on its downstream connections, which
+// keep a hostile or broken client from holding it: a zero field takes its
+// default. A connection closed at a bound is the proxy's close in the
+// report ("proxy: header-timeout", "proxy: idle-timeout", "proxy:
+// header-too-large", "proxy: conn-limit"), neither the client's nor the
+// upstream's.
+type Bounds struct {
+	// Header bounds the wait for a request's header, from the first
+	// byte read of it, or from the accept (a TLS handshake included) for
+	// the first request of a connection (default 1m, as nginx's
+	// client_header_timeout).
+	Header time.Duration
+	// Idle is how long a connection may sit idle between requests before
+	// the proxy closes it (default 15m, or twice [UpstreamIdle] when that
+	// is longer): the client sees it as the server's idle close.
+	Idle time.Duration
+	// HeaderBytes caps a request's header (default 1 MiB, net/http's):
+	// past it, an HTTP/1.1 connection is answered 431 and closed.
+	HeaderBytes int
+	// Conns caps the downstream connections open at once (default
+	// 1024): past it, a new one is closed as soon as it is accepted.
+	Conns int
+}
+
+// DownstreamBounds sets the proxy's limits on its downstream
+// connections; a zero field keeps its default.
+func DownstreamBounds(b Bounds) Option {
+	return optionFunc(func(c *config) error {
+		if b.Header < 0 || b.Idle < 0 || b.HeaderBytes < 0 || b.Conns < 0 {
+			return fmt.Errorf("proxy: negative bound in %+v", b)
+		}
+		c.bounds = b
+		return nil
+	})
+}
+
+// boundsInForce returns the downstream bounds in force, defaults filled in.
+func (c *config) boundsInForce() Bounds {
+	b := c.bounds
+	if b.Header == 0 {
+		b.Header = defaultHeaderBound
+	}
+	if b.Idle == 0 {
+		b.Idle = max(defaultIdleBound, 2*c.upstreamIdle)
+	}
+	if b.HeaderBytes == 0 {
+		b.HeaderBytes = http.DefaultMaxHeaderBytes
+	}
+	if b.Conns == 0 {
+		b.Conns = defaultMaxConns
+	}
+	return b
 }
 
 // Listen sets the address the proxy listens on for the client under test
@@ -152,4 +218,12 @@ func stringsContainsRune(s string, r rune) bool {
 		}
 	}
 	return false
+}
+
+// UpstreamPoolOptions adds options to the pool of the proxy's upstream
+// connections ([Proxy.UpstreamPool]), after its own: an observer and
+// connection hooks such as otelconnaudit's, which a pool takes when it is
+// built.
+func UpstreamPoolOptions(opts ...pool.Option) Option {
+	return optionFunc(func(c *config) error { c.poolOpts = append(c.poolOpts, opts...); return nil })
 }

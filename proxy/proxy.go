@@ -28,6 +28,7 @@ import (
 // Its methods are safe for concurrent use.
 type Proxy struct {
 	cfg      config
+	bounds   Bounds // the downstream bounds in force
 	upstream *url.URL
 	up       *pool.Pool
 	rp       *httputil.ReverseProxy
@@ -85,7 +86,7 @@ func New(upstream string, opts ...Option) (*Proxy, error) {
 		}
 	}
 	p := &Proxy{
-		cfg: cfg, upstream: u, done: make(chan struct{}),
+		cfg: cfg, bounds: cfg.boundsInForce(), upstream: u, done: make(chan struct{}),
 		conns: map[uint64]*connRec{}, clients: map[string]*clientRec{},
 	}
 	for i, r := range cfg.rules {
@@ -103,7 +104,7 @@ func New(upstream string, opts ...Option) (*Proxy, error) {
 	if cfg.upstreamCA != nil {
 		base.TLSClientConfig = &tls.Config{RootCAs: cfg.upstreamCA, MinVersion: tls.VersionTLS12}
 	}
-	p.up, err = pool.Track(base, pool.KeepClosed(1024))
+	p.up, err = pool.Track(base, append([]pool.Option{pool.KeepClosed(1024)}, cfg.poolOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -154,6 +155,13 @@ func (p *Proxy) URL() string {
 	}
 	return "http://" + p.addr
 }
+
+// UpstreamPool returns the pool of the proxy's own connections to the
+// upstream, for a program that embeds the proxy to export its numbers
+// (promconnaudit's collector; otelconnaudit's Register, its observer
+// given with [UpstreamPoolOptions]) or to serve its [pool.Pool.Handler]
+// on a debug route. The proxy closes it at [Proxy.Close].
+func (p *Proxy) UpstreamPool() *pool.Pool { return p.up }
 
 // CA returns the PEM of the CA the proxy's certificate is signed by, for
 // the client under test to trust; nil without [DownstreamTLS].
@@ -222,14 +230,23 @@ func (p *Proxy) accepted(c net.Conn) *conn {
 	r.quiet = sync.NewCond(&r.mu)
 	r.idleRule = p.pickConnRule()
 	p.mu.Lock()
+	refuse := ""
 	select {
 	case <-p.done:
+		refuse = reasonShutdown
+	default:
+		if len(p.conns) >= p.bounds.Conns {
+			// Past the cap: shed at once, as a server out of capacity
+			// does; accounted for as the proxy's close all the same.
+			refuse = reasonConnLimit
+		}
+	}
+	if refuse != "" {
 		p.mu.Unlock()
 		c.Close()
-		r.isClosed = true
+		r.closedBy, r.reason, r.isClosed, r.closedAt = closedByProxy, refuse, true, time.Now()
 		close(r.closed)
 		return &conn{Conn: c, rec: r}
-	default:
 	}
 	p.conns[r.id] = r
 	p.mu.Unlock()
@@ -248,7 +265,9 @@ func (p *Proxy) serveConn(c *conn) {
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { p.serveHTTP(r, w, req) }),
 		ErrorLog:          log.New(io.Discard, "", 0),
-		ReadHeaderTimeout: 0,
+		ReadHeaderTimeout: p.bounds.Header,
+		IdleTimeout:       p.bounds.Idle,
+		MaxHeaderBytes:    p.bounds.HeaderBytes,
 	}
 	var nc net.Conn = c
 	if p.tlsCfg != nil {

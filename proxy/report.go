@@ -69,6 +69,11 @@ type UpstreamConn struct {
 	Open     bool   `json:"open,omitempty"`
 	ClosedBy string `json:"closed_by,omitempty"`
 	Reason   string `json:"close_reason,omitempty"`
+	// Dialed is when its dial began, FirstUsed when a request first had
+	// it, Closed when it closed (zero: open).
+	Dialed    time.Time `json:"dialed,omitzero"`
+	FirstUsed time.Time `json:"first_used,omitzero"`
+	Closed    time.Time `json:"closed,omitzero"`
 }
 
 // Replay is a request one client sent again within the window after the
@@ -168,7 +173,8 @@ func (p *Proxy) upstreamReport() UpstreamReport {
 			continue
 		}
 		uc := UpstreamConn{ID: c.ID, Proto: c.Proto, Requests: c.Requests, Open: c.State != pool.StateClosed,
-			ClosedBy: string(c.ClosedBy), Reason: string(c.CloseReason)}
+			ClosedBy: string(c.ClosedBy), Reason: string(c.CloseReason), Dialed: c.DialedAt, FirstUsed: c.FirstUsedAt,
+			Closed: c.ClosedAt}
 		u.Conns++
 		u.Requests += c.Requests
 		u.Reused += max(c.Requests-1, 0)

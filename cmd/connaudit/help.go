@@ -121,7 +121,7 @@ an interrupt or -duration it writes the report and the verdicts
   2  a usage error (a flag, a rule, the upstream's URL, a file named)
 `,
 			examples: []string{
-				"connaudit proxy -upstream http://127.0.0.1:8080 -listen 127.0.0.1:9090",
+				"connaudit proxy -upstream http://127.0.0.1:8080 -listen 127.0.0.1:9090 -html p.html -debug :6060",
 				"connaudit proxy -upstream https://api.internal -upstream-ca ca.pem -tls -fault 'reset nth=3'",
 				"connaudit proxy -upstream http://127.0.0.1:8080 -faults rules.txt -seed 7 -duration 5m",
 			},

@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/connaudit/connaudit/internal/picture"
+	"github.com/connaudit/connaudit/internal/pictures"
 	"github.com/connaudit/connaudit/internal/redact"
 	"github.com/connaudit/connaudit/proxy"
 )
@@ -22,7 +27,8 @@ func (r *ruleFlags) Set(s string) error { *r = append(*r, s); return nil }
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("proxy", stdout, stderr, "-upstream URL [-listen ADDR] [-tls [-ca FILE]] [-upstream-ca FILE]\n"+
 		"                       [-fault RULE]… [-faults FILE] [-seed N] [-client-header NAME] [-guard D]\n"+
-		"                       [-upstream-idle D] [-replay-window D] [-duration D] [-json] [-junit FILE]")
+		"                       [-upstream-idle D] [-replay-window D] [-duration D] [-json] [-junit FILE]\n"+
+		"                       [-html FILE] [-debug ADDR]")
 	listen := fs.String("listen", "127.0.0.1:0", "the address the client under test is pointed at")
 	upstream := fs.String("upstream", "", "the upstream's URL (http or https)")
 	upstreamCA := fs.String("upstream-ca", "", "verify an HTTPS upstream against this CA file alone")
@@ -39,6 +45,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	duration := fs.Duration("duration", 0, "stop after this long (0: at an interrupt)")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	junitFile := fs.String("junit", "", "also write the verdicts as JUnit XML to this file")
+	var pics pictureFlags
+	pics.register(fs.FlagSet, false)
+	debugAddr := fs.String("debug", "", "serve the upstream pool's debug page (JSON, ?format=text, ?format=html) at\n"+
+		"http://ADDR/debug/connpool during the run; on loopback unless ADDR names a host\n"+
+		"(\":6060\" is 127.0.0.1:6060)")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -109,9 +120,26 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}()
 	}
+	if err := pics.open(); err != nil {
+		return fs.usageError("%v", err)
+	}
+	picsDone := false
+	defer func() { // unless written
+		if !picsDone {
+			pics.discard()
+		}
+	}()
 	p, err := proxy.New(*upstream, opts...)
 	if err != nil {
 		return fs.usageError("%v", err)
+	}
+	var debugLn net.Listener
+	if *debugAddr != "" {
+		if debugLn, err = listenLoopback(*debugAddr); err != nil {
+			p.Close()
+			return fs.usageError("-debug: %v", err)
+		}
+		defer debugLn.Close()
 	}
 	if err := p.Start(); err != nil {
 		return fs.usageError("%v", err)
@@ -135,6 +163,16 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		ca = " CA=" + ca
 	}
 	fmt.Fprintf(stderr, "connaudit proxy: %s → %s%s (interrupt to stop)\n", p.URL(), redact.URLString(*upstream), ca)
+	if debugLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/debug/connpool", p.UpstreamPool().Handler())
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+			ErrorLog: log.New(io.Discard, "", 0)}
+		served := make(chan struct{})
+		go func() { defer close(served); _ = srv.Serve(debugLn) }()
+		defer func() { srv.Close(); <-served }()
+		fmt.Fprintf(stderr, "connaudit proxy: the upstream pool's debug page: http://%s/debug/connpool\n", debugLn.Addr())
+	}
 	liveLines(ctx, p, *duration, stderr)
 	p.Close()
 	rep := p.Report()
@@ -146,6 +184,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err == nil && junit != nil {
 		err = junit.write(rep.WriteJUnit)
 		junit = nil
+	}
+	if err == nil {
+		picsDone = true
+		err = pics.finish(picture.Page{Title: "connaudit proxy", Sets: pictures.Proxy(rep)})
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "connaudit proxy: writing the report: %v\n", err)
@@ -179,4 +221,17 @@ func liveLines(ctx context.Context, p *proxy.Proxy, d time.Duration, stderr io.W
 			}
 		}
 	}
+}
+
+// listenLoopback listens on addr, on 127.0.0.1 unless addr names a host:
+// ":6060" and "6060" are 127.0.0.1:6060.
+func listenLoopback(addr string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, port = "", addr
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.Listen("tcp", net.JoinHostPort(host, port))
 }

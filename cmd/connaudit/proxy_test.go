@@ -35,6 +35,7 @@ func TestProxyUsageErrors(t *testing.T) {
 		{[]string{"-upstream", "http://127.0.0.1:1", "-faults", "/nonexistent/rules"}, "-faults"},
 		{[]string{"-upstream", "http://127.0.0.1:1", "-client-header", "bad header"}, "no header name"},
 		{[]string{"-upstream", "http://127.0.0.1:1", "-ca", "x.pem"}, "-ca needs -tls"},
+		{[]string{"-upstream", "http://127.0.0.1:1", "-debug", "127.0.0.1:http-alt-nope"}, "-debug: "},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), append([]string{"proxy"}, c.args...), &out, &errb)
@@ -126,4 +127,169 @@ func TestProxyDurationEndsWithReport(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(junit), `name="server-idle-timeout"`)
 	require.Contains(t, string(junit), "<failure")
+}
+
+// lines is a writer that hands over each line written to it.
+type lines struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	all  bytes.Buffer
+	each chan string
+}
+
+func (w *lines) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.all.Write(b)
+	w.buf.Write(b)
+	for {
+		line, err := w.buf.ReadString('\n')
+		if err != nil {
+			w.buf.WriteString(line)
+			return len(b), nil
+		}
+		select {
+		case w.each <- strings.TrimSuffix(line, "\n"):
+		default: // the test reads the first lines alone
+		}
+	}
+}
+
+func (w *lines) next(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	select {
+	case l := <-w.each:
+		return l
+	case <-ctx.Done():
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		t.Fatalf("no line on stderr: %s", w.all.String())
+		return ""
+	}
+}
+
+// -debug serves the upstream pool's debug page during the run, its
+// numbers those of the requests sent; -html draws a set per client with a
+// lane per connection the JSON lists, each with its close reason, and one
+// of the upstream pool's connections.
+func TestProxyDebugAndHTML(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(up.Close)
+	page := filepath.Join(t.TempDir(), "proxy.html")
+	stderr := &lines{each: make(chan string, 8)}
+	var stdout bytes.Buffer
+	ctx := testkit.Bounded(t)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(runCtx, []string{"proxy", "-upstream", up.URL, "-client-header", "X-Client", "-json",
+			"-html", page, "-debug", "127.0.0.1:0"}, &stdout, stderr)
+	}()
+	fields := strings.Fields(stderr.next(t, ctx)) // connaudit proxy: URL → upstream (interrupt to stop)
+	require.GreaterOrEqual(t, len(fields), 3)
+	proxyURL := fields[2]
+	debugLine := stderr.next(t, ctx)
+	debugURL := debugLine[strings.LastIndex(debugLine, " ")+1:]
+	require.True(t, strings.HasPrefix(debugURL, "http://127.0.0.1:"), debugLine)
+
+	get := func(c *http.Client, url string, header ...string) *http.Response {
+		req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+		require.NoError(t, err)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	keep := &http.Transport{}
+	for range 3 { // one connection, kept
+		resp := get(&http.Client{Transport: keep}, proxyURL+"/a", "X-Client", "keeper")
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	closer := &http.Transport{DisableKeepAlives: true}
+	for range 2 { // a connection each, "Connection: close"
+		resp := get(&http.Client{Transport: closer}, proxyURL+"/b", "X-Client", "closer")
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	keep.CloseIdleConnections()
+
+	dtr := &http.Transport{}
+	t.Cleanup(dtr.CloseIdleConnections)
+	dc := &http.Client{Transport: dtr}
+	resp := get(dc, debugURL)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var snap struct {
+		Total struct {
+			Requests int64 `json:"requests"`
+		} `json:"total"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&snap))
+	require.EqualValues(t, 5, snap.Total.Requests)
+	resp = get(dc, debugURL+"?format=text")
+	require.Contains(t, resp.Header.Get("Content-Type"), "text/plain")
+	resp = get(dc, debugURL+"?format=html")
+	require.Contains(t, resp.Header.Get("Content-Type"), "text/html")
+
+	stop()
+	select {
+	case got := <-code:
+		require.Equal(t, exitOK, got, stderr.all.String())
+	case <-ctx.Done():
+		t.Fatal("the run did not end at the interrupt")
+	}
+	var rep proxy.Report
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
+	b, err := os.ReadFile(page)
+	require.NoError(t, err)
+	sets := strings.Split(string(b), `<section class="set"`)[1:]
+	require.Len(t, sets, len(rep.Clients)+1, "a set per client, and the upstream pool's")
+	require.Len(t, rep.Clients, 2)
+	for i, c := range rep.Clients {
+		want := map[string]string{}
+		for _, cn := range c.List {
+			want[jsonID(cn.ID)] = cn.Reason
+		}
+		require.Len(t, want, c.Conns)
+		require.Equal(t, c.Conns, strings.Count(sets[i], `<g class="lane`), c.Name)
+		require.Equal(t, want, laneReasons(sets[i]), c.Name)
+	}
+	require.Equal(t, map[string]int{"client: connection-close": 2}, rep.Clients[1].Closes)
+	want := map[string]string{}
+	for _, c := range rep.Pool.List {
+		want[jsonID(c.ID)] = c.Reason
+	}
+	require.Equal(t, want, laneReasons(sets[len(sets)-1]))
+
+	_, err = dc.Get(debugURL)
+	require.Error(t, err, "the debug page ends with the run")
+}
+
+// laneReasons maps each lane of a page's set to the close reason it
+// shows ("" for a lane with none).
+func laneReasons(set string) map[string]string {
+	got := map[string]string{}
+	for _, m := range laneRE.FindAllStringSubmatch(set, -1) {
+		got[m[1]] = ""
+	}
+	for _, m := range reasonRE.FindAllStringSubmatch(set, -1) {
+		got[m[1]] = m[2]
+	}
+	return got
+}
+
+// -debug listens on loopback unless its address names a host.
+func TestProxyDebugLoopback(t *testing.T) {
+	for _, addr := range []string{":0", "0"} {
+		ln, err := listenLoopback(addr)
+		require.NoError(t, err, addr)
+		require.Contains(t, ln.Addr().String(), "127.0.0.1:", addr)
+		ln.Close()
+	}
 }

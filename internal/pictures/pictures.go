@@ -14,7 +14,9 @@ import (
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/picture"
 	"github.com/connaudit/connaudit/internal/redact"
+	"github.com/connaudit/connaudit/internal/text"
 	"github.com/connaudit/connaudit/probe"
+	"github.com/connaudit/connaudit/proxy"
 	"github.com/connaudit/connaudit/serve"
 )
 
@@ -162,4 +164,44 @@ func Trace(tl *httptrace.Timeline) picture.Page {
 		pg.Events = append(pg.Events, picture.Event{At: e.At, Text: t})
 	}
 	return pg
+}
+
+// Proxy is a set per client of a proxy's report, a lane per connection it
+// lists from accept to close (first used at its first request), then a
+// set of the upstream pool's connections from dial to close. The report
+// holds no request's times: the lanes say each connection's requests.
+func Proxy(rep *proxy.Report) []picture.Set {
+	var out []picture.Set
+	for _, c := range rep.Clients {
+		s := picture.Set{Title: "client " + c.Name, OmittedConns: c.Conns - len(c.List)}
+		s.Notes = append(s.Notes, fmt.Sprintf("%s on %s (%d reused), %s",
+			text.Plural(c.Requests, "request"), text.Plural(c.Conns, "connection"), c.Reused, text.Plural(c.Faults, "fault")))
+		for _, cn := range c.List {
+			label := cn.Proto + " " + text.Plural(cn.Requests, "request")
+			if len(cn.Faults) > 0 {
+				label += " [" + strings.Join(cn.Faults, ", ") + "]"
+			}
+			pc := picture.Conn{ID: cn.ID, Label: label, Dialed: cn.Accepted, FirstUse: cn.FirstReq, Closed: cn.Closed,
+				Detail: cn.Detail}
+			if !cn.Closed.IsZero() {
+				pc.ClosedBy, pc.Reason = cn.ClosedBy, cn.Reason
+			}
+			s.Conns = append(s.Conns, pc)
+		}
+		out = append(out, s)
+	}
+	u := rep.Pool
+	s := picture.Set{Title: "upstream pool " + rep.Upstream}
+	s.Notes = append(s.Notes, fmt.Sprintf("%s on %s (%d reused)", text.Plural(u.Requests, "request"),
+		text.Plural(u.Conns, "connection"), u.Reused))
+	for _, c := range u.List {
+		pc := picture.Conn{ID: c.ID, Label: strings.TrimSpace(c.Proto + " " + text.Plural(c.Requests, "request")),
+			Dialed: c.Dialed, FirstUse: c.FirstUsed, Closed: c.Closed}
+		if !c.Open {
+			pc.ClosedBy, pc.Reason = c.ClosedBy, c.Reason
+		}
+		s.Conns = append(s.Conns, pc)
+	}
+	out = append(out, s)
+	return out
 }
