@@ -73,9 +73,9 @@ type clientRec struct {
 	requests int
 	reused   int
 	maxIdle  time.Duration
-	idleConn uint64 // the connection of maxIdle
+	reqIdle  time.Duration // the longest idle gap a request followed
 	closes   map[string]int
-	faults   int
+	faults   int // of its closed connections: request and connection rules'
 	statuses map[int]int
 	recent   map[replayKey][]*Attempt // within the window
 	queue    []recentEntry
@@ -144,9 +144,9 @@ func (p *Proxy) addConn(r *connRec) {
 		cr.conns = append(cr.conns, c)
 	}
 	cr.closes[c.ClosedBy+": "+c.Reason]++
-	if c.MaxIdle > cr.maxIdle {
-		cr.maxIdle, cr.idleConn = c.MaxIdle, c.ID
-	}
+	cr.faults += len(c.Faults)
+	cr.maxIdle = max(cr.maxIdle, c.MaxIdle)
+	cr.reqIdle = max(cr.reqIdle, c.reqIdle)
 }
 
 // finish accounts for an attempt and links it to the one it repeats.
@@ -167,9 +167,6 @@ func (p *Proxy) finish(client string, x *exchange) {
 	}
 	if a.Status > 0 {
 		c.statuses[a.Status]++
-	}
-	if a.Fault != "" {
-		c.faults++
 	}
 	if a.Outcome == outcomeUnbounded && len(p.cut) < maxKept {
 		p.cut = append(p.cut, a)

@@ -39,13 +39,17 @@ type Client struct {
 	Conns    int            `json:"conns"` // closed and open
 	Open     int            `json:"open"`
 	Requests int            `json:"requests"`
-	Reused   int            `json:"reused"` // requests on a connection that served one before
-	MaxIdle  time.Duration  `json:"max_idle_ns"`
-	Closes   map[string]int `json:"closes"` // "closed-by: reason" → connections
+	Reused   int            `json:"reused"`      // requests on a connection that served one before
+	MaxIdle  time.Duration  `json:"max_idle_ns"` // its connections' longest idle gap (Conn.MaxIdle)
+	Closes   map[string]int `json:"closes"`      // "closed-by: reason" → connections
 	Statuses map[int]int    `json:"statuses"`
-	Faults   int            `json:"faults"`  // requests a rule touched
-	Retries  int            `json:"retries"` // requests sent again after a 5xx
-	List     []Conn         `json:"list"`    // the first 256 closed, and the open
+	// Faults are the faults the rules injected on its connections: a
+	// request rule's, and a connection rule's (idle-close, go-dark), as
+	// Conn.Faults lists them and the live line counts them.
+	Faults  int           `json:"faults"`
+	Retries int           `json:"retries"` // requests sent again after a 5xx
+	List    []Conn        `json:"list"`    // the first 256 closed, and the open
+	reqIdle time.Duration // the longest idle gap a request followed
 }
 
 // UpstreamReport is the proxy's upstream pool, as package pool tracks it.
@@ -132,10 +136,12 @@ func (p *Proxy) Report() *Report {
 		c := p.clients[name]
 		cl := Client{Name: name, Conns: c.nConns + len(openConns[name]), Open: len(openConns[name]),
 			Requests: c.requests, Reused: c.reused, MaxIdle: c.maxIdle, Closes: maps(c.closes),
-			Statuses: mapsInt(c.statuses), Faults: c.faults, Retries: c.retries}
+			Statuses: mapsInt(c.statuses), Faults: c.faults, Retries: c.retries, reqIdle: c.reqIdle}
 		cl.List = append(append(cl.List, c.conns...), openConns[name]...)
 		for _, oc := range openConns[name] {
 			cl.MaxIdle = max(cl.MaxIdle, oc.MaxIdle)
+			cl.reqIdle = max(cl.reqIdle, oc.reqIdle)
+			cl.Faults += len(oc.Faults)
 		}
 		sort.Slice(cl.List, func(i, j int) bool { return cl.List[i].ID < cl.List[j].ID })
 		rep.Clients = append(rep.Clients, cl)
