@@ -12,6 +12,7 @@ const (
 	resultPass    = "pass"
 	resultFail    = "fail"
 	resultSkipped = "skipped"
+	resultFinding = "finding" // said, fails nothing
 )
 
 // The verdicts, in the audit's words.
@@ -54,6 +55,7 @@ func (p *Proxy) judge(rep *Report, cut []Attempt) []Verdict {
 		// finding): the request was not processed twice.
 		v = Verdict{Name: verdictHiddenRetry, Client: c.Name, Result: resultPass}
 		if retries > 0 {
+			v.Result, v.Class = resultFinding, classHiddenRetry
 			v.Detail = fmt.Sprintf("%s sent again by the client after its connection was lost (last: %s %s after %s); none processed twice",
 				text.Plural(retries, "request"), lastRetry.First.Method, lastRetry.First.Path, firstFate(lastRetry.First))
 		}
