@@ -90,7 +90,7 @@ func TestWriteCommittedTwice(t *testing.T) {
 	require.True(t, rep.Failed())
 	var text bytes.Buffer
 	require.NoError(t, rep.WriteText(&text))
-	require.Contains(t, text.String(), "FAIL write-committed-twice")
+	require.Contains(t, text.String(), "FAIL    write-committed-twice")
 }
 
 // 503 K times then pass: the first two requests get 503 from the proxy,
