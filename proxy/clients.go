@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -65,6 +66,10 @@ func (a Attempt) failed() bool { return a.Outcome != outcomeStatus }
 // and notable attempts beyond it are counted, not listed.
 const maxKept = 256
 
+// maxAnswered bounds the errors told apart in a client's answers from the
+// proxy: past it, "(other errors)".
+const maxAnswered = 16
+
 // clientRec is what the proxy keeps of one client; guarded by Proxy.mu.
 type clientRec struct {
 	name     string
@@ -73,13 +78,14 @@ type clientRec struct {
 	requests int
 	reused   int
 	maxIdle  time.Duration
-	idleConn uint64 // the connection of maxIdle
+	reqIdle  time.Duration // the longest idle gap a request followed
 	closes   map[string]int
-	faults   int
+	faults   int // of its closed connections: request and connection rules'
 	statuses map[int]int
 	recent   map[replayKey][]*Attempt // within the window
 	queue    []recentEntry
-	retries  int // requests sent again after a 5xx
+	retries  int            // requests sent again after a 5xx
+	answered map[string]int // the proxy's answers in place of the upstream's: "502 error" → requests
 }
 
 type recentEntry struct {
@@ -117,7 +123,8 @@ func (p *Proxy) clientName(req *http.Request, r *connRec) string {
 func (p *Proxy) clientLocked(name string) *clientRec {
 	c := p.clients[name]
 	if c == nil {
-		c = &clientRec{name: name, closes: map[string]int{}, statuses: map[int]int{}, recent: map[replayKey][]*Attempt{}}
+		c = &clientRec{name: name, closes: map[string]int{}, statuses: map[int]int{}, recent: map[replayKey][]*Attempt{},
+			answered: map[string]int{}}
 		p.clients[name] = c
 		p.order = append(p.order, name)
 	}
@@ -144,9 +151,9 @@ func (p *Proxy) addConn(r *connRec) {
 		cr.conns = append(cr.conns, c)
 	}
 	cr.closes[c.ClosedBy+": "+c.Reason]++
-	if c.MaxIdle > cr.maxIdle {
-		cr.maxIdle, cr.idleConn = c.MaxIdle, c.ID
-	}
+	cr.faults += len(c.Faults)
+	cr.maxIdle = max(cr.maxIdle, c.MaxIdle)
+	cr.reqIdle = max(cr.reqIdle, c.reqIdle)
 }
 
 // finish accounts for an attempt and links it to the one it repeats.
@@ -168,8 +175,12 @@ func (p *Proxy) finish(client string, x *exchange) {
 	if a.Status > 0 {
 		c.statuses[a.Status]++
 	}
-	if a.Fault != "" {
-		c.faults++
+	if x.answered {
+		k := fmt.Sprintf("%d %s", a.Status, a.Error)
+		if _, ok := c.answered[k]; !ok && len(c.answered) >= maxAnswered {
+			k = fmt.Sprintf("%d (other errors)", a.Status)
+		}
+		c.answered[k]++
 	}
 	if a.Outcome == outcomeUnbounded && len(p.cut) < maxKept {
 		p.cut = append(p.cut, a)

@@ -137,9 +137,10 @@ type connRec struct {
 	detail     string
 	requests   int
 	active     int
-	lastEnd    time.Time // when it last went idle
-	maxIdle    time.Duration
-	gaps       int // idle gaps a request followed
+	lastEnd    time.Time     // when it last went idle
+	maxIdle    time.Duration // the longest idle gap, that one ended in a close or in the dark with them
+	reqIdle    time.Duration // the longest idle gap a request followed
+	gaps       int           // idle gaps a request followed
 	faults     []string
 	isDark     atomic.Bool // read without mu, at every read and write
 	askedClose bool
@@ -254,6 +255,7 @@ func (r *connRec) ended() {
 	}
 	r.isClosed = true
 	r.closedAt = time.Now()
+	r.idleEndedLocked(r.closedAt)
 	if r.idleTimer != nil {
 		r.idleTimer.Stop()
 	}
@@ -294,6 +296,7 @@ func (r *connRec) begin(client string) (nth int, idle time.Duration) {
 			idle = time.Since(r.lastEnd)
 			r.gaps++
 			r.maxIdle = max(r.maxIdle, idle)
+			r.reqIdle = max(r.reqIdle, idle)
 		}
 	}
 	r.active++
@@ -333,6 +336,7 @@ func (r *connRec) idleFired(rl *rule, gen uint64) {
 		return
 	}
 	r.faults = append(r.faults, rl.name())
+	r.idleEndedLocked(time.Now())
 	if rl.action == actGoDark {
 		r.isDark.Store(true)
 		r.mu.Unlock()
@@ -342,6 +346,16 @@ func (r *connRec) idleFired(rl *rule, gen uint64) {
 	r.mu.Unlock()
 	r.p.faulted()
 	r.kill(false, reasonFault, rl.name())
+}
+
+// idleEndedLocked counts the idle gap that ends at now, in the
+// connection's close or in the dark, as its idle time: idle since its
+// last request, none in flight, not dark already (the gap ended then).
+func (r *connRec) idleEndedLocked(now time.Time) {
+	if r.active > 0 || r.lastEnd.IsZero() || r.isDark.Load() {
+		return
+	}
+	r.maxIdle = max(r.maxIdle, now.Sub(r.lastEnd))
 }
 
 func (r *connRec) addFault(name string) {
@@ -398,19 +412,23 @@ func (r *connRec) goAway() {
 
 // Conn is one downstream connection, from accept to close.
 type Conn struct {
-	ID       uint64        `json:"id"`
-	Client   string        `json:"client"`
-	Remote   string        `json:"remote"`
-	Proto    string        `json:"proto"`
-	Accepted time.Time     `json:"accepted"`
-	FirstReq time.Time     `json:"first_request,omitzero"` // when its first request began (zero: none)
-	Closed   time.Time     `json:"closed,omitzero"`
-	Requests int           `json:"requests"`
-	MaxIdle  time.Duration `json:"max_idle_ns"` // the longest idle gap a request followed
+	ID       uint64    `json:"id"`
+	Client   string    `json:"client"`
+	Remote   string    `json:"remote"`
+	Proto    string    `json:"proto"`
+	Accepted time.Time `json:"accepted"`
+	FirstReq time.Time `json:"first_request,omitzero"` // when its first request began (zero: none)
+	Closed   time.Time `json:"closed,omitzero"`
+	Requests int       `json:"requests"`
+	// MaxIdle is the longest idle gap since a request: one the next
+	// request followed, or one that ended in the connection's close or in
+	// the dark (go-dark).
+	MaxIdle  time.Duration `json:"max_idle_ns"`
 	ClosedBy string        `json:"closed_by,omitempty"`
 	Reason   string        `json:"close_reason,omitempty"`
 	Detail   string        `json:"close_detail,omitempty"`
 	Faults   []string      `json:"faults,omitempty"`
+	reqIdle  time.Duration // the longest idle gap a request followed: the server-idle-timeout verdict's
 }
 
 // snapshot returns the connection's record.
@@ -419,7 +437,7 @@ func (r *connRec) snapshot() Conn {
 	defer r.mu.Unlock()
 	c := Conn{ID: r.id, Client: r.client, Remote: r.remote, Proto: r.proto, Accepted: r.accepted,
 		FirstReq: r.firstReq, Closed: r.closedAt, Requests: r.requests, MaxIdle: r.maxIdle, ClosedBy: r.closedBy,
-		Reason: r.reason, Detail: r.detail, Faults: append([]string(nil), r.faults...)}
+		Reason: r.reason, Detail: r.detail, Faults: append([]string(nil), r.faults...), reqIdle: r.reqIdle}
 	if c.Client == "" {
 		if host, _, err := net.SplitHostPort(r.remote); err == nil {
 			c.Client = host

@@ -90,7 +90,7 @@ func TestWriteCommittedTwice(t *testing.T) {
 	require.True(t, rep.Failed())
 	var text bytes.Buffer
 	require.NoError(t, rep.WriteText(&text))
-	require.Contains(t, text.String(), "FAIL write-committed-twice")
+	require.Contains(t, text.String(), "FAIL    write-committed-twice")
 }
 
 // 503 K times then pass: the first two requests get 503 from the proxy,
@@ -210,16 +210,20 @@ func TestVerdictColumns(t *testing.T) {
 	rep := &proxy.Report{Verdicts: []proxy.Verdict{
 		{Name: "hidden-retry", Client: "127.0.0.1", Result: "pass"},
 		{Name: "write-committed-twice", Client: "127.0.0.1", Result: "fail", Detail: "POST /orders twice"},
+		{Name: "unbounded", Client: "127.0.0.1", Result: "skipped", Detail: "no -guard set"},
+		{Name: "hidden-retry", Client: "127.0.0.1", Result: "finding", Class: "hidden-retry", Detail: "1 request"},
 	}}
 	var b strings.Builder
 	require.NoError(t, rep.WriteText(&b))
 	var at []int
 	for _, l := range strings.Split(b.String(), "\n") {
-		if strings.HasPrefix(l, "  PASS ") || strings.HasPrefix(l, "  FAIL ") {
+		if strings.HasPrefix(l, "  PASS ") || strings.HasPrefix(l, "  FAIL ") || strings.HasPrefix(l, "  SKIPPED ") ||
+			strings.HasPrefix(l, "  FINDING ") {
 			at = append(at, strings.Index(l, "127.0.0.1"))
 		}
 	}
-	require.Len(t, at, 2, b.String())
-	require.Equal(t, at[0], at[1], b.String())
-	require.Equal(t, len("  PASS ")+25, at[0], b.String())
+	require.Len(t, at, 4, b.String())
+	for _, n := range at {
+		require.Equal(t, len("  SKIPPED ")+25, n, b.String())
+	}
 }

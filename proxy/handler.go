@@ -30,13 +30,14 @@ const capRead = 1 << 20
 // is guarded by its connection's lock or written by the handler's
 // goroutine alone.
 type exchange struct {
-	a      Attempt
-	rec    *connRec
-	rule   *rule
-	w      *statusWriter
-	body   *digestBody
-	method string
-	key    string // Idempotency-Key's value, for the match alone: never output
+	a        Attempt
+	rec      *connRec
+	rule     *rule
+	w        *statusWriter
+	body     *digestBody
+	method   string
+	key      string // Idempotency-Key's value, for the match alone: never output
+	answered bool   // the proxy answered in place of the upstream (502)
 }
 
 type exchangeKey struct{}
@@ -193,6 +194,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, req *http.Request, err erro
 	if errors.Is(err, errFaulted) || req.Context().Err() != nil {
 		panic(http.ErrAbortHandler)
 	}
+	x.answered = true
 	w.WriteHeader(http.StatusBadGateway)
 	_, _ = io.WriteString(w, "connaudit proxy: upstream: "+x.a.Error+"\n")
 }

@@ -12,6 +12,7 @@ const (
 	resultPass    = "pass"
 	resultFail    = "fail"
 	resultSkipped = "skipped"
+	resultFinding = "finding" // said, fails nothing
 )
 
 // The verdicts, in the audit's words.
@@ -54,6 +55,7 @@ func (p *Proxy) judge(rep *Report, cut []Attempt) []Verdict {
 		// finding): the request was not processed twice.
 		v = Verdict{Name: verdictHiddenRetry, Client: c.Name, Result: resultPass}
 		if retries > 0 {
+			v.Result, v.Class = resultFinding, classHiddenRetry
 			v.Detail = fmt.Sprintf("%s sent again by the client after its connection was lost (last: %s %s after %s); none processed twice",
 				text.Plural(retries, "request"), lastRetry.First.Method, lastRetry.First.Path, firstFate(lastRetry.First))
 		}
@@ -82,10 +84,10 @@ func (p *Proxy) judge(rep *Report, cut []Attempt) []Verdict {
 		switch idle := rep.Pool.IdleTimeout; {
 		case idle == 0:
 			v.Result, v.Detail = resultSkipped, "the upstream's idle timeout is not known: state it (-upstream-idle) or let the run see it close one"
-		case c.MaxIdle >= idle:
+		case c.reqIdle >= idle: // a gap that ended in a close sent nothing on a stale connection
 			v.Result = resultFail
 			v.Detail = fmt.Sprintf("a request went on a connection idle %s, the upstream's idle timeout %s (%s): "+
-				"drop idle connections sooner than %s", c.MaxIdle.Round(time.Millisecond), idle, rep.Pool.IdleSource, idle)
+				"drop idle connections sooner than %s", c.reqIdle.Round(time.Millisecond), idle, rep.Pool.IdleSource, idle)
 		}
 		out = append(out, v)
 	}

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,21 +65,9 @@ type Proxy struct {
 // New returns a proxy to the upstream URL (http or https), not yet
 // listening: see [Proxy.Start].
 func New(upstream string, opts ...Option) (*Proxy, error) {
-	u, err := url.Parse(upstream)
+	u, err := parseUpstream(upstream)
 	if err != nil {
-		// url.Error quotes the URL whole, its secrets with it: say only
-		// what is wrong with it.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("proxy: upstream %s: not a URL: %s", redact.Masked, redact.Text(redact.Printable(err.Error())))
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("proxy: upstream %s: an http or https URL with a host", redact.URL(u))
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("proxy: upstream %s: user information in the URL is not forwarded; drop it", redact.URL(u))
+		return nil, err
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -131,6 +121,88 @@ func New(upstream string, opts ...Option) (*Proxy, error) {
 		p.tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
 	}
 	return p, nil
+}
+
+// parseUpstream checks the upstream's URL: an http or https URL with a
+// host, and a port from 1 to 65535 if it names one. Its errors say why,
+// with the URL's user information and query values masked.
+func parseUpstream(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error quotes the URL whole, its secrets with it: say
+		// what is wrong with it, with the URL as masked as can be
+		// without parsing it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("proxy: upstream %s: not a URL: %s", maskRaw(raw),
+			redact.Text(redact.Printable(redact.Mask(err.Error(), nil, rawSecrets(raw)))))
+	}
+	want := "want http://HOST[:PORT]/ or https://HOST[:PORT]/"
+	switch {
+	case u.Scheme == "":
+		return nil, fmt.Errorf("proxy: upstream %q: no scheme: %s", maskRaw(raw), want)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("proxy: upstream %q: scheme %q is not http or https", maskRaw(raw), u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return nil, fmt.Errorf("proxy: upstream %q: no host: %s", maskRaw(raw), want)
+	case u.User != nil:
+		return nil, fmt.Errorf("proxy: upstream %s: user information in the URL is not forwarded; drop it", redact.URL(u))
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("proxy: upstream %s: port %s is out of range (1 to 65535)", redact.URL(u), port)
+		}
+	}
+	return u, nil
+}
+
+// maskRaw masks what may be user information or query values in a URL
+// that is refused: what precedes its last "@" (after its scheme), and
+// what follows its first "?".
+func maskRaw(raw string) string {
+	s, query, hasQuery := strings.Cut(raw, "?")
+	if hasQuery && query != "" {
+		query = redact.Masked
+	}
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	// Up to the last "@" of all it has before the query, not its
+	// authority's alone: "http:///user:pw@host" has its user
+	// information in its path.
+	auth := s[start:]
+	if i := strings.LastIndexByte(auth, '@'); i >= 0 {
+		s = s[:start] + redact.Masked + s[start+i:]
+	}
+	if hasQuery {
+		s += "?" + query
+	}
+	return redact.Printable(s)
+}
+
+// rawSecrets are the values maskRaw masks, for an error that quotes part
+// of them.
+func rawSecrets(raw string) []redact.Secret {
+	var out []redact.Secret
+	s, query, _ := strings.Cut(raw, "?")
+	if query != "" {
+		out = append(out, redact.Secret{Value: query})
+	}
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+len("://"):]
+	}
+	if i := strings.LastIndexByte(s, '@'); i > 0 {
+		user, pw, _ := strings.Cut(s[:i], ":")
+		for _, v := range []string{s[:i], user, pw} {
+			if v != "" {
+				out = append(out, redact.Secret{Value: v})
+			}
+		}
+	}
+	return out
 }
 
 // Start listens and serves until [Proxy.Close].

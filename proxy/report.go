@@ -39,13 +39,21 @@ type Client struct {
 	Conns    int            `json:"conns"` // closed and open
 	Open     int            `json:"open"`
 	Requests int            `json:"requests"`
-	Reused   int            `json:"reused"` // requests on a connection that served one before
-	MaxIdle  time.Duration  `json:"max_idle_ns"`
-	Closes   map[string]int `json:"closes"` // "closed-by: reason" → connections
+	Reused   int            `json:"reused"`      // requests on a connection that served one before
+	MaxIdle  time.Duration  `json:"max_idle_ns"` // its connections' longest idle gap (Conn.MaxIdle)
+	Closes   map[string]int `json:"closes"`      // "closed-by: reason" → connections
 	Statuses map[int]int    `json:"statuses"`
-	Faults   int            `json:"faults"`  // requests a rule touched
-	Retries  int            `json:"retries"` // requests sent again after a 5xx
-	List     []Conn         `json:"list"`    // the first 256 closed, and the open
+	// Faults are the faults the rules injected on its connections: a
+	// request rule's, and a connection rule's (idle-close, go-dark), as
+	// Conn.Faults lists them and the live line counts them.
+	Faults  int    `json:"faults"`
+	Retries int    `json:"retries"` // requests sent again after a 5xx
+	List    []Conn `json:"list"`    // the first 256 closed, and the open
+	// Answered are the responses the proxy made in place of the
+	// upstream's, its round trip failed: "502 ERROR" (the upstream's
+	// error, redacted) → requests.
+	Answered map[string]int `json:"proxy_answered,omitempty"`
+	reqIdle  time.Duration  // the longest idle gap a request followed
 }
 
 // UpstreamReport is the proxy's upstream pool, as package pool tracks it.
@@ -92,12 +100,15 @@ const (
 	classWriteTwice  = "write-committed-twice"
 )
 
-// Verdict is one judgement of one client: Result is "pass", "fail" or
-// "skipped" (not judged; Detail says why).
+// Verdict is one judgement of one client: Result is "pass", "fail",
+// "finding" (said, failing nothing: Class names it, as serve's findings
+// are named, and Detail says it) or "skipped" (not judged; Detail says
+// why).
 type Verdict struct {
 	Name   string `json:"name"`
 	Client string `json:"client"`
 	Result string `json:"result"`
+	Class  string `json:"class,omitempty"`
 	Detail string `json:"detail,omitempty"`
 }
 
@@ -132,10 +143,15 @@ func (p *Proxy) Report() *Report {
 		c := p.clients[name]
 		cl := Client{Name: name, Conns: c.nConns + len(openConns[name]), Open: len(openConns[name]),
 			Requests: c.requests, Reused: c.reused, MaxIdle: c.maxIdle, Closes: maps(c.closes),
-			Statuses: mapsInt(c.statuses), Faults: c.faults, Retries: c.retries}
+			Statuses: mapsInt(c.statuses), Faults: c.faults, Retries: c.retries, reqIdle: c.reqIdle}
+		if len(c.answered) > 0 {
+			cl.Answered = maps(c.answered)
+		}
 		cl.List = append(append(cl.List, c.conns...), openConns[name]...)
 		for _, oc := range openConns[name] {
 			cl.MaxIdle = max(cl.MaxIdle, oc.MaxIdle)
+			cl.reqIdle = max(cl.reqIdle, oc.reqIdle)
+			cl.Faults += len(oc.Faults)
 		}
 		sort.Slice(cl.List, func(i, j int) bool { return cl.List[i].ID < cl.List[j].ID })
 		rep.Clients = append(rep.Clients, cl)
@@ -175,6 +191,10 @@ func (p *Proxy) upstreamReport() UpstreamReport {
 		uc := UpstreamConn{ID: c.ID, Proto: c.Proto, Requests: c.Requests, Open: c.State != pool.StateClosed,
 			ClosedBy: string(c.ClosedBy), Reason: string(c.CloseReason), Dialed: c.DialedAt, FirstUsed: c.FirstUsedAt,
 			Closed: c.ClosedAt}
+		if c.ClosedBy == pool.ClosedByClient {
+			// The upstream pool's client is the proxy's own transport.
+			uc.ClosedBy = closedByProxy
+		}
 		u.Conns++
 		u.Requests += c.Requests
 		u.Reused += max(c.Requests-1, 0)
@@ -227,17 +247,22 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // per verdict.
 func (r *Report) WriteJUnit(w io.Writer) error {
 	var s junit.Suites
+	// The run's time is each client's suite's; a verdict, judged at
+	// its end, takes none.
+	elapsed := fmt.Sprintf("%.3f", r.Elapsed.Seconds())
 	byClient := map[string]*junit.Suite{}
 	var order []string
 	for _, v := range r.Verdicts {
 		su := byClient[v.Client]
 		if su == nil {
-			su = &junit.Suite{Name: "connaudit proxy " + v.Client}
+			su = &junit.Suite{Name: "connaudit proxy " + v.Client, Time: elapsed}
 			byClient[v.Client] = su
 			order = append(order, v.Client)
 		}
-		c := junit.Case{Name: v.Name, Classname: "proxy." + v.Client}
+		c := junit.Case{Name: v.Name, Classname: "proxy." + v.Client, Time: "0.000"}
 		switch v.Result {
+		case resultFinding:
+			c.SystemOut = "finding (" + v.Class + "): " + v.Detail + "\n"
 		case resultFail:
 			c.Failure = &junit.Failure{Message: v.Detail, Text: v.Detail}
 			su.Failures++
@@ -271,6 +296,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			perConn(c.Requests, c.Conns), c.MaxIdle.Round(time.Millisecond), text.Plural(c.Faults, "fault"))
 		for _, k := range sortedKeys(c.Closes) {
 			fmt.Fprintf(&b, "    closed by %s ×%d\n", k, c.Closes[k])
+		}
+		for _, k := range sortedKeys(c.Answered) {
+			b.WriteString(text.Cut(fmt.Sprintf("    answered by the proxy ×%d: %s", c.Answered[k], k), 100) + "\n")
 		}
 		for i, cn := range c.List {
 			if i == 8 {
@@ -318,12 +346,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	b.WriteString("\nverdicts\n")
 	for _, v := range r.Verdicts {
 		// The columns as a prefix: Wrap makes a run of spaces one.
-		head := fmt.Sprintf("  %-4s %-24s ", strings.ToUpper(v.Result), v.Name)
+		head := fmt.Sprintf("  %-7s %-24s ", strings.ToUpper(v.Result), v.Name)
 		line := v.Client
 		if v.Detail != "" {
 			line += ": " + v.Detail
 		}
-		for _, l := range text.Wrap(line, head, "       ", 100) {
+		for _, l := range text.Wrap(line, head, "          ", 100) {
 			b.WriteString(l + "\n")
 		}
 	}

@@ -118,7 +118,8 @@ an interrupt or -duration it writes the report and the verdicts
 			exits: `exit status:
   0  no verdict failed
   1  a verdict failed
-  2  a usage error (a flag, a rule, the upstream's URL, a file named)
+  2  a usage error (a flag, a rule, the upstream's URL, a file named), or the listener
+     could not start (-listen's address in use or not one)
 `,
 			examples: []string{
 				"connaudit proxy -upstream http://127.0.0.1:8080 -listen 127.0.0.1:9090 -html p.html -debug :6060",

@@ -30,7 +30,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"                       [-upstream-idle D] [-replay-window D] [-duration D] [-json] [-junit FILE]\n"+
 		"                       [-html FILE] [-debug ADDR]")
 	listen := fs.String("listen", "127.0.0.1:0", "the address the client under test is pointed at")
-	upstream := fs.String("upstream", "", "the upstream's URL (http or https)")
+	upstream := fs.String("upstream", "", "the upstream's URL (http or https; without a scheme, http)")
 	upstreamCA := fs.String("upstream-ca", "", "verify an HTTPS upstream against this CA file alone")
 	useTLS := fs.Bool("tls", false, "speak TLS to the client (HTTP/2 or HTTP/1.1), with a CA of the proxy's own")
 	caPath := fs.String("ca", "", "with -tls, write the proxy's CA certificate here (default: a temporary file)")
@@ -129,7 +129,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			pics.discard()
 		}
 	}()
-	p, err := proxy.New(*upstream, opts...)
+	// As probe and trace take it: a URL without a scheme is an http one.
+	p, err := proxy.New(withScheme(*upstream), opts...)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
@@ -162,7 +163,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		ca = " CA=" + ca
 	}
-	fmt.Fprintf(stderr, "connaudit proxy: %s → %s%s (interrupt to stop)\n", p.URL(), redact.URLString(*upstream), ca)
+	fmt.Fprintf(stderr, "connaudit proxy: %s → %s%s (interrupt to stop)\n", p.URL(), redact.URLString(withScheme(*upstream)), ca)
 	if debugLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/debug/connpool", p.UpstreamPool().Handler())

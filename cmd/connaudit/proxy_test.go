@@ -26,9 +26,14 @@ func TestProxyUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{}, "-upstream URL is required"},
-		{[]string{"-upstream", "ftp://x"}, "an http or https URL"},
+		{[]string{"-upstream", "ftp://x"}, `scheme "ftp" is not http or https`},
 		{[]string{"-upstream", "http://us3r:S3cr3tPassw0rd@127.0.0.1:1/?token=T0kenValue"}, "user information"},
-		{[]string{"-upstream", "http://us3r:S3cr3tPassw0rd@127.0.0.1:bad/?token=T0kenValue"}, "not a URL"},
+		{[]string{"-upstream", "http://us3r:S3cr3tPassw0rd@127.0.0.1:bad/?token=T0kenValue"},
+			"upstream http://REDACTED@127.0.0.1:bad/?REDACTED: not a URL: invalid port"},
+		{[]string{"-upstream", "http:///us3r:S3cr3tPassw0rd@127.0.0.1/"}, `upstream "http://REDACTED@127.0.0.1/": no host`},
+		{[]string{"-upstream", "http://"}, `upstream "http://": no host`},
+		{[]string{"-upstream", "http://127.0.0.1:99999"}, "port 99999 is out of range (1 to 65535)"},
+		{[]string{"-upstream", "127.0.0.1:0"}, "upstream http://127.0.0.1:0: port 0 is out of range"},
 		{[]string{"-upstream", "http://127.0.0.1:1", "-fault", "reset nth=zero"}, "nth=N"},
 		{[]string{"-upstream", "http://127.0.0.1:1", "-fault", "explode"}, "unknown action"},
 		{[]string{"-upstream", "http://127.0.0.1:1", "-guard", "-1s"}, "must not be negative"},
@@ -292,4 +297,47 @@ func TestProxyDebugLoopback(t *testing.T) {
 		require.Contains(t, ln.Addr().String(), "127.0.0.1:", addr)
 		ln.Close()
 	}
+}
+
+// An upstream's URL without a scheme is an http one, as probe and trace
+// take it: the proxy forwards to it.
+func TestProxyUpstreamWithoutScheme(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(up.Close)
+	stderr := &firstLine{first: make(chan string, 1)}
+	var stdout bytes.Buffer
+	ctx, cancel := context.WithCancel(testkit.Bounded(t))
+	defer cancel()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"proxy", "-upstream", up.Listener.Addr().String()}, &stdout, stderr)
+	}()
+	var line string
+	select {
+	case line = <-stderr.first:
+	case <-ctx.Done():
+		t.Fatal("the proxy did not start")
+	}
+	fields := strings.Fields(line) // connaudit proxy: URL → upstream (interrupt to stop)
+	require.GreaterOrEqual(t, len(fields), 5, line)
+	require.Equal(t, "http://"+up.Listener.Addr().String(), fields[4], line)
+	tr := &http.Transport{}
+	req, err := http.NewRequestWithContext(ctx, "GET", fields[2]+"/x", nil)
+	require.NoError(t, err)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	tr.CloseIdleConnections()
+	cancel()
+	select {
+	case got := <-code:
+		require.Equal(t, exitOK, got, stderr.String())
+	case <-testkit.Bounded(t).Done():
+		t.Fatal("the run did not end")
+	}
+	require.Contains(t, stdout.String(), "1 request", stdout.String())
 }
