@@ -74,11 +74,23 @@ func (d *daemon) stop() {
 func (d *daemon) quit(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	require.NoError(t, d.cmd.Process.Signal(sig))
-	select {
-	case <-d.exited:
-	case <-time.After(guard):
-		d.stop()
-		t.Fatalf("%s did not quit within %s\n%s", d.name, guard, d.diagnose())
+	// A daemon reads a signal in its event loop: one that arrives before
+	// it first blocks there is seen at its next event, which may never
+	// come. Sent again until it exits.
+	again := time.NewTicker(100 * time.Millisecond)
+	defer again.Stop()
+	bound := time.NewTimer(guard)
+	defer bound.Stop()
+	for {
+		select {
+		case <-d.exited:
+			return
+		case <-again.C:
+			_ = d.cmd.Process.Signal(sig)
+		case <-bound.C:
+			d.stop()
+			t.Fatalf("%s did not quit within %s\n%s", d.name, guard, d.diagnose())
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/connaudit/connaudit/internal/testkit"
 	"github.com/connaudit/connaudit/proxy"
@@ -90,8 +91,7 @@ http {
 	stop := func() []string {
 		if !stopped {
 			stopped = true
-			_ = cmd.Process.Signal(syscall.SIGQUIT)
-			_ = cmd.Wait()
+			quit(t, cmd)
 		}
 		b, err := os.ReadFile(logPath)
 		require.NoError(t, err)
@@ -205,4 +205,32 @@ func pythonPath(t *testing.T) (string, string) {
 			"the Python part is skipped", py)
 	}
 	return py, ""
+}
+
+// quit stops nginx gracefully (SIGQUIT: it finishes, and logs, the
+// requests it has) and waits for it. nginx reads a signal in its event
+// loop: one that arrives before it first blocks there (it has just
+// started) is seen at its next event, which may never come, so the signal
+// is sent again until it exits; after 10 s it is killed and the test fails.
+func quit(t *testing.T, cmd *exec.Cmd) {
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	again := time.NewTicker(100 * time.Millisecond)
+	defer again.Stop()
+	bound := time.NewTimer(10 * time.Second)
+	defer bound.Stop()
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	for {
+		select {
+		case <-exited:
+			return
+		case <-again.C:
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+		case <-bound.C:
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("nginx did not quit within 10s of SIGQUIT")
+			return
+		}
+	}
 }
