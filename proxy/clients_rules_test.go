@@ -305,6 +305,8 @@ print("conns", sum(pm.pools[k].num_connections for k in pm.pools.keys()))
 s.close()
 `
 
+// pythonWithRequests is $CONNAUDIT_PYTHON, or the repository's
+// kits/python/.venv, when it has requests; an error saying why not.
 var pythonWithRequests = sync.OnceValues(func() (string, error) {
 	py := os.Getenv("CONNAUDIT_PYTHON")
 	if py == "" {

@@ -120,8 +120,8 @@ func TestNginxTruth(t *testing.T) {
 	} else {
 		t.Log("curl not installed: its part is skipped")
 	}
-	py, why := pythonPath(t)
-	hasPy := py != ""
+	py, noPy := pythonWithRequests()
+	hasPy := noPy == nil
 	if hasPy {
 		script := `import sys, requests
 s = requests.Session()
@@ -138,7 +138,7 @@ s.close()
 		// urllib3's own counts: connections made, requests sent.
 		require.Equal(t, "1 4\n", string(out))
 	} else {
-		t.Log(why)
+		t.Logf("%v: the Python part is skipped", noPy)
 	}
 	g := newGoClient(t, nil)
 	for range 5 {
@@ -188,23 +188,6 @@ s.close()
 	require.ElementsMatch(t, fromNginx, fromPool)
 	t.Logf("clients: %+v; upstream: %d conns, %d requests; nginx: %d conns, %d requests",
 		want, rep.Pool.Conns, rep.Pool.Requests, len(perConn), len(lines))
-}
-
-// pythonPath is the Python with requests the test drives: $CONNAUDIT_PYTHON,
-// or the repository's kits/python/.venv; "" and why there is none.
-func pythonPath(t *testing.T) (string, string) {
-	t.Helper()
-	py := os.Getenv("CONNAUDIT_PYTHON")
-	if py == "" {
-		root, err := filepath.Abs("..")
-		require.NoError(t, err)
-		py = filepath.Join(root, "kits", "python", ".venv", "bin", "python")
-	}
-	if err := exec.Command(py, "-c", "import requests").Run(); err != nil {
-		return "", fmt.Sprintf("no Python with requests at %s (set CONNAUDIT_PYTHON; .ci/run makes kits/python/.venv): "+
-			"the Python part is skipped", py)
-	}
-	return py, ""
 }
 
 // quit stops nginx gracefully (SIGQUIT: it finishes, and logs, the
