@@ -53,30 +53,6 @@ func TestProxyUsageErrors(t *testing.T) {
 	}
 }
 
-// firstLine is a writer that hands over the first line written to it.
-type firstLine struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	first chan string
-}
-
-func (w *firstLine) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	had := bytes.IndexByte(w.buf.Bytes(), '\n') >= 0
-	w.buf.Write(b)
-	if line, _, ok := strings.Cut(w.buf.String(), "\n"); ok && !had {
-		w.first <- line
-	}
-	return len(b), nil
-}
-
-func (w *firstLine) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // -duration ends the run with the report: the requests sent through the
 // proxy in JSON on stdout, the verdicts in the JUnit file, exit 1 for the
 // failed verdict (a connection reused past the stated upstream idle
@@ -87,7 +63,7 @@ func TestProxyDurationEndsWithReport(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	junitPath := filepath.Join(t.TempDir(), "proxy.xml")
-	stderr := &firstLine{first: make(chan string, 1)}
+	stderr := &lines{each: make(chan string, 8)}
 	var stdout bytes.Buffer
 	code := make(chan int, 1)
 	go func() {
@@ -95,12 +71,7 @@ func TestProxyDurationEndsWithReport(t *testing.T) {
 			"-upstream-idle", "1ns", "-json", "-junit", junitPath}, &stdout, stderr)
 	}()
 	ctx := testkit.Bounded(t)
-	var line string
-	select {
-	case line = <-stderr.first:
-	case <-ctx.Done():
-		t.Fatal("the proxy did not start")
-	}
+	line := stderr.next(t, ctx)    // the proxy started
 	fields := strings.Fields(line) // connaudit proxy: URL → upstream (interrupt to stop)
 	require.GreaterOrEqual(t, len(fields), 3, line)
 	tr := &http.Transport{}
@@ -160,6 +131,13 @@ func (w *lines) Write(b []byte) (int, error) {
 	}
 }
 
+func (w *lines) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.all.String()
+}
+
+// next is the next line, or the test fails once ctx is done.
 func (w *lines) next(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	select {
@@ -245,7 +223,7 @@ func TestProxyDebugAndHTML(t *testing.T) {
 	stop()
 	select {
 	case got := <-code:
-		require.Equal(t, exitOK, got, stderr.all.String())
+		require.Equal(t, exitOK, got, stderr.String())
 	case <-ctx.Done():
 		t.Fatal("the run did not end at the interrupt")
 	}
@@ -306,7 +284,7 @@ func TestProxyUpstreamWithoutScheme(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(up.Close)
-	stderr := &firstLine{first: make(chan string, 1)}
+	stderr := &lines{each: make(chan string, 8)}
 	var stdout bytes.Buffer
 	ctx, cancel := context.WithCancel(testkit.Bounded(t))
 	defer cancel()
@@ -314,12 +292,7 @@ func TestProxyUpstreamWithoutScheme(t *testing.T) {
 	go func() {
 		code <- run(ctx, []string{"proxy", "-upstream", up.Listener.Addr().String()}, &stdout, stderr)
 	}()
-	var line string
-	select {
-	case line = <-stderr.first:
-	case <-ctx.Done():
-		t.Fatal("the proxy did not start")
-	}
+	line := stderr.next(t, ctx)    // the proxy started
 	fields := strings.Fields(line) // connaudit proxy: URL → upstream (interrupt to stop)
 	require.GreaterOrEqual(t, len(fields), 5, line)
 	require.Equal(t, "http://"+up.Listener.Addr().String(), fields[4], line)
