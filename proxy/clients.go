@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/connaudit/connaudit/internal/redact"
@@ -190,20 +191,34 @@ func (p *Proxy) finish(client string, x *exchange) {
 	drop := 0
 	for drop < len(c.queue) && c.queue[drop].a.Start.Before(cutoff) {
 		e := c.queue[drop]
-		if l := c.recent[e.key]; len(l) > 0 && l[0] == e.a {
-			if len(l) == 1 {
-				delete(c.recent, e.key)
-			} else {
-				c.recent[e.key] = l[1:]
-			}
+		l := c.recent[e.key]
+		if i := slices.Index(l, e.a); i >= 0 {
+			l = slices.Delete(l, i, i+1)
+		}
+		if len(l) == 0 {
+			delete(c.recent, e.key)
+		} else {
+			c.recent[e.key] = l
 		}
 		drop++
 	}
 	c.queue = c.queue[drop:]
-	if prev := c.recent[key]; len(prev) > 0 {
-		p.link(c, prev[len(prev)-1], &a)
+	// The same request's attempts, in the order they started: one whose
+	// end is accounted for after a later one's (a reset request's handler
+	// returning after the client's retry was served) goes between the two,
+	// and the pair it splits is judged as the two pairs it makes.
+	prev := c.recent[key]
+	i, _ := slices.BinarySearchFunc(prev, a.Start, func(x *Attempt, t time.Time) int { return x.Start.Compare(t) })
+	if i > 0 && i < len(prev) {
+		p.unlink(c, prev[i-1], prev[i])
 	}
-	c.recent[key] = append(c.recent[key], &a)
+	if i > 0 {
+		p.link(c, prev[i-1], &a)
+	}
+	if i < len(prev) {
+		p.link(c, &a, prev[i])
+	}
+	c.recent[key] = slices.Insert(prev, i, &a)
 	c.queue = append(c.queue, recentEntry{key: key, a: &a})
 	p.finished.Add(1)
 	p.version.Add(1)
@@ -228,6 +243,23 @@ func (p *Proxy) link(c *clientRec, x, y *Attempt) {
 	}
 	if len(p.replays) < maxKept*4 {
 		p.replays = append(p.replays, Replay{Client: c.name, Class: class, First: *first, Again: *again})
+	}
+}
+
+// unlink takes back what link judged of x and y, the earlier first: a pair
+// that an attempt accounted for late turned out to stand between.
+func (p *Proxy) unlink(c *clientRec, x, y *Attempt) {
+	if !x.failed() {
+		if x.Status >= 500 {
+			c.retries--
+		}
+		return
+	}
+	for i := len(p.replays) - 1; i >= 0; i-- {
+		if r := p.replays[i]; r.First.ID == x.ID && r.Again.ID == y.ID {
+			p.replays = slices.Delete(p.replays, i, i+1)
+			return
+		}
 	}
 }
 
