@@ -56,7 +56,17 @@ func TestAccountingEqualsBothEnds(t *testing.T) {
 	require.Equal(t, 10, s.Requests)
 	require.Equal(t, 10-s.Conns, s.Reused)
 	require.Equal(t, map[string]int{"client: client-close": s.Conns}, s.Closes)
-	require.Equal(t, int(par.dials.Load()), c.Conns)
+	// A dial of Go's Transport that a connection freed first made
+	// unneeded carries no request, so no X-Client: the proxy names it by
+	// its source address, with no request on it.
+	spare := 0
+	for _, cl := range rep.Clients {
+		if cl.Name == "127.0.0.1" {
+			require.Zero(t, cl.Requests, "%+v", cl)
+			spare = cl.Conns
+		}
+	}
+	require.Equal(t, int(par.dials.Load()), c.Conns+spare)
 	require.Equal(t, 20, c.Requests)
 	require.Equal(t, 0, c.Open)
 	require.Equal(t, int(up.conns.Load()), rep.Pool.Conns)
