@@ -65,11 +65,8 @@ const (
 	KindIdlePoolChurn   Kind = vocab.KindIdlePoolChurn   // a pool closes connections for a full idle pool at a high rate
 )
 
-// Event is one thing that happened to a request.
-//
-// Its fields are laid out in 64 bytes, one cache line, Kind and Late side by
-// side: a timeline's events are written on the request's path, one by one,
-// by several goroutines.
+// Event is one thing that happened to a request. It takes 80 bytes on a
+// 64-bit platform.
 type Event struct {
 	Kind Kind
 	// Late is set on events that arrived after the timeline was finished,

@@ -57,7 +57,7 @@ func (t *Transport) setObservers() {
 	}
 	if t.events != nil {
 		t.kinds = eventKinds(t.events)
-		t.kindEvents, _ = t.events.(hook.KindObserver[*Timeline, Event])
+		t.kindEvents, _ = t.events.(hook.KindObserver[*Timeline, *Event])
 	}
 }
 

@@ -37,8 +37,7 @@ var timelineIDs atomic.Uint64
 // recorder records one request's timeline. Every method takes mu; hooks
 // arrive from several goroutines and after the request finished.
 type recorder struct {
-	// buf comes first: at offset 0 of an object whose size class is a
-	// multiple of 64 bytes, each 64-byte event is one cache line.
+	// buf holds a request's first events.
 	buf [inlineEvents]Event
 
 	mu  sync.Mutex
@@ -54,8 +53,12 @@ type recorder struct {
 
 	// hooks is built once per recorder and never composed with another
 	// trace, so it can serve request after request; bodiless is the same
-	// for requests without a body (see wroteBodiless).
-	hooks, bodiless stdtrace.ClientTrace
+	// for requests without a body (see wroteBodiless). Without a pool's
+	// dialer, hooksNet and bodilessNet are each over an empty context
+	// as stdtrace.WithClientTrace leaves it, made at first use (see
+	// requestContext).
+	hooks, bodiless       stdtrace.ClientTrace
+	hooksNet, bodilessNet context.Context
 
 	phase      Stage // the stage of the current connection acquisition
 	connects   int   // connect attempts started and not yet done
@@ -141,6 +144,23 @@ func (r *recorder) trace(req *http.Request) *stdtrace.ClientTrace {
 	return &r.hooks
 }
 
+// netContext returns the context that answers net's own trace key for ct,
+// one of r's traces, or nil if r's hooks leave DNS and connects to a pool's
+// dialer.
+func (r *recorder) netContext(ct *stdtrace.ClientTrace) context.Context {
+	if r.t.dialHooks {
+		return nil
+	}
+	p := &r.hooksNet
+	if ct == &r.bodiless {
+		p = &r.bodilessNet
+	}
+	if *p == nil {
+		*p = stdtrace.WithClientTrace(context.Background(), ct)
+	}
+	return *p
+}
+
 func (r *recorder) addNetHooks(ct *stdtrace.ClientTrace) {
 	ct.DNSStart = r.dnsStart
 	ct.DNSDone = r.dnsDone
@@ -203,13 +223,32 @@ func (r *recorder) reset() {
 }
 
 // add records e, whose kind's bit is bit; r.mu is held. An event whose At
-// is zero is timed now;
-// one recorded in the same call as the event before it shares that event's
-// time, which spares a clock read.
+// is zero is timed now; one recorded in the same call as the event before
+// it shares that event's time, which spares a clock read.
+//
+// It runs about ten times a request, each time after a stretch of
+// net/http's own code: what it does not run on the common path (a late
+// event, an error, a full timeline) is out of line, and the observer of
+// the module's own takes the event stored, by pointer, not a copy.
 func (r *recorder) add(bit vocab.KindSet, e Event) {
 	if e.At == 0 {
 		e.At = time.Since(r.tl.Start)
 	}
+	if r.tl.Finished || e.Err != nil || len(r.tl.Events) >= maxEvents-endEvents {
+		r.addRare(bit, e)
+		return
+	}
+	r.tl.Events = append(r.tl.Events, e)
+	if r.t.kinds&bit != 0 {
+		r.observe(bit, &r.tl.Events[len(r.tl.Events)-1])
+	}
+}
+
+// addRare is add for an event that is late, carries an error, or finds the
+// timeline nearly full; r.mu is held.
+//
+//go:noinline
+func (r *recorder) addRare(bit vocab.KindSet, e Event) {
 	if r.tl.Finished {
 		e.Late = true
 	}
@@ -222,11 +261,17 @@ func (r *recorder) add(bit vocab.KindSet, e Event) {
 		r.tl.Dropped++
 	}
 	if r.t.kinds&bit != 0 {
-		if k := r.t.kindEvents; k != nil {
-			k.ObserveKind(&r.tl, e, bit)
-		} else {
-			r.t.events.ObserveEvent(&r.tl, e)
-		}
+		r.observe(bit, &e)
+	}
+}
+
+// observe hands e, of the kind whose bit is bit, to the event observer;
+// r.mu is held.
+func (r *recorder) observe(bit vocab.KindSet, e *Event) {
+	if k := r.t.kindEvents; k != nil {
+		k.ObserveKind(&r.tl, e, bit)
+	} else {
+		r.t.events.ObserveEvent(&r.tl, *e)
 	}
 }
 

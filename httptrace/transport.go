@@ -26,7 +26,7 @@ type Transport struct {
 	events    EventObserver
 	kinds     vocab.KindSet // the kinds events wants
 	// kindEvents is events if it takes each event with its kind's bit.
-	kindEvents hook.KindObserver[*Timeline, Event]
+	kindEvents hook.KindObserver[*Timeline, *Event]
 	dialHooks  bool
 	bodyIdle   time.Duration
 	headers    []string
@@ -91,19 +91,24 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// requestContext is the context of a request traced by a Transport whose
-// base dials through a pool's wrapper (internal/hook) and whose caller set no
-// ClientTrace: a single value that net/http reads as carrying the
-// recorder's ClientTrace and the dial wrapper reads as carrying the
-// recorder, where stdtrace.WithClientTrace and
-// context.WithValue would allocate one layer each. It is immutable and
-// allocated per request (a recycled one could be read by net/http after
-// the request ended, for instance when its readLoop cancels the request's
-// child context).
+// requestContext is the context of a request traced with the recorder's
+// own ClientTrace (the caller set none): a single value that net/http
+// reads as carrying that ClientTrace, where stdtrace.WithClientTrace
+// would allocate a layer, and, with hooks on DNS and connects, two layers
+// and a net trace with two closures, five objects a request. A Transport
+// whose base dials through a pool's wrapper (internal/hook) has no such
+// hooks, and the wrapper reads the context as carrying the recorder.
+// Otherwise net holds the recorder's ClientTrace as WithClientTrace left it
+// over an empty context, made once per recorder: what a dial or a lookup
+// asks of the request's context under net's own key, it answers. It is
+// immutable and allocated per request (a recycled one could be read by
+// net/http after the request ended, for instance when its readLoop cancels
+// the request's child context).
 type requestContext struct {
 	context.Context
 	trace *stdtrace.ClientTrace
 	r     *recorder
+	net   context.Context
 }
 
 // requestContextBody is a request's context and its response body wrapper,
@@ -114,18 +119,24 @@ type requestContextBody struct {
 }
 
 // newRequestContextBody returns a request context carrying ct and r over
-// ctx, and the body wrapper allocated with it.
+// ctx (see requestContext), and the body wrapper allocated with it.
 func newRequestContextBody(ctx context.Context, ct *stdtrace.ClientTrace, r *recorder) (context.Context, *body) {
-	rc := &requestContextBody{ctx: requestContext{Context: ctx, trace: ct, r: r}}
+	rc := &requestContextBody{ctx: requestContext{Context: ctx, trace: ct, r: r, net: r.netContext(ct)}}
 	return &rc.ctx, &rc.body
 }
 
 func (c *requestContext) Value(key any) any {
-	switch key {
-	case clientTraceKey:
+	if key == clientTraceKey {
 		return c.trace
-	case hook.DialKey:
-		return c.r
+	}
+	if c.net == nil {
+		if key == hook.DialKey {
+			return c.r
+		}
+	} else if v := c.net.Value(key); v != nil {
+		// net's trace; no other key is stored there but
+		// clientTraceKey's, answered above.
+		return v
 	}
 	return c.Context.Value(key)
 }
@@ -234,13 +245,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ctx     context.Context
 		wrapper *body // allocated with the context, when it can be
 	)
-	if t.bodyIdle == 0 && !t.stacks && t.dialHooks && clientTraceKey != nil &&
+	if t.bodyIdle == 0 && !t.stacks && clientTraceKey != nil &&
 		stdtrace.ContextClientTrace(r.ctx) == nil {
-		// The common case, that of a pool: one context value instead of
-		// two, answering both net/http's ClientTrace lookup and
-		// DialTrace's recorder lookup. The hooks carry no DNS or connect
-		// hooks (the dialer adds them), so WithClientTrace would add
-		// nothing else. The body wrapper comes in the same allocation.
+		// The common case: one context value instead of up to five
+		// objects (see requestContext). The body wrapper comes in the
+		// same allocation.
 		ctx, wrapper = newRequestContextBody(r.ctx, ct, r)
 	} else {
 		ctx, wrapper = t.requestContext(r, ct)
@@ -299,14 +308,14 @@ func (t *Transport) requestContext(r *recorder, ct *stdtrace.ClientTrace) (conte
 		r.tl.Composed = true
 	}
 	switch {
-	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil && !t.stacks:
+	case !r.tl.Composed && clientTraceKey != nil && !t.stacks:
 		// As in RoundTrip's common case. (Not when unclosed bodies are
 		// reported: net/http holds the context of a body left open, which
 		// would keep a wrapper allocated with it reachable and its cleanup
 		// from ever running.)
 		return newRequestContextBody(ctx, ct, r)
-	case t.dialHooks && !r.tl.Composed && clientTraceKey != nil:
-		return &requestContext{Context: ctx, trace: ct, r: r}, nil
+	case !r.tl.Composed && clientTraceKey != nil:
+		return &requestContext{Context: ctx, trace: ct, r: r, net: r.netContext(ct)}, nil
 	case t.dialHooks:
 		ctx = stdtrace.WithClientTrace(ctx, ct)
 		return context.WithValue(ctx, hook.DialKey, r), nil

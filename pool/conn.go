@@ -327,14 +327,27 @@ func (c *connState) setH2() {
 // connection changes state twice per request.
 const maxHistory = 256
 
+// setState moves c to state s at now. It runs twice a request: what only
+// a connection's first requests do (its history, its first use) is out of
+// line.
 func (c *connState) setState(s ConnState, now stamp) {
 	c.State = s
 	c.io.idle.Store(s == vocab.StateIdle)
-	if len(c.History) < maxHistory {
-		c.History = append(c.History, StateChange{State: s, At: now.time()})
-	}
 	if s == vocab.StateIdle {
 		c.idleSince = now
+	}
+	if len(c.History) < maxHistory || c.FirstUsedAt.IsZero() {
+		c.recordState(s, now)
+	}
+}
+
+// recordState adds s at now to c's history while it has room, and marks
+// c's first use.
+//
+//go:noinline
+func (c *connState) recordState(s ConnState, now stamp) {
+	if len(c.History) < maxHistory {
+		c.History = append(c.History, StateChange{State: s, At: now.time()})
 	}
 	if s == vocab.StateActive && c.FirstUsedAt.IsZero() {
 		c.FirstUsedAt = now.time()

@@ -32,12 +32,12 @@ func (observer) EventKinds() vocab.KindSet { return observedKinds }
 // ObserveEvent implements [httptrace.EventObserver]: the pool follows each
 // request's events to keep connection states and statistics.
 func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
-	o.ObserveKind(tl, ev, vocab.Bit(ev.Kind))
+	o.ObserveKind(tl, &ev, vocab.Bit(ev.Kind))
 }
 
 // ObserveKind implements hook.KindObserver: ObserveEvent for an event of
 // the kind whose bit is bit, which the tracer passes.
-func (o observer) ObserveKind(tl *httptrace.Timeline, ev httptrace.Event, bit vocab.KindSet) {
+func (o observer) ObserveKind(tl *httptrace.Timeline, ev *httptrace.Event, bit vocab.KindSet) {
 	p := o.p
 	if observedKinds&bit == 0 {
 		// No lock for an event that changes nothing.
@@ -49,30 +49,33 @@ func (o observer) ObserveKind(tl *httptrace.Timeline, ev httptrace.Event, bit vo
 	}
 	// A request's record is made before the lock, and one that ends is
 	// recycled after it: the lock is held for the pool's state alone.
-	var fresh, spare *request
+	var fresh *request
 	if bit == vocab.BitGetConn {
 		fresh = newRequest(tl)
 	}
-	defer func() {
-		if spare != nil {
-			recycle(spare)
-		}
-	}()
-	if p.cfg.onConnOpen != nil {
-		// After the unlock: a TLS handshake done opens a connection.
-		defer p.deliverOpened()
-	}
-	if p.churnPending.Load() {
-		// After the unlock, as every call of an observer.
-		defer p.warnChurn(tl, ev.At)
-	}
+	churn := p.churnPending.Load()
+	// No defer: this runs five times a request on the Transport's
+	// goroutines, between stretches of net/http's own code, and each
+	// deferred call (and the exit paths the compiler copies for it) is
+	// code fetched anew every time. Nothing between Lock and Unlock calls
+	// out of the pool.
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	spare := p.observeLocked(tl, ev, bit, stack, fresh)
 	// Signal on every path: some cases change a count and then return
 	// early (a GotConn for a connection the pool no longer knows still
 	// ends the wait).
-	defer p.changes.Signal()
-	spare = p.observeLocked(tl, ev, bit, stack, fresh)
+	p.changes.Signal()
+	p.mu.Unlock()
+	if spare != nil {
+		recycle(spare)
+	}
+	if churn {
+		p.warnChurn(tl, ev.At)
+	}
+	if p.cfg.onConnOpen != nil {
+		// A TLS handshake done opens a connection.
+		p.deliverOpened()
+	}
 }
 
 // observeLocked applies ev, of the kind whose bit is bit, to the pool's
@@ -83,7 +86,7 @@ func (o observer) ObserveKind(tl *httptrace.Timeline, ev httptrace.Event, bit vo
 // defers and a return per case of this switch, the compiler falls back to
 // slower deferred calls, which showed in profiles. ObserveEvent passes
 // only the kinds of observedKinds: a kind handled here must be listed there.
-func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, bit vocab.KindSet, stack []uintptr, fresh *request) *request {
+func (p *Pool) observeLocked(tl *httptrace.Timeline, ev *httptrace.Event, bit vocab.KindSet, stack []uintptr, fresh *request) *request {
 	now := stamp{tl.Start, ev.At} // the event's time
 	switch bit {
 	case vocab.BitBodyCollected:
@@ -113,7 +116,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev httptrace.Event, bit voc
 // getConnLocked records that the request of tl asks for a connection: a
 // new request, whose record fresh becomes, or one the Transport sends
 // again, which leaves fresh unused: it returns it then.
-func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev httptrace.Event, fresh *request) (unused *request) {
+func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev *httptrace.Event, fresh *request) (unused *request) {
 	// net/http's Transport stops closing the connections that go
 	// idle after CloseIdleConnections once a request asks for one.
 	p.closeIdle = false
@@ -135,7 +138,7 @@ func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev httptrace.Event, fresh *
 
 // gotConnLocked records that the request of tl was handed the connection
 // ev names: its wait ends, and the connection serves it.
-func (p *Pool) gotConnLocked(tl *httptrace.Timeline, ev httptrace.Event, now stamp) {
+func (p *Pool) gotConnLocked(tl *httptrace.Timeline, ev *httptrace.Event, now stamp) {
 	r := p.reqLocked(tl.ID)
 	if r == nil {
 		if ev.Late {
@@ -226,7 +229,7 @@ func (p *Pool) servedByLocked(tl *httptrace.Timeline, r *request, c *connState, 
 // putIdleConnLocked records the Transport's returning the connection ev
 // names to the idle pool, or, with ev's error, its refusal to keep it,
 // which dooms it.
-func (p *Pool) putIdleConnLocked(tl *httptrace.Timeline, ev httptrace.Event, now stamp) {
+func (p *Pool) putIdleConnLocked(tl *httptrace.Timeline, ev *httptrace.Event, now stamp) {
 	c := p.connLocked(ev.Conn)
 	if c == nil {
 		return
@@ -266,7 +269,7 @@ func (p *Pool) responseLocked(tl *httptrace.Timeline, now stamp, stack []uintptr
 
 // doneLocked records the end of the request of tl, and returns its record
 // if nothing refers to it any more, to recycle.
-func (p *Pool) doneLocked(tl *httptrace.Timeline, ev httptrace.Event) *request {
+func (p *Pool) doneLocked(tl *httptrace.Timeline, ev *httptrace.Event) *request {
 	r := p.reqLocked(tl.ID)
 	if r == nil {
 		if !ev.Late {
