@@ -293,3 +293,53 @@ func TestTracedPoolIsSetAsBase(t *testing.T) {
 		p.Close()
 	}
 }
+
+// TestAllocationsPerRequest: the tracer adds at most 2 allocations to a
+// request (its context, with the response body's wrapper, and the
+// request's shallow copy that carries it), with a pool's dialer or without
+// one, and the pool's tracking adds none: what BenchmarkSequential reports
+// with -benchmem, held in a test. Allocations are counted, not timed: a
+// kept-alive request allocates the same in every run.
+func TestAllocationsPerRequest(t *testing.T) {
+	target, stop, err := Target()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	allocs := func(name string) float64 {
+		c, err := NewClient(name, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		req, err := http.NewRequest(http.MethodGet, target, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Dial, and fill the recorders' and the pool's sync.Pools.
+		for range 20 {
+			if err := c.Get(req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var failed error
+		n := testing.AllocsPerRun(1000, func() {
+			if err := c.Get(req); err != nil && failed == nil {
+				failed = err
+			}
+		})
+		if failed != nil {
+			t.Fatal(failed)
+		}
+		if d := c.Dials(); d != 1 {
+			t.Fatalf("%s dialed %d connections, want 1 kept alive", name, d)
+		}
+		return n
+	}
+	plain := allocs("plain")
+	for _, name := range []string{"traced", "traced+tracked"} {
+		if n := allocs(name); n > plain+2 {
+			t.Errorf("%s: %v allocations a request, plain %v: want at most 2 more", name, n, plain)
+		}
+	}
+}
