@@ -222,26 +222,52 @@ func (r *recorder) reset() {
 	r.mu.Unlock()
 }
 
-// add records e, whose kind's bit is bit; r.mu is held. An event whose At
-// is zero is timed now; one recorded in the same call as the event before
-// it shares that event's time, which spares a clock read.
+// mark records an event of kind k, whose bit is bit, with neither an
+// address nor an error: the events of a request that goes well; r.mu is
+// held. An event whose at is zero is timed now; one recorded in the same
+// call as the event before it shares that event's time, which spares a
+// clock read.
 //
 // It runs about ten times a request, each time after a stretch of
-// net/http's own code: what it does not run on the common path (a late
-// event, an error, a full timeline) is out of line, and the observer of
-// the module's own takes the event stored, by pointer, not a copy.
+// net/http's own code, fetched anew: its arguments travel in registers,
+// the event is written in place, what it does not run on the common path
+// (a late event, a full timeline) is out of line, and the observer of the
+// module's own takes the event stored, by pointer, not a copy.
+func (r *recorder) mark(bit vocab.KindSet, k Kind, at time.Duration, conn uint64, n int64) {
+	if at == 0 {
+		at = time.Since(r.tl.Start)
+	}
+	i := len(r.tl.Events)
+	if r.tl.Finished || i >= maxEvents-endEvents || i == cap(r.tl.Events) {
+		r.markRare(bit, k, at, conn, n)
+		return
+	}
+	// The slots past the timeline's end are zero (see reset; an append
+	// that grows the slice zeroes its new room): only what is set is
+	// written.
+	r.tl.Events = r.tl.Events[:i+1]
+	e := &r.tl.Events[i]
+	e.Kind, e.At, e.Conn, e.N = k, at, conn, n
+	if r.t.kinds&bit != 0 {
+		r.observe(bit, e)
+	}
+}
+
+// markRare is mark for an event that is late or finds the timeline full or
+// out of room; r.mu is held.
+//
+//go:noinline
+func (r *recorder) markRare(bit vocab.KindSet, k Kind, at time.Duration, conn uint64, n int64) {
+	r.addRare(bit, Event{Kind: k, At: at, Conn: conn, N: n})
+}
+
+// add records e, whose kind's bit is bit, an event that may carry an
+// address or an error; r.mu is held. See mark.
 func (r *recorder) add(bit vocab.KindSet, e Event) {
 	if e.At == 0 {
 		e.At = time.Since(r.tl.Start)
 	}
-	if r.tl.Finished || e.Err != nil || len(r.tl.Events) >= maxEvents-endEvents {
-		r.addRare(bit, e)
-		return
-	}
-	r.tl.Events = append(r.tl.Events, e)
-	if r.t.kinds&bit != 0 {
-		r.observe(bit, &r.tl.Events[len(r.tl.Events)-1])
-	}
+	r.addRare(bit, e)
 }
 
 // addRare is add for an event that is late, carries an error, or finds the
@@ -293,7 +319,7 @@ func (r *recorder) getConn(string) {
 	}
 	r.phase = vocab.StagePoolWait
 	r.gotConn, r.wrote, r.firstByte = false, false, false
-	r.add(vocab.BitGetConn, Event{Kind: vocab.KindGetConn})
+	r.mark(vocab.BitGetConn, vocab.KindGetConn, 0, 0, 0)
 	r.mu.Unlock()
 }
 
@@ -320,7 +346,7 @@ func (r *recorder) gotConnHook(info stdtrace.GotConnInfo) {
 	if info.Reused {
 		n = 1
 	}
-	r.add(vocab.BitGotConn, Event{Kind: vocab.KindGotConn, Conn: id, N: n})
+	r.mark(vocab.BitGotConn, vocab.KindGotConn, 0, id, n)
 	r.mu.Unlock()
 }
 
@@ -342,14 +368,18 @@ func (r *recorder) identify(c net.Conn) (id uint64, local, remote net.Addr) {
 
 func (r *recorder) putIdleConn(err error) {
 	r.mu.Lock()
-	r.add(vocab.BitPutIdleConn, Event{Kind: vocab.KindPutIdleConn, Conn: r.tl.Conn.ID, Err: err})
+	if err != nil {
+		r.add(vocab.BitPutIdleConn, Event{Kind: vocab.KindPutIdleConn, Conn: r.tl.Conn.ID, Err: err})
+	} else {
+		r.mark(vocab.BitPutIdleConn, vocab.KindPutIdleConn, 0, r.tl.Conn.ID, 0)
+	}
 	r.mu.Unlock()
 }
 
 func (r *recorder) gotFirstResponseByte() {
 	r.mu.Lock()
 	r.firstByte = true
-	r.add(vocab.BitFirstByte, Event{Kind: vocab.KindFirstByte, Conn: r.tl.Conn.ID})
+	r.mark(vocab.BitFirstByte, vocab.KindFirstByte, 0, r.tl.Conn.ID, 0)
 	r.mu.Unlock()
 }
 
@@ -368,7 +398,7 @@ func (r *recorder) got1xxResponse(code int, h textproto.MIMEHeader) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.size1xx += size
-	r.add(vocab.BitGot1xx, Event{Kind: vocab.KindGot1xx, Conn: r.tl.Conn.ID, N: int64(code)})
+	r.mark(vocab.BitGot1xx, vocab.KindGot1xx, 0, r.tl.Conn.ID, int64(code))
 	if limit := r.t.max1xx; r.size1xx > limit {
 		return fmt.Errorf("%w (%d bytes)", vocab.ErrTooMany1xx, limit)
 	}
@@ -428,7 +458,7 @@ func (r *recorder) tlsHandshakeStart() {
 	if !r.tl.Finished && !r.gotConn {
 		r.phase = vocab.StageTLS
 	}
-	r.add(vocab.BitTLSStart, Event{Kind: vocab.KindTLSStart})
+	r.mark(vocab.BitTLSStart, vocab.KindTLSStart, 0, 0, 0)
 	r.mu.Unlock()
 }
 
@@ -452,13 +482,13 @@ func (r *recorder) tlsHandshakeDone(st tls.ConnectionState, err error) {
 
 func (r *recorder) wroteHeaders() {
 	r.mu.Lock()
-	r.add(vocab.BitWroteHeaders, Event{Kind: vocab.KindWroteHeaders, Conn: r.tl.Conn.ID})
+	r.mark(vocab.BitWroteHeaders, vocab.KindWroteHeaders, 0, r.tl.Conn.ID, 0)
 	r.mu.Unlock()
 }
 
 func (r *recorder) wait100Continue() {
 	r.mu.Lock()
-	r.add(vocab.BitWait100Continue, Event{Kind: vocab.KindWait100Continue, Conn: r.tl.Conn.ID})
+	r.mark(vocab.BitWait100Continue, vocab.KindWait100Continue, 0, r.tl.Conn.ID, 0)
 	r.mu.Unlock()
 }
 
@@ -485,7 +515,7 @@ func (r *recorder) wroteBodiless(info stdtrace.WroteRequestInfo) {
 	var at time.Duration
 	if info.Err == nil {
 		at = time.Since(r.tl.Start)
-		r.add(vocab.BitWroteHeaders, Event{Kind: vocab.KindWroteHeaders, At: at, Conn: r.tl.Conn.ID})
+		r.mark(vocab.BitWroteHeaders, vocab.KindWroteHeaders, at, r.tl.Conn.ID, 0)
 	}
 	r.wroteRequestLocked(info, at)
 	r.mu.Unlock()
@@ -497,13 +527,15 @@ func (r *recorder) wroteRequestLocked(info stdtrace.WroteRequestInfo, at time.Du
 	// A failed write (net/http reports it here too, e.g. when the request
 	// was cancelled while its body was being sent) leaves the request in
 	// the write stage.
-	if info.Err == nil {
-		r.wrote = true
-		if !r.tl.Finished && r.phase == vocab.StageWrite {
-			r.phase = vocab.StageAwaitHeaders
-		}
+	if info.Err != nil {
+		r.add(vocab.BitWroteRequest, Event{Kind: vocab.KindWroteRequest, At: at, Conn: r.tl.Conn.ID, Err: info.Err})
+		return
 	}
-	r.add(vocab.BitWroteRequest, Event{Kind: vocab.KindWroteRequest, At: at, Conn: r.tl.Conn.ID, Err: info.Err})
+	r.wrote = true
+	if !r.tl.Finished && r.phase == vocab.StageWrite {
+		r.phase = vocab.StageAwaitHeaders
+	}
+	r.mark(vocab.BitWroteRequest, vocab.KindWroteRequest, at, r.tl.Conn.ID, 0)
 }
 
 // stage returns the stage the request is in; r.mu is held.
@@ -538,7 +570,7 @@ func (r *recorder) roundTripDone(resp *http.Response, err error, body bool) {
 	r.tl.Proto = resp.Proto
 	r.tl.ConnClose = resp.Close
 	r.respAt = time.Since(r.tl.Start)
-	r.add(vocab.BitResponse, Event{Kind: vocab.KindResponse, At: r.respAt, Conn: r.tl.Conn.ID, N: int64(resp.StatusCode)})
+	r.mark(vocab.BitResponse, vocab.KindResponse, r.respAt, r.tl.Conn.ID, int64(resp.StatusCode))
 	if body && resp.Body != http.NoBody {
 		r.bodyStartedLocked()
 	}
@@ -650,7 +682,7 @@ func (r *recorder) reportHeld(gen uint64) {
 	if first, ok := r.tl.First(vocab.KindResponse); ok {
 		age -= first.At
 	}
-	r.add(vocab.BitBodyHeld, Event{Kind: vocab.KindBodyHeld, Conn: r.tl.Conn.ID, N: int64(age)})
+	r.mark(vocab.BitBodyHeld, vocab.KindBodyHeld, 0, r.tl.Conn.ID, int64(age))
 }
 
 // bodyGone reports the body of generation gen garbage collected without
@@ -661,7 +693,7 @@ func (r *recorder) bodyGone(gen uint64) {
 	if r.gen != gen || r.tl.BodyClosed || r.tl.Finished {
 		return
 	}
-	r.add(vocab.BitBodyCollected, Event{Kind: vocab.KindBodyCollected, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+	r.mark(vocab.BitBodyCollected, vocab.KindBodyCollected, 0, r.tl.Conn.ID, r.tl.BodyBytes)
 }
 
 // bodyRead records one Read of the body of the request of generation gen.
@@ -681,7 +713,7 @@ func (r *recorder) bodyRead(gen uint64, n int, err error) {
 		if !r.tl.BodyEOF {
 			r.tl.BodyEOF = true
 			r.stopWatchLocked()
-			r.add(vocab.BitBodyEOF, Event{Kind: vocab.KindBodyEOF, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+			r.mark(vocab.BitBodyEOF, vocab.KindBodyEOF, 0, r.tl.Conn.ID, r.tl.BodyBytes)
 		}
 	case err != nil && r.readErr == nil:
 		r.readErr = err
@@ -706,7 +738,7 @@ func (r *recorder) bodyClose(gen uint64) (bool, context.CancelCauseFunc) {
 	r.tl.BodyClosed = true
 	r.tl.ClosedEarly = !r.tl.BodyEOF
 	at := time.Since(r.tl.Start)
-	r.add(vocab.BitBodyClose, Event{Kind: vocab.KindBodyClose, At: at, Conn: r.tl.Conn.ID, N: r.tl.BodyBytes})
+	r.mark(vocab.BitBodyClose, vocab.KindBodyClose, at, r.tl.Conn.ID, r.tl.BodyBytes)
 	if r.readErr != nil {
 		class := vocab.ClassifyContext(r.ctx, r.readErr, vocab.StageBody)
 		if r.idleFired && r.ctx.Err() == nil {
@@ -748,7 +780,11 @@ func (r *recorder) finishLocked(class Class, stage Stage, err error, at time.Dur
 		r.cancel = nil
 	}
 	r.tl.Outcome = Outcome{Class: class, Stage: stage, Status: r.tl.Status, Err: err}
-	r.add(vocab.BitDone, Event{Kind: vocab.KindDone, At: at, Conn: r.tl.Conn.ID, N: int64(r.tl.Status), Err: err})
+	if err != nil {
+		r.add(vocab.BitDone, Event{Kind: vocab.KindDone, At: at, Conn: r.tl.Conn.ID, N: int64(r.tl.Status), Err: err})
+	} else {
+		r.mark(vocab.BitDone, vocab.KindDone, at, r.tl.Conn.ID, int64(r.tl.Status))
+	}
 	if r.errs && r.req != nil {
 		// The request is still the caller's to leave alone: its header
 		// can be read.
