@@ -212,8 +212,7 @@ func (r *recorder) reset() {
 	// strings and errors the GC must not keep alive): a 24-event clear
 	// with write barriers on, per request, showed in profiles.
 	clear(r.buf[:min(len(r.tl.Events), inlineEvents)])
-	buf := r.buf[:0]
-	r.tl = Timeline{Events: buf}
+	r.tl = Timeline{Events: r.buf[:0], slot: r.tl.slot}
 	r.ctx, r.req, r.errs = nil, nil, false
 	r.phase, r.connects, r.connectOK, r.netEvents = "", 0, false, false
 	r.gotIdle, r.gotConn, r.gotAny, r.wrote, r.firstByte, r.response = 0, false, false, false, false, false

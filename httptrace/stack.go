@@ -3,6 +3,7 @@ package httptrace
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"runtime"
 	"strings"
 
@@ -47,6 +48,8 @@ func init() {
 	hook.Stack = func(tl any) []uintptr { return tl.(*Timeline).stack }
 	hook.FormatStack = formatStack
 	hook.Context = func(tl any) context.Context { return tl.(*Timeline).ctx }
+	hook.Slot = func(tl any) *any { return &tl.(*Timeline).slot }
+	hook.URL = func(tl any) *url.URL { return tl.(*Timeline).url }
 }
 
 // formatStack formats pcs as [Timeline.Stack] does.

@@ -87,6 +87,9 @@ type Timeline struct {
 	// ctx is the request's context as the caller gave it, for observers
 	// of the module's own (see internal/hook); a clone has none.
 	ctx context.Context
+	// slot is the pool's record of the request (hook.Slot), kept from
+	// request to request of a recycled recorder; a clone has none.
+	slot any
 }
 
 // RedactError returns the text of err, an error of tl (its outcome's or an
@@ -185,7 +188,7 @@ func (tl *Timeline) Clone() *Timeline {
 		c.url = &u
 	}
 	c.stack = slices.Clone(tl.stack)
-	c.ctx = nil
+	c.ctx, c.slot = nil, nil
 	return &c
 }
 

@@ -67,7 +67,7 @@ func (p *Pool) openBodiesLocked(now time.Time) []OpenBody {
 
 func (r *request) openBody(now time.Time) OpenBody {
 	opened := r.openedAt.time()
-	b := OpenBody{Timeline: r.id, Method: r.method, URL: redact.URL(&r.u), OpenedAt: opened, Age: now.Sub(opened),
+	b := OpenBody{Timeline: r.id, Method: r.method, URL: redact.URL(r.u), OpenedAt: opened, Age: now.Sub(opened),
 		Stack: hook.FormatStack(r.stack), Collected: r.collected}
 	if r.conn != nil {
 		b.Conn = r.conn.ID

@@ -20,7 +20,7 @@ import (
 // textWidth is the width the text page's lines of prose fit.
 const textWidth = 100
 
-func redactedURL(r *request) string { return redact.URL(&r.u) }
+func redactedURL(r *request) string { return redact.URL(r.u) }
 
 // Snapshot is the pool's state at one instant, as served by
 // [Pool.Handler] and published by [Pool.Publish].

@@ -47,8 +47,8 @@ func (o observer) ObserveKind(tl *httptrace.Timeline, ev *httptrace.Event, bit v
 	if bit == vocab.BitResponse && p.stacks {
 		stack = slices.Clone(hook.Stack(tl))
 	}
-	// A request's record is made before the lock, and one that ends is
-	// recycled after it: the lock is held for the pool's state alone.
+	// A request's record is filled before the lock: the lock is held for
+	// the pool's state alone.
 	var fresh *request
 	if bit == vocab.BitGetConn {
 		fresh = newRequest(tl)
@@ -60,15 +60,12 @@ func (o observer) ObserveKind(tl *httptrace.Timeline, ev *httptrace.Event, bit v
 	// code fetched anew every time. Nothing between Lock and Unlock calls
 	// out of the pool.
 	p.mu.Lock()
-	spare := p.observeLocked(tl, ev, bit, stack, fresh)
+	p.observeLocked(tl, ev, bit, stack, fresh)
 	// Signal on every path: some cases change a count and then return
 	// early (a GotConn for a connection the pool no longer knows still
 	// ends the wait).
 	p.changes.Signal()
 	p.mu.Unlock()
-	if spare != nil {
-		recycle(spare)
-	}
 	if churn {
 		p.warnChurn(tl, ev.At)
 	}
@@ -79,14 +76,10 @@ func (o observer) ObserveKind(tl *httptrace.Timeline, ev *httptrace.Event, bit v
 }
 
 // observeLocked applies ev, of the kind whose bit is bit, to the pool's
-// state, and returns a record to recycle once the lock is released: fresh,
-// the record made for a GetConn if the request had one already, or that of
-// a request that ended. p.mu is held. It is apart
-// from ObserveEvent so that the latter's defers stay open-coded: with two
-// defers and a return per case of this switch, the compiler falls back to
-// slower deferred calls, which showed in profiles. ObserveEvent passes
-// only the kinds of observedKinds: a kind handled here must be listed there.
-func (p *Pool) observeLocked(tl *httptrace.Timeline, ev *httptrace.Event, bit vocab.KindSet, stack []uintptr, fresh *request) *request {
+// state; fresh is the record filled for a GetConn (nil when the request
+// has one already). p.mu is held. ObserveKind passes only the kinds of
+// observedKinds: a kind handled here must be listed there.
+func (p *Pool) observeLocked(tl *httptrace.Timeline, ev *httptrace.Event, bit vocab.KindSet, stack []uintptr, fresh *request) {
 	now := stamp{tl.Start, ev.At} // the event's time
 	switch bit {
 	case vocab.BitBodyCollected:
@@ -94,7 +87,7 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev *httptrace.Event, bit vo
 			r.collected = true
 		}
 	case vocab.BitGetConn:
-		return p.getConnLocked(tl, ev, fresh)
+		p.getConnLocked(tl, ev, fresh)
 	case vocab.BitGotConn:
 		p.gotConnLocked(tl, ev, now)
 	case vocab.BitTLSDone:
@@ -108,21 +101,23 @@ func (p *Pool) observeLocked(tl *httptrace.Timeline, ev *httptrace.Event, bit vo
 	case vocab.BitResponse:
 		p.responseLocked(tl, now, stack)
 	case vocab.BitDone:
-		return p.doneLocked(tl, ev)
+		p.doneLocked(tl, ev)
 	}
-	return nil
 }
 
 // getConnLocked records that the request of tl asks for a connection: a
 // new request, whose record fresh becomes, or one the Transport sends
-// again, which leaves fresh unused: it returns it then.
-func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev *httptrace.Event, fresh *request) (unused *request) {
+// again.
+func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev *httptrace.Event, fresh *request) {
 	// net/http's Transport stops closing the connections that go
 	// idle after CloseIdleConnections once a request asks for one.
 	p.closeIdle = false
 	r := p.reqLocked(tl.ID)
 	if r == nil {
-		r, fresh = p.addRequestLocked(tl, fresh), nil
+		if fresh == nil {
+			fresh = newRequest(tl)
+		}
+		r = p.addRequestLocked(tl, fresh)
 	}
 	if c := r.conn; c != nil {
 		p.retriedLocked(r, c)
@@ -133,7 +128,6 @@ func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev *httptrace.Event, fresh 
 		p.tally(r.hc, func(n *counters) { n.waiting++ })
 	}
 	r.conn = nil
-	return fresh
 }
 
 // gotConnLocked records that the request of tl was handed the connection
@@ -267,9 +261,8 @@ func (p *Pool) responseLocked(tl *httptrace.Timeline, now stamp, stack []uintptr
 	}
 }
 
-// doneLocked records the end of the request of tl, and returns its record
-// if nothing refers to it any more, to recycle.
-func (p *Pool) doneLocked(tl *httptrace.Timeline, ev *httptrace.Event) *request {
+// doneLocked records the end of the request of tl.
+func (p *Pool) doneLocked(tl *httptrace.Timeline, ev *httptrace.Event) {
 	r := p.reqLocked(tl.ID)
 	if r == nil {
 		if !ev.Late {
@@ -280,13 +273,9 @@ func (p *Pool) doneLocked(tl *httptrace.Timeline, ev *httptrace.Event) *request 
 			_, h := p.requestHostLocked(u.Scheme, requestHost(&u, tl))
 			p.tally(h, func(n *counters) { n.requests++ })
 		}
-		return nil
+		return
 	}
 	p.requestDoneLocked(tl, r, ev.At)
-	if r.conn == nil || r.conn.last != r {
-		return r
-	}
-	return nil
 }
 
 // retriedLocked refines the close of c, the HTTP/1 connection request r

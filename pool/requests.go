@@ -3,11 +3,11 @@ package pool
 import (
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/connaudit/connaudit/httptrace"
 	"github.com/connaudit/connaudit/internal/attempts"
+	"github.com/connaudit/connaudit/internal/hook"
 	"github.com/connaudit/connaudit/internal/vocab"
 )
 
@@ -32,24 +32,58 @@ type request struct {
 	early       bool
 	connClose   bool
 	proto       string
-	u           url.URL // unredacted: redact before any output
+	// u is the request's URL as the caller gave it, unredacted: redact
+	// before any output. It is the caller's until the request ends (the
+	// caller may not change it until then), a copy in a record kept
+	// longer (see keep).
+	u *url.URL
 	class       httptrace.Class
+	live        bool // in the pool's requests: not yet ended
 }
 
 // newRequest returns a record of the request of tl, not yet the pool's:
-// what it takes from the timeline alone, made before the pool's lock is
-// taken, which every event of every request takes in turn.
+// what it takes from the timeline alone, filled before the pool's lock is
+// taken, which every event of every request takes in turn. The record is
+// the one tl's slot holds (hook.Slot), made for a slot that holds none: a
+// recorder the tracer recycles keeps its record from request to request.
+// It returns nil when that record is the pool's already for this request
+// (the Transport asks for a connection again). The slot is the pool's
+// alone, and read and written with the recorder's lock held, as every
+// event the pool observes is.
 func newRequest(tl *httptrace.Timeline) *request {
-	r := requestPool.Get().(*request)
-	*r = request{id: tl.ID, method: tl.Method, methodIndex: methodIndex(tl.Method), u: tl.RawURL()}
+	slot := hook.Slot(tl)
+	r, _ := (*slot).(*request)
+	switch {
+	case r == nil:
+		r = new(request)
+		*slot = r
+	case r.live:
+		if r.id == tl.ID {
+			return nil
+		}
+		// Not this request's, yet still the pool's: never so, since a
+		// recorder is recycled once its request ended; a record of its
+		// own, to be safe.
+		r = new(request)
+		*slot = r
+	}
+	u := hook.URL(tl)
+	if u == nil {
+		u = new(url.URL)
+	}
+	*r = request{id: tl.ID, method: tl.Method, methodIndex: methodIndex(tl.Method), u: u}
 	return r
 }
 
-// recycle returns r, a record nothing refers to, to requestPool; with the
-// pool's lock released.
-func recycle(r *request) {
-	*r = request{}
-	requestPool.Put(r)
+// keep takes r, the record of the request of tl, out of tl's slot, with a
+// copy of its URL, which the caller may change once the request ended: the
+// pool keeps it past the request's end.
+func keep(tl *httptrace.Timeline, r *request) {
+	if slot := hook.Slot(tl); *slot == r {
+		*slot = nil
+	}
+	u := *r.u
+	r.u = &u
 }
 
 // newRequestLocked starts the pool's record of the request of tl.
@@ -59,8 +93,9 @@ func (p *Pool) newRequestLocked(tl *httptrace.Timeline) *request {
 
 // addRequestLocked starts the pool's record r of the request of tl.
 func (p *Pool) addRequestLocked(tl *httptrace.Timeline, r *request) *request {
-	r.host, r.hc = p.requestHostLocked(r.u.Scheme, requestHost(&r.u, tl))
+	r.host, r.hc = p.requestHostLocked(r.u.Scheme, requestHost(r.u, tl))
 	r.hc.scheme = r.u.Scheme
+	r.live = true
 	p.reqs.add(r)
 	p.tally(r.hc, func(n *counters) {
 		n.requests++
@@ -87,14 +122,12 @@ func (p *Pool) reqLocked(id uint64) *request {
 	return p.reqs.get(id)
 }
 
-// requestPool recycles the pool's request records, one per request.
-var requestPool = sync.Pool{New: func() any { return new(request) }}
-
 // requestDoneLocked records the end of request r, at offset at of its
 // timeline.
 func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Duration) {
 	p.bodyClosedLocked(r)
 	p.reqs.remove(r)
+	r.live = false
 	h := r.hc
 	p.tally(h, func(n *counters) {
 		n.inFlight--
@@ -158,6 +191,7 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 		// active: the Transport is about to close it, and has
 		// already stopped counting it against MaxConnsPerHost.
 		c.last = r
+		keep(tl, r)
 		p.doomLocked(c)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,20 @@ var EnableDialerHooks func(rt http.RoundTripper)
 // the pool keeps them for a body left open and formats them only when it
 // is shown.
 var Stack func(tl any) []uintptr
+
+// URL, set by package httptrace, returns the URL of the request of tl (an
+// *httptrace.Timeline) as the caller gave it, not copied, or nil: the
+// caller may not change it until the request ends, and the pool reads it
+// until then.
+var URL func(tl any) *url.URL
+
+// Slot, set by package httptrace, returns the slot of tl (an
+// *httptrace.Timeline) where the event observer of the module's own (the
+// pool) keeps its record of the request. The slot is read and written by
+// that observer alone, while it is called with tl; it outlives the request
+// when the tracer recycles tl's recorder for another request, so that the
+// record serves request after request.
+var Slot func(tl any) *any
 
 // Context, set by package httptrace, returns the context of the request
 // of tl (an *httptrace.Timeline) as the caller gave it, or nil for a
