@@ -36,31 +36,56 @@ func (o observer) ObserveEvent(tl *httptrace.Timeline, ev httptrace.Event) {
 }
 
 // ObserveKind implements hook.KindObserver: ObserveEvent for an event of
-// the kind whose bit is bit, which the tracer passes.
+// the kind whose bit is bit, which the tracer passes. It applies the event
+// to the pool's state under the pool's lock; a kind handled here must be
+// listed in observedKinds.
+//
+// It runs five times a request on the Transport's goroutines, between
+// stretches of net/http's own code, fetched anew each time: no defer (each
+// deferred call, and the exit paths the compiler copies for it, is more
+// code), no second function to dispatch in, what is rare out of line.
+// Nothing between Lock and Unlock calls out of the pool.
 func (o observer) ObserveKind(tl *httptrace.Timeline, ev *httptrace.Event, bit vocab.KindSet) {
 	p := o.p
 	if observedKinds&bit == 0 {
 		// No lock for an event that changes nothing.
 		return
 	}
+	// What a request's record takes from the timeline is filled, and its
+	// stack copied, before the lock: the lock is held for the pool's
+	// state alone.
 	var stack []uintptr
 	if bit == vocab.BitResponse && p.stacks {
-		stack = slices.Clone(hook.Stack(tl))
+		stack = requestStack(tl)
 	}
-	// A request's record is filled before the lock: the lock is held for
-	// the pool's state alone.
 	var fresh *request
 	if bit == vocab.BitGetConn {
 		fresh = newRequest(tl)
 	}
 	churn := p.churnPending.Load()
-	// No defer: this runs five times a request on the Transport's
-	// goroutines, between stretches of net/http's own code, and each
-	// deferred call (and the exit paths the compiler copies for it) is
-	// code fetched anew every time. Nothing between Lock and Unlock calls
-	// out of the pool.
 	p.mu.Lock()
-	p.observeLocked(tl, ev, bit, stack, fresh)
+	switch bit {
+	case vocab.BitGetConn:
+		p.getConnLocked(tl, ev, fresh)
+	case vocab.BitGotConn:
+		p.gotConnLocked(tl, ev, stamp{tl.Start, ev.At})
+	case vocab.BitPutIdleConn:
+		p.putIdleConnLocked(tl, ev, stamp{tl.Start, ev.At})
+	case vocab.BitResponse:
+		p.responseLocked(tl, stamp{tl.Start, ev.At}, stack)
+	case vocab.BitDone:
+		p.doneLocked(tl, ev)
+	case vocab.BitTLSDone:
+		// A failed handshake's connection is closed already: the
+		// Transport closes it before it reports the failure.
+		if ev.Err == nil {
+			p.tlsDoneLocked(tl.ID, ev.Addr, uint16(ev.N), !ev.Late && tl.TLS.Resumed, stamp{tl.Start, ev.At})
+		}
+	case vocab.BitBodyCollected:
+		if r := p.reqLocked(tl.ID); r != nil {
+			r.collected = true
+		}
+	}
 	// Signal on every path: some cases change a count and then return
 	// early (a GotConn for a connection the pool no longer knows still
 	// ends the wait).
@@ -75,34 +100,12 @@ func (o observer) ObserveKind(tl *httptrace.Timeline, ev *httptrace.Event, bit v
 	}
 }
 
-// observeLocked applies ev, of the kind whose bit is bit, to the pool's
-// state; fresh is the record filled for a GetConn (nil when the request
-// has one already). p.mu is held. ObserveKind passes only the kinds of
-// observedKinds: a kind handled here must be listed there.
-func (p *Pool) observeLocked(tl *httptrace.Timeline, ev *httptrace.Event, bit vocab.KindSet, stack []uintptr, fresh *request) {
-	now := stamp{tl.Start, ev.At} // the event's time
-	switch bit {
-	case vocab.BitBodyCollected:
-		if r := p.reqLocked(tl.ID); r != nil {
-			r.collected = true
-		}
-	case vocab.BitGetConn:
-		p.getConnLocked(tl, ev, fresh)
-	case vocab.BitGotConn:
-		p.gotConnLocked(tl, ev, now)
-	case vocab.BitTLSDone:
-		// A failed handshake's connection is closed already: the
-		// Transport closes it before it reports the failure.
-		if ev.Err == nil {
-			p.tlsDoneLocked(tl.ID, ev.Addr, uint16(ev.N), !ev.Late && tl.TLS.Resumed, now)
-		}
-	case vocab.BitPutIdleConn:
-		p.putIdleConnLocked(tl, ev, now)
-	case vocab.BitResponse:
-		p.responseLocked(tl, now, stack)
-	case vocab.BitDone:
-		p.doneLocked(tl, ev)
-	}
+// requestStack returns a copy of where the request of tl was made
+// (CaptureStacks).
+//
+//go:noinline
+func requestStack(tl *httptrace.Timeline) []uintptr {
+	return slices.Clone(hook.Stack(tl))
 }
 
 // getConnLocked records that the request of tl asks for a connection: a
