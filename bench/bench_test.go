@@ -203,6 +203,14 @@ func (*fakeConn) RemoteAddr() net.Addr { return fakeRemote }
 //
 // An op is one request through each of the two clients; mode=seq is one
 // goroutine, mode=par4 four sharing a client capped at 4 connections.
+//
+// On a machine of two cores the medians of ten such runs still move by 3–4
+// points from run to run: the client, the in-process server and their
+// wake-ups share both cores, and how they interleave changes the time of
+// every request. With GOMAXPROCS=1 they run in turn, and eight runs resolve
+// half a point of a client's own cost (bench/RESULTS.md, the ninth round):
+//
+//	GOMAXPROCS=1 go test -run '^$' -bench 'Paired/mode=seq' -count 8 .
 func BenchmarkPaired(b *testing.B) {
 	target, stop, err := Target()
 	if err != nil {
@@ -253,7 +261,7 @@ func BenchmarkConcurrency(b *testing.B) {
 	defer stop()
 	for _, workers := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("g=%d", workers), func(b *testing.B) {
-			for _, name := range []string{"traced+tracked", "httpstat", "min-recorder"} {
+			for _, name := range []string{"traced+tracked", "traced", "httpstat", "min-recorder"} {
 				b.Run("client="+name, func(b *testing.B) {
 					var run [2]func(int) error
 					for i, n := range []string{"plain", name} {

@@ -36,9 +36,9 @@ type request struct {
 	// before any output. It is the caller's until the request ends (the
 	// caller may not change it until then), a copy in a record kept
 	// longer (see keep).
-	u *url.URL
-	class       httptrace.Class
-	live        bool // in the pool's requests: not yet ended
+	u     *url.URL
+	class httptrace.Class
+	live  bool // in the pool's requests: not yet ended
 }
 
 // newRequest returns a record of the request of tl, not yet the pool's:
