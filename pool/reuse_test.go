@@ -178,3 +178,32 @@ func TestUnclosedBodyPinsConnection(t *testing.T) {
 	require.EqualValues(t, 1, s.ClosedBy[vocab.ReasonEarlyBodyClose])
 	require.NoError(t, p.Check(bounded(t)))
 }
+
+// TestEarlyBodyCloseThenNextRequest: a body closed early dooms its
+// connection, whose close the Transport makes after Close returned; the
+// request's record, which the pool keeps for that close, is not the
+// record of the next request, which the same recycled recorder traces
+// before the close is seen.
+func TestEarlyBodyCloseThenNextRequest(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	srv := newServer(t, plainHTTP, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			io.WriteString(w, big)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	p := newPool(t)
+	for range 20 {
+		resp := open(t, p, bounded(t), srv.URL+"/big")
+		buf := make([]byte, 10)
+		_, err := io.ReadFull(resp.Body, buf)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, "ok", get(t, p, srv.URL+"/ok"))
+		quiesce(t, p)
+	}
+	s := p.Stats()
+	require.EqualValues(t, 20, s.ClosedBy[vocab.ReasonEarlyBodyClose], "closes: %v", s.ClosedBy)
+	require.EqualValues(t, 20, s.ClosedByClient)
+}
