@@ -309,6 +309,9 @@ func TestTracedPoolIsSetAsBase(t *testing.T) {
 // with -benchmem, held in a test. Allocations are counted, not timed: a
 // kept-alive request allocates the same in every run.
 func TestAllocationsPerRequest(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop recycled recorders at random; CI runs this test without it")
+	}
 	target, stop, err := Target()
 	if err != nil {
 		t.Fatal(err)
