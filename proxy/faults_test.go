@@ -23,6 +23,25 @@ func rules(t *testing.T, texts ...string) proxy.Option {
 	return proxy.Faults(rs...)
 }
 
+// resetSecondGET has a Go client send three GETs through a proxy that
+// resets the 2nd of a kept-alive connection before it reaches the
+// upstream, once, and returns the upstream, the client and the report once
+// every connection closed.
+func resetSecondGET(t *testing.T) (*okUpstream, *goClient, *proxy.Report) {
+	t.Helper()
+	up := newUpstream(t, nil)
+	p := start(t, up.URL, rules(t, "reset nth=2 method=GET times=1"))
+	c := newGoClient(t, nil)
+	for range 3 {
+		status, err := c.do(t, "GET", p.URL()+"/x", nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, status)
+	}
+	c.tr.CloseIdleConnections()
+	require.NoError(t, proxy.WaitFor(testkit.Bounded(t), p, func(c proxy.Counts) bool { return c.Open == 0 && c.Finished == 4 }))
+	return up, c, p.Report()
+}
+
 func TestParseRuleErrors(t *testing.T) {
 	for _, s := range []string{"", "explode", "reset=1", "status=99", "status=abc", "delay-headers=-1s",
 		"stall-body=x", "reset nth=0", "reset share=2", "reset share=0", "reset at=middle", "status=503 at=before-upstream",
@@ -42,17 +61,7 @@ func TestParseRuleErrors(t *testing.T) {
 // connection: a hidden retry, not a write twice; no other request is
 // touched.
 func TestResetNthHiddenRetry(t *testing.T) {
-	up := newUpstream(t, nil)
-	p := start(t, up.URL, rules(t, "reset nth=2 method=GET times=1"))
-	c := newGoClient(t, nil)
-	for range 3 {
-		status, err := c.do(t, "GET", p.URL()+"/x", nil)
-		require.NoError(t, err)
-		require.Equal(t, 200, status)
-	}
-	c.tr.CloseIdleConnections()
-	require.NoError(t, proxy.WaitFor(testkit.Bounded(t), p, func(c proxy.Counts) bool { return c.Open == 0 && c.Finished == 4 }))
-	rep := p.Report()
+	up, c, rep := resetSecondGET(t)
 	require.Len(t, rep.Replays, 1)
 	rp := rep.Replays[0]
 	require.Equal(t, "hidden-retry", rp.Class)

@@ -115,17 +115,7 @@ func TestProxyAnswersCounted(t *testing.T) {
 // class in the text and the JSON, in its JUnit case's system-out, and
 // failing nothing.
 func TestHiddenRetryFinding(t *testing.T) {
-	up := newUpstream(t, nil)
-	p := start(t, up.URL, rules(t, "reset nth=2 method=GET times=1"))
-	c := newGoClient(t, nil)
-	for range 3 {
-		status, err := c.do(t, "GET", p.URL()+"/x", nil)
-		require.NoError(t, err)
-		require.Equal(t, 200, status)
-	}
-	c.tr.CloseIdleConnections()
-	require.NoError(t, proxy.WaitFor(testkit.Bounded(t), p, func(c proxy.Counts) bool { return c.Open == 0 && c.Finished == 4 }))
-	rep := p.Report()
+	_, _, rep := resetSecondGET(t)
 	var v proxy.Verdict
 	for _, x := range rep.Verdicts {
 		if x.Name == "hidden-retry" {
