@@ -117,9 +117,8 @@ func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev *httptrace.Event, fresh 
 	p.closeIdle = false
 	r := p.reqLocked(tl.ID)
 	if r == nil {
-		if fresh == nil {
-			fresh = newRequest(tl)
-		}
+		// fresh is nil only when the request's record is the pool's
+		// already, which r would be.
 		r = p.addRequestLocked(tl, fresh)
 	}
 	if c := r.conn; c != nil {
