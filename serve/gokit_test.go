@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"strings"
 	"testing"
@@ -644,5 +645,80 @@ func TestCloseURLBadInput(t *testing.T) {
 	}
 	if list.Scenarios[1].CloseURL != base+"1" || list.Scenarios[0].CloseURL != "" {
 		t.Errorf("close_url: %q, %q", list.Scenarios[0].CloseURL, list.Scenarios[1].CloseURL)
+	}
+}
+
+// TestFateOfALateClose: a client that stopped reading a large body
+// (early-body-close, whose fate is reported but not judged: draining it
+// is correct too) closes the connection only as its report goes out. The
+// server records that close a little after the report arrives, and the
+// fate reported is still the close, never "open": the report waits for
+// it, as it does for a fate it judges. Run a few times in one server, as
+// the close and the report race each time.
+func TestFateOfALateClose(t *testing.T) {
+	srv, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for i := range 5 {
+		var opened Opened
+		if code := ctlDo(t, "POST", srv.URL()+"/v1/sessions", OpenRequest{Protocol: Protocol, Kit: "go-test",
+			Client: Client{Name: "raw", Version: "test"}, Run: "^early-body-close$"}, &opened); code != 201 {
+			t.Fatalf("open: %d", code)
+		}
+		var list Scenarios
+		ctlDo(t, "GET", opened.ScenariosURL, nil, &list)
+		sc := list.Scenarios[0]
+		host, path, _ := strings.Cut(strings.TrimPrefix(sc.URL, "http://"), "/")
+		c, err := net.DialTimeout("tcp", host, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "GET /%s HTTP/1.1\r\nHost: %s\r\n\r\n", path, host)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(resp.Body, make([]byte, sc.ReadBytes)); err != nil {
+			t.Fatal(err)
+		}
+		okc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		ok, err := okc.Get(sc.OKURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, ok.Body)
+		ok.Body.Close()
+
+		one := 1
+		b, err := json.Marshal(KitReport{Scenario: sc.Name, Outcome: &Outcome{Status: resp.StatusCode}, Attempts: &one,
+			OK: &Outcome{Status: ok.StatusCode}, Config: "raw sockets"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { c.Close() }, // the body's connection, as the report goes
+		})
+		req, err := http.NewRequestWithContext(ctx, "POST", opened.ReportURL, bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		r, err := okc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res Result
+		err = json.NewDecoder(r.Body).Decode(&res)
+		r.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctlDo(t, "POST", opened.DoneURL, Done{}, &SessionReport{})
+		if want := "closed by client (early-body-close)"; !res.Pass || res.Fate != want {
+			t.Errorf("run %d: pass %v, fate %q, want %q", i, res.Pass, res.Fate, want)
+		}
 	}
 }

@@ -537,8 +537,15 @@ func settled(st *scenarioState, fs *faultserver.Server) bool {
 	if e.CancelObserved && st.sp.on <= onRawH2 && fs.Counters(st.faultPath).CancelsObserved == 0 {
 		return false
 	}
-	if f := e.Fate; f != nil && f.ClosedBy != "" && judgesFate(st.sp) && len(st.fault) > 0 {
-		return st.fault[len(st.fault)-1].conn.closed
+	if f := e.Fate; f != nil && f.ClosedBy != "" && len(st.fault) > 0 {
+		// The fate is reported even where it is not judged (a client may
+		// drain a body or close it): a connection the client closed
+		// before its report, whose close the server records a little
+		// after, must not read "open". One /ok came on is not waited for.
+		c := st.fault[len(st.fault)-1].conn
+		if judgesFate(st.sp) || len(st.ok) == 0 || st.ok[0].conn != c {
+			return c.closed
+		}
 	}
 	if o := st.report.Outcome; o.Error != nil && o.Error.Kind == KindConnection && st.sp.Proto == audit.HTTP1 && len(st.fault) > 0 {
 		// An HTTP/1 connection whose loss the caller got is closed: the
