@@ -295,7 +295,9 @@ func TestTracedPoolIsSetAsBase(t *testing.T) {
 		tr := p.Transport()
 		if tr.MaxConnsPerHost != base.MaxConnsPerHost || tr.MaxIdleConnsPerHost != base.MaxIdleConnsPerHost ||
 			tr.IdleConnTimeout != base.IdleConnTimeout || tr.TLSHandshakeTimeout != base.TLSHandshakeTimeout ||
-			tr.ForceAttemptHTTP2 != base.ForceAttemptHTTP2 || tr.DisableKeepAlives != base.DisableKeepAlives {
+			tr.ForceAttemptHTTP2 != base.ForceAttemptHTTP2 || tr.DisableKeepAlives != base.DisableKeepAlives ||
+			(tr.Proxy == nil) != (base.Proxy == nil) || tr.MaxIdleConns != base.MaxIdleConns ||
+			tr.ExpectContinueTimeout != base.ExpectContinueTimeout || tr.MaxResponseHeaderBytes != base.MaxResponseHeaderBytes {
 			t.Errorf("conns %d: the traced pool's transport differs from Base: %+v", conns, tr)
 		}
 		p.Close()

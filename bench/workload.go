@@ -65,19 +65,24 @@ func Target() (target string, close func(), err error) {
 func CheckLoopback(raw string) error { return benchpair.CheckLoopback(raw) }
 
 // Base returns the transport every client is built on, set like the one
-// [pool.New] builds (and like http.DefaultTransport: 90 s idle timeout,
-// 30 s dial timeout and TCP keep-alive), capped at conns connections, all
+// [pool.New] builds (and like http.DefaultTransport: a proxy from the
+// environment, 90 s idle timeout, 30 s dial timeout and TCP keep-alive),
+// capped at conns connections, all
 // of which may stay idle. Comparing with it, the difference is the cost of
 // tracing and tracking, not of other settings.
 func Base(conns int) *http.Transport {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		DialContext:         d.DialContext,
-		ForceAttemptHTTP2:   true,
-		MaxConnsPerHost:     conns,
-		MaxIdleConnsPerHost: conns,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxConnsPerHost:        conns,
+		MaxIdleConns:           100,
+		MaxIdleConnsPerHost:    conns,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
 	}
 }
 
