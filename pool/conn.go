@@ -221,6 +221,11 @@ func (s *activeSet) remove(id uint64) {
 		return
 	}
 	s.one = 0
+	if len(s.more) == 0 {
+		// An HTTP/1 connection's: no map to range over (ranging over
+		// even a nil map costs an iterator's set-up).
+		return
+	}
 	for m := range s.more {
 		// Promote another id, so that the set stays one id plus the rest.
 		s.one = m
