@@ -211,6 +211,11 @@ func (*fakeConn) RemoteAddr() net.Addr { return fakeRemote }
 // half a point of a client's own cost (bench/RESULTS.md, the ninth round):
 //
 //	GOMAXPROCS=1 go test -run '^$' -bench 'Paired/mode=seq' -count 8 .
+//
+// Those runs resolve one binary, which is one draw of where the linker put
+// the code: the same source linked otherwise moves a client's overhead by
+// 1–2.7 points (the tenth round). bench/layouts.sh runs this benchmark on
+// the linker's own order and on random layouts, and reports both.
 func BenchmarkPaired(b *testing.B) {
 	target, stop, err := Target()
 	if err != nil {
