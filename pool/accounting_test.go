@@ -256,3 +256,63 @@ func TestSecretHeadersMasked(t *testing.T) {
 	_, err = pool.New(pool.SecretHeaders(""))
 	require.Error(t, err, "an empty name")
 }
+
+// TestTotalsAreTheHostsSums: the pool's totals are its hosts' numbers
+// added up, but for MaxOpen, the most connections open at once in the
+// whole pool, which no host's own peak gives: two connections to one host
+// and one to another, open together, are a peak of 3 where each host's is
+// at most 2 (and their sum, after both hosts' connections close and one
+// host opens two again, would overcount).
+func TestTotalsAreTheHostsSums(t *testing.T) {
+	a := newServer(t, plainHTTP, okHandler)
+	b := newServer(t, plainHTTP, okHandler)
+	p := newPool(t, pool.MaxConnsPerHost(2), pool.MaxIdleConnsPerHost(2))
+	open := func(url string) *http.Response {
+		req, err := http.NewRequestWithContext(bounded(t), http.MethodGet, url, nil)
+		require.NoError(t, err)
+		resp, err := p.Client().Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	sum := func() pool.Stats {
+		var s pool.Stats
+		for _, h := range p.HostStats() {
+			s.Add(h)
+		}
+		return s
+	}
+	// Three bodies open at once: two connections to a, one to b.
+	held := []*http.Response{open(a.URL), open(a.URL), open(b.URL)}
+	st, hs := p.Stats(), sum()
+	require.Equal(t, 3, st.Open)
+	require.Equal(t, 3, st.OpenBodies)
+	require.Equal(t, 3, st.InFlight)
+	require.Equal(t, 3, st.MaxOpen, "the pool's peak")
+	require.Equal(t, 2, hs.MaxOpen, "the largest host's peak")
+	for _, r := range held {
+		_, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		require.NoError(t, r.Body.Close())
+	}
+	p.CloseIdleConnections()
+	require.NoError(t, p.Quiesce(bounded(t)))
+	waitStats(t, p, "every connection closed", func(s pool.Stats) bool { return s.Open == 0 })
+	// Two again, to b alone: the peak stays 3, each host's is 2.
+	held = []*http.Response{open(b.URL), open(b.URL)}
+	for _, r := range held {
+		_, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		require.NoError(t, r.Body.Close())
+	}
+	quiesce(t, p)
+	st, hs = p.Stats(), sum()
+	require.Equal(t, 3, st.MaxOpen)
+	for _, h := range p.HostStats() {
+		require.Equal(t, 2, h.MaxOpen)
+	}
+	hs.MaxOpen = st.MaxOpen
+	require.Equal(t, hs, st, "every other total is the hosts' sum")
+	require.EqualValues(t, 5, st.Requests)
+	require.EqualValues(t, 5, st.Dials)
+	require.NoError(t, st.Check())
+}

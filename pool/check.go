@@ -16,7 +16,7 @@ import (
 // no request between RoundTrip and its response, and every active
 // connection held only by open response bodies.
 func (p *Pool) quietLocked() bool {
-	if p.total.dialing > 0 || p.total.waiting > 0 {
+	if p.sumLocked(func(h *counters) int { return h.dialing + h.waiting }) > 0 {
 		return false
 	}
 	for r := range p.reqs.all() {
@@ -55,10 +55,10 @@ func (p *Pool) describeMotion() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var parts []string
-	if n := p.total.dialing; n > 0 {
+	if n := p.sumLocked(func(h *counters) int { return h.dialing }); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d dial(s) in progress", n))
 	}
-	if n := p.total.waiting; n > 0 {
+	if n := p.sumLocked(func(h *counters) int { return h.waiting }); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d request(s) waiting for a connection", n))
 	}
 	n := 0
@@ -135,7 +135,7 @@ func (p *Pool) Check(ctx context.Context) error {
 			}
 		}
 	}
-	if err := p.total.stats().Check(); err != nil {
+	if err := p.totalsLocked().Check(); err != nil {
 		errs = append(errs, err)
 	}
 	p.mu.Unlock()

@@ -72,10 +72,10 @@ func (p *Pool) churnLocked(c *connState, h *counters, now time.Time) {
 		w.Setting, w.Limit, w.InFlight = "MaxIdleConnsPerHost", perHost, h.maxInFlight
 		w.Fix = fmt.Sprintf("raise MaxIdleConnsPerHost to %d: pool.MaxIdleConnsPerHost(%d), or the field of "+
 			"the transport given to pool.Track", h.maxInFlight, h.maxInFlight)
-	case p.tr.MaxIdleConns > 0 && p.total.maxInFlight > p.tr.MaxIdleConns:
-		w.Setting, w.Limit, w.InFlight = "MaxIdleConns", p.tr.MaxIdleConns, p.total.maxInFlight
+	case p.tr.MaxIdleConns > 0 && p.peaks.maxInFlight > p.tr.MaxIdleConns:
+		w.Setting, w.Limit, w.InFlight = "MaxIdleConns", p.tr.MaxIdleConns, p.peaks.maxInFlight
 		w.Fix = fmt.Sprintf("raise MaxIdleConns to %d, the field of the transport given to pool.Track "+
-			"(pool.New keeps 100)", p.total.maxInFlight)
+			"(pool.New keeps 100)", p.peaks.maxInFlight)
 	default:
 		// No cap explains the closes (the requests in flight at once
 		// never passed one): nothing to advise.

@@ -346,7 +346,7 @@ func (p *Pool) maxIdlePerHost() int {
 // closed, no longer counted, included) reach http.Transport.MaxIdleConns,
 // so that net/http may have closed the least recently used of them.
 func (p *Pool) idleOverLocked() bool {
-	return p.total.idle+1 >= p.tr.MaxIdleConns
+	return p.sumLocked(func(h *counters) int { return h.idle })+1 >= p.tr.MaxIdleConns
 }
 
 // h2ConnError reports whether err is an HTTP/2 connection error of the

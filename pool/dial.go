@@ -35,10 +35,8 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		// the request, looked up now: the request may be cancelled and
 		// forgotten while the dial goes on in the background.
 		handshake := tlsHandshake && p.httpsLocked(tlID)
-		p.tally(h, func(n *counters) {
-			n.dials++
-			n.dialing++
-		})
+		h.dials++
+		h.dialing++
 		p.changes.Signal()
 		p.mu.Unlock()
 
@@ -49,7 +47,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		defer p.changes.Signal()
-		p.tally(h, func(n *counters) { n.dialing-- })
+		h.dialing--
 		p.forgetConnLocked(c)
 		if err != nil {
 			if nc != nil {
@@ -61,7 +59,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 			// the dial.
 			c.Abandoned = ctx.Err() != nil
 			c.setState(vocab.StateFailed, stampOf(now))
-			p.tally(h, func(n *counters) { n.dialErrors++ })
+			h.dialErrors++
 			p.rememberLocked(c)
 			return nil, err
 		}
@@ -74,7 +72,7 @@ func (p *Pool) dialer(dial func(context.Context, string, string) (net.Conn, erro
 			c.dialCtx = ctx
 			c.tls = true
 			p.waitTLSLocked(tlID, c)
-			p.tally(h, func(n *counters) { n.dialing++ })
+			h.dialing++
 		} else {
 			c.Proto = p.dialedProto(nc, tlsHandshake)
 			p.openLocked(c, h, stampOf(now))

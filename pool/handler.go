@@ -44,7 +44,7 @@ func (p *Pool) Snapshot() Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	settings := *p.settings
-	return Snapshot{Time: now, Settings: &settings, Total: p.total.stats(), Hosts: p.hostStatsLocked(),
+	return Snapshot{Time: now, Settings: &settings, Total: p.totalsLocked(), Hosts: p.hostStatsLocked(),
 		Conns: p.connsLocked(), OpenBodies: p.openBodiesLocked(now)}
 }
 

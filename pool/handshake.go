@@ -123,7 +123,7 @@ func (p *Pool) handshakeClosedLocked(c *connState, now stamp) ConnState {
 	c.Abandoned = !finished && c.dialCtx != nil && c.dialCtx.Err() != nil
 	if !finished {
 		c.dialCtx = nil
-		p.tally(c.hc, func(n *counters) { n.dialing-- })
+		c.hc.dialing--
 		return vocab.StateHandshake
 	}
 	p.handshakeDoneLocked(c, alpn, known, version, now)
@@ -135,7 +135,7 @@ func (p *Pool) handshakeClosedLocked(c *connState, now stamp) ConnState {
 // protocol alpn if known.
 func (p *Pool) handshakeDoneLocked(c *connState, alpn string, known bool, version uint16, now stamp) {
 	h := c.hc
-	p.tally(h, func(n *counters) { n.dialing-- })
+	h.dialing--
 	c.dialCtx = nil
 	if alpn == "h2" {
 		c.setH2()

@@ -127,7 +127,7 @@ func (p *Pool) getConnLocked(tl *httptrace.Timeline, ev *httptrace.Event, fresh 
 	if !r.waiting {
 		r.waiting = true
 		r.getConnAt = ev.At
-		p.tally(r.hc, func(n *counters) { n.waiting++ })
+		r.hc.waiting++
 	}
 	r.conn = nil
 }
@@ -171,7 +171,7 @@ func (p *Pool) endWaitLocked(tl *httptrace.Timeline, r *request, c *connState, a
 	}
 	h := r.hc
 	r.waiting = false
-	p.tally(h, func(n *counters) { n.waiting-- })
+	h.waiting--
 	if !waited(tl, r, c) {
 		return
 	}
@@ -181,13 +181,11 @@ func (p *Pool) endWaitLocked(tl *httptrace.Timeline, r *request, c *connState, a
 	d := at - r.getConnAt
 	first := !r.waited
 	r.waited = true
-	p.tally(h, func(n *counters) {
-		if first {
-			n.waitCount++
-		}
-		n.waitDuration += d
-		n.waits.add(d)
-	})
+	if first {
+		h.waitCount++
+	}
+	h.waitDuration += d
+	h.waits.add(d)
 }
 
 // servedByLocked counts request r, of timeline tl, on connection c, which
@@ -200,13 +198,11 @@ func (p *Pool) servedByLocked(tl *httptrace.Timeline, r *request, c *connState, 
 	// goes to a new one.
 	if reused := c.Requests > 0 && !(again && c.Requests == 1); reused != r.reused {
 		r.reused = reused
-		p.tally(r.hc, func(n *counters) {
-			if reused {
-				n.reused++
-			} else {
-				n.reused--
-			}
-		})
+		if reused {
+			r.hc.reused++
+		} else {
+			r.hc.reused--
+		}
 	}
 	if again {
 		return
@@ -251,7 +247,7 @@ func (p *Pool) responseLocked(tl *httptrace.Timeline, now stamp, stack []uintptr
 	r.stack = stack
 	r.connClose = tl.ConnClose
 	r.proto = tl.Proto
-	p.tally(r.hc, func(n *counters) { n.openBodies++ })
+	r.hc.openBodies++
 	if c := r.conn; c != nil {
 		if strings.HasPrefix(tl.Proto, "HTTP/2") {
 			c.setH2()
@@ -273,7 +269,7 @@ func (p *Pool) doneLocked(tl *httptrace.Timeline, ev *httptrace.Event) {
 			// same.
 			u := tl.RawURL()
 			_, h := p.requestHostLocked(u.Scheme, requestHost(&u, tl))
-			p.tally(h, func(n *counters) { n.requests++ })
+			h.requests++
 		}
 		return
 	}

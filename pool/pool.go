@@ -44,8 +44,8 @@ type Pool struct {
 	closed       []*connState          // most recent closed, up to keepClosed (a ring)
 	oldestClosed int                   // the index of the oldest of closed, once full
 	hosts        map[string]*counters
-	lastHost     hostCache // the host of the last request started
-	total        counters
+	lastHost     hostCache           // the host of the last request started
+	peaks        peaks               // the pool's peaks; its other totals are its hosts' sums
 	reqs         reqSet              // requests not yet finished
 	pendingTLS   map[uint64]*tlsWait // by the timeline id of the request whose dials they are
 	closingIdle  int

@@ -97,13 +97,14 @@ func (p *Pool) addRequestLocked(tl *httptrace.Timeline, r *request) *request {
 	r.hc.scheme = r.u.Scheme
 	r.live = true
 	p.reqs.add(r)
-	p.tally(r.hc, func(n *counters) {
-		n.requests++
-		n.inFlight++
-		n.maxInFlight = max(n.maxInFlight, n.inFlight)
-		n.inFlightBy[r.methodIndex]++
-		n.methodsUsed |= 1 << r.methodIndex
-	})
+	h := r.hc
+	h.requests++
+	h.inFlight++
+	h.maxInFlight = max(h.maxInFlight, h.inFlight)
+	h.inFlightBy[r.methodIndex]++
+	h.methodsUsed |= 1 << r.methodIndex
+	p.peaks.inFlight++
+	p.peaks.maxInFlight = max(p.peaks.maxInFlight, p.peaks.inFlight)
 	return r
 }
 
@@ -129,20 +130,16 @@ func (p *Pool) requestDoneLocked(tl *httptrace.Timeline, r *request, at time.Dur
 	p.reqs.remove(r)
 	r.live = false
 	h := r.hc
-	p.tally(h, func(n *counters) {
-		n.inFlight--
-		n.inFlightBy[r.methodIndex]--
-	})
+	h.inFlight--
+	h.inFlightBy[r.methodIndex]--
+	p.peaks.inFlight--
 	if tl.Retries > 0 {
-		possibly := int64(p.possiblyProcessedLocked(tl))
-		p.tally(h, func(n *counters) {
-			n.retries += int64(tl.Retries)
-			n.retriesPossibly += possibly
-		})
+		h.retries += int64(tl.Retries)
+		h.retriesPossibly += int64(p.possiblyProcessedLocked(tl))
 	}
 	if r.waiting {
 		r.waiting = false
-		p.tally(h, func(n *counters) { n.waiting-- })
+		h.waiting--
 	}
 	r.class = tl.Outcome.Class
 	r.early = tl.ClosedEarly
@@ -240,5 +237,5 @@ func (p *Pool) bodyClosedLocked(r *request) {
 	}
 	r.bodyOpen = false
 	h := r.hc
-	p.tally(h, func(n *counters) { n.openBodies-- })
+	h.openBodies--
 }

@@ -41,14 +41,14 @@ func (p *Pool) openLocked(c *connState, h *counters, now stamp) {
 		p.opened = append(p.opened, c.snapshot())
 		p.hasOpened.Store(true)
 	}
-	p.tally(h, func(n *counters) {
-		n.setups.add(setup)
-		n.open++
-		n.idle++
-		// A connection the Transport is closing no longer counts
-		// against its cap, though its Close may not have come yet.
-		n.maxOpen = max(n.maxOpen, n.open-n.doomed)
-	})
+	h.setups.add(setup)
+	h.open++
+	h.idle++
+	// A connection the Transport is closing no longer counts against its
+	// cap, though its Close may not have come yet.
+	h.maxOpen = max(h.maxOpen, h.open-h.doomed)
+	p.peaks.open++
+	p.peaks.maxOpen = max(p.peaks.maxOpen, p.peaks.open-p.peaks.doomed)
 }
 
 func (p *Pool) activateLocked(c *connState, id uint64, now stamp) {
@@ -59,9 +59,9 @@ func (p *Pool) activateLocked(c *connState, id uint64, now stamp) {
 	if c.State != vocab.StateActive {
 		h := c.hc
 		if c.State == vocab.StateIdle {
-			p.tally(h, func(n *counters) { n.idle-- })
+			h.idle--
 		}
-		p.tally(h, func(n *counters) { n.active++ })
+		h.active++
 		c.setState(vocab.StateActive, now)
 	}
 }
@@ -75,10 +75,8 @@ func (p *Pool) deactivateLocked(c *connState, id uint64, now stamp) {
 		return
 	}
 	h := c.hc
-	p.tally(h, func(n *counters) {
-		n.active--
-		n.idle++
-	})
+	h.active--
+	h.idle++
 	c.setState(vocab.StateIdle, now)
 }
 
@@ -87,7 +85,8 @@ func (p *Pool) doomLocked(c *connState) {
 		return
 	}
 	c.doomed = true
-	p.tally(c.hc, func(n *counters) { n.doomed++ })
+	c.hc.doomed++
+	p.peaks.doomed++
 }
 
 // connReadErr records the first read error of a connection, before it is
@@ -139,25 +138,24 @@ func (p *Pool) connClosedLocked(c *connState, now time.Time) bool {
 	}
 	switch prev {
 	case vocab.StateIdle:
-		p.tally(h, func(n *counters) {
-			n.idle--
-			n.open--
-		})
+		h.idle--
+		h.open--
+		p.peaks.open--
 	case vocab.StateActive:
-		p.tally(h, func(n *counters) {
-			n.active--
-			n.open--
-		})
+		h.active--
+		h.open--
+		p.peaks.open--
 	}
 	if c.doomed {
-		p.tally(h, func(n *counters) { n.doomed-- })
+		h.doomed--
+		p.peaks.doomed--
 	}
 	p.forgetConnLocked(c)
 	c.setState(vocab.StateClosed, stampOf(now))
 	c.ClosedAt = now
 	by, reason := p.closeReasonLocked(c, prev)
 	c.ClosedBy, c.CloseReason = by, reason
-	p.tally(h, func(n *counters) { n.count(by, reason) })
+	h.count(by, reason)
 	if reason == vocab.ReasonIdlePoolFull {
 		p.churnLocked(c, h, now)
 	}
@@ -167,9 +165,9 @@ func (p *Pool) connClosedLocked(c *connState, now time.Time) bool {
 
 func (p *Pool) recloseLocked(c *connState, by Closer, reason CloseReason) {
 	h := c.hc
-	p.tally(h, func(n *counters) { n.uncount(c.ClosedBy, c.CloseReason) })
+	h.uncount(c.ClosedBy, c.CloseReason)
 	c.ClosedBy, c.CloseReason = by, reason
-	p.tally(h, func(n *counters) { n.count(by, reason) })
+	h.count(by, reason)
 }
 
 // rememberLocked keeps c among the closed connections the pool remembers,

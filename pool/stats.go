@@ -25,11 +25,34 @@ type counters struct {
 	churn                                                                       churnWindow // a host's: its closes for a full idle pool
 }
 
-// tally applies f to the counters of a host, h, and to the pool's total, so
-// that the two never drift apart; p.mu is held.
-func (p *Pool) tally(h *counters, f func(c *counters)) {
-	f(h)
-	f(&p.total)
+// peaks are the pool-wide numbers that its hosts' counters do not add up
+// to: the most connections open at once (of those open, the doomed do not
+// count) and the most requests in flight at once, and what they are the
+// peaks of. Every other total is the sum of the hosts' counters, made when
+// it is read (totalsLocked), so that an event, five a request, updates
+// one host's counters and not a second set as well. Guarded by Pool.mu.
+type peaks struct {
+	open, doomed, maxOpen, inFlight, maxInFlight int
+}
+
+// totalsLocked returns the pool's totals: its hosts' numbers added up, and
+// its own peak of open connections.
+func (p *Pool) totalsLocked() Stats {
+	var s Stats
+	for _, h := range p.hosts {
+		s.Add(h.stats())
+	}
+	s.MaxOpen = p.peaks.maxOpen
+	return s
+}
+
+// sumLocked returns the sum over the hosts of what f reads of each.
+func (p *Pool) sumLocked(f func(h *counters) int) int {
+	n := 0
+	for _, h := range p.hosts {
+		n += f(h)
+	}
+	return n
 }
 
 func (c *counters) count(by Closer, reason CloseReason) {
@@ -288,7 +311,7 @@ func (p *Pool) Stats() Stats {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.total.stats()
+	return p.totalsLocked()
 }
 
 // HostStats returns the numbers of each host ("host:port" as dialed).

@@ -19,7 +19,7 @@ func (p *Pool) WaitFor(ctx context.Context, cond func(Stats) bool) error {
 	}
 	for {
 		p.mu.Lock()
-		s := p.total.stats()
+		s := p.totalsLocked()
 		ch := p.changes.Next()
 		p.mu.Unlock()
 		if cond(s) {
