@@ -316,3 +316,25 @@ func TestTotalsAreTheHostsSums(t *testing.T) {
 	require.EqualValues(t, 5, st.Dials)
 	require.NoError(t, st.Check())
 }
+
+// TestTotalsOfOneHost: a pool of one host has that host's numbers as its
+// totals (they are read without adding up), but for the scheme, which
+// totals leave empty.
+func TestTotalsOfOneHost(t *testing.T) {
+	srv := newServer(t, plainHTTP, okHandler)
+	p := newPool(t)
+	get(t, p, srv.URL)
+	get(t, p, srv.URL)
+	p.CloseIdleConnections()
+	waitStats(t, p, "the connection closed", func(s pool.Stats) bool { return s.Closed == 1 })
+	hs := p.HostStats()
+	require.Len(t, hs, 1)
+	for _, h := range hs {
+		require.Equal(t, "http", h.Scheme)
+		h.Scheme = ""
+		require.Equal(t, h, p.Stats())
+		var sum pool.Stats
+		sum.Add(h)
+		require.Equal(t, sum, p.Stats(), "as the sum of one host")
+	}
+}

@@ -36,11 +36,23 @@ type peaks struct {
 }
 
 // totalsLocked returns the pool's totals: its hosts' numbers added up, and
-// its own peak of open connections.
+// its own peak of open connections. A pool of one host (a probe's, say,
+// which reads them after every request) has that host's, at no more cost
+// than reading them.
 func (p *Pool) totalsLocked() Stats {
 	var s Stats
-	for _, h := range p.hosts {
-		s.Add(h.stats())
+	if len(p.hosts) == 1 {
+		for _, h := range p.hosts {
+			s = h.stats()
+		}
+		s.Scheme = ""
+		if len(s.ClosedBy) == 0 {
+			s.ClosedBy = nil // as a sum of hosts has it
+		}
+	} else {
+		for _, h := range p.hosts {
+			s.Add(h.stats())
+		}
 	}
 	s.MaxOpen = p.peaks.maxOpen
 	return s
