@@ -316,7 +316,10 @@ func addCounts[K comparable, N int | int64](m, o map[K]N) map[K]N {
 	return m
 }
 
-// Stats returns the pool's totals.
+// Stats returns the pool's totals: its hosts' numbers ([Pool.HostStats])
+// added up as [Stats.Add] adds them, but for MaxOpen, the most connections
+// open at once in the whole pool, at least the largest host's. They are
+// added up when read, not kept.
 func (p *Pool) Stats() Stats {
 	if p == nil {
 		return Stats{}
