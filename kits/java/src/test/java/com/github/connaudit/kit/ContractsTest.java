@@ -220,6 +220,8 @@ class ContractsTest {
                 r.attempts(1).counts(2, 2).status(200);
                 assertEquals(List.of(1, 2), s.seen().stream().map(RawServer.Seen::conn).toList(), r.toString());
             }
+            // The server's thread records the close after the socket's: the client may have gone on.
+            assertTrue(s.await(() -> s.closedBy(1) != null, Harness.SIGNAL), "connection 1 not ended: " + s.evidence());
             assertEquals(Map.of(1, "server"), Map.of(1, s.closedBy().get(1)), r.toString());
         }
     }

@@ -1,6 +1,7 @@
 package com.github.connaudit.kit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.github.connaudit.kit.Harness.Run;
 import com.github.connaudit.kit.Harness.Variant;
@@ -139,6 +140,8 @@ class HiddenRetryTest {
             Outcome ok = c.recover(s.url("/ok"), Harness.GUARD);
             Run r = new Run(o, ok, s, c.attempts() - before);
             r.attempts(1).recovered();
+            // The server's thread records the close after the socket's: the client may have gone on.
+            assertTrue(s.await(() -> s.closedBy(1) != null, Harness.SIGNAL), "connection 1 not ended: " + s.evidence());
             assertEquals("server", s.closedBy().get(1), r.toString());
             if (!disableRetry && f == Fault.RST) {
                 r.status(200);

@@ -360,6 +360,7 @@ class OkHttpApacheTruthTest {
         try (RawServer s = server; AuditedClient client = c.make()) {
             Faulted f = steps.apply(client);
             Outcome ok = client.recover(s.url("/ok"), Harness.GUARD);
+            s.awaitServerClosesEnded(Duration.ofSeconds(3)); // its counts are final then
             String t = trace(canonical(f.outcome()), f.attempts(), seen(s), new TreeMap<>(s.unread()).toString(),
                     String.valueOf(s.writes()), s.connections(), StaleReuseTest.canonical(ok) + "@" + s.okConnections());
             System.out.println(c + ": " + t + " | " + StaleReuseTest.sig(f.outcome()));

@@ -328,6 +328,19 @@ final class RawServer implements AutoCloseable {
     }
 
     /**
+     * Waits until every connection the server closed has ended: what the client still sent on it
+     * has been read (and counted in {@link #unread()}) and the client's close seen, or the drain's
+     * own 2 s bound passed. A client may get the server's FIN, fail its call and go on before the
+     * server's thread has read the request that crossed the FIN: counts read before this may miss
+     * it.
+     *
+     * @return false when the bound ran out first
+     */
+    boolean awaitServerClosesEnded(Duration bound) throws InterruptedException {
+        return await(() -> closedBy.keySet().containsAll(closedByServer), bound);
+    }
+
+    /**
      * Waits until {@code n} fault handlers in all have been entered.
      *
      * @return false when the bound ran out first

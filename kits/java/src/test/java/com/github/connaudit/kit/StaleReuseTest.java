@@ -373,6 +373,7 @@ class StaleReuseTest {
         try (RawServer s = server; AuditedClient client = c.variant.make(p, c.mutations)) {
             Traced t = steps.apply(client);
             Outcome ok = client.recover(s.url("/ok"), Harness.GUARD);
+            s.awaitServerClosesEnded(Duration.ofSeconds(3)); // its counts are final then
             return new Trace(trace(canonical(t.outcome()), t.attempts(), s.seen().stream()
                     .map(x -> x.method() + " " + x.path() + "@" + x.conn() + "#" + x.onConn()).toList().toString(),
                     new TreeMap<>(s.unread()).toString(), s.writes(), s.connections(), canonical(ok) + "@" + s.okConnections(),
