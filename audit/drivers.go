@@ -533,11 +533,12 @@ func tlsStall(e *env) error {
 }
 
 func closedPort(e *env) error {
-	addr, err := loopback.ClosedPort()
+	addr, release, err := loopback.ClosedPort()
 	if err != nil {
 		return err
 	}
 	e.Target = "http://" + addr
+	e.cleanups = append(e.cleanups, release)
 	return nil
 }
 

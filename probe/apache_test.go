@@ -68,7 +68,7 @@ func startApache(t *testing.T, directives string) *apache {
 	www := filepath.Join(dir, "www")
 	require.NoError(t, os.Mkdir(www, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(www, "ok"), []byte("ok"), 0o644))
-	addr := testserver.ClosedPort(t)
+	addr := testserver.FreePort(t)
 	a := &apache{
 		URL:       "http://" + addr + "/ok",
 		accessLog: filepath.Join(dir, "access.log"),

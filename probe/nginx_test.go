@@ -76,8 +76,8 @@ func startNginxWith(t *testing.T, directives string, useTLS bool) *nginx {
 	t.Helper()
 	bin := nginxBinary(t)
 	dir := t.TempDir()
-	addr := testserver.ClosedPort(t)
-	statusAddr := testserver.ClosedPort(t)
+	addr := testserver.FreePort(t)
+	statusAddr := testserver.FreePort(t)
 	n := &nginx{
 		URL:       "http://" + addr,
 		statusURL: "http://" + statusAddr + "/status",

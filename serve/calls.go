@@ -231,7 +231,7 @@ func (s *Server) end(se *session, why string) *SessionReport {
 			f.Remove(st.warmPath)
 		}
 	}
-	stall, hang := se.stall, se.hang
+	stall, hang, ports := se.stall, se.hang, se.ports
 	conns := se.conns
 	se.mu.Unlock()
 
@@ -247,6 +247,9 @@ func (s *Server) end(se *session, why string) *SessionReport {
 	}
 	if hang != nil {
 		hang.Close()
+	}
+	for _, release := range ports {
+		release()
 	}
 	s.finishEnd(rep)
 	return rep

@@ -38,6 +38,7 @@ type session struct {
 	states    []*scenarioState
 	stall     *faultserver.TLSStall
 	hang      *faultserver.ConnectHang
+	ports     []func()   // release the closed ports its scenarios hold
 	conns     []*connRec // attributed to the session, at most maxConnsPerSession
 	extraConn int        // connections beyond that, counted only
 	reqs      int        // requests recorded in detail
@@ -267,10 +268,11 @@ func (s *Server) listen(se *session, chosen []*spec) error {
 			}
 			okOn, base = onPlain, se.hang.URL()
 		case onClosedPort:
-			addr, err := loopback.ClosedPort()
+			addr, release, err := loopback.ClosedPort()
 			if err != nil {
 				return err
 			}
+			se.ports = append(se.ports, release)
 			okOn, base = onPlain, "http://"+addr
 		default:
 			s.faults[sp.on].Handle(st.faultPath, sp.fault)

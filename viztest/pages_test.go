@@ -100,7 +100,7 @@ func startNginx(t *testing.T) string {
 		bin = "/usr/sbin/nginx"
 	}
 	dir := t.TempDir()
-	addr := testserver.ClosedPort(t)
+	addr := testserver.FreePort(t)
 	user := ""
 	if os.Geteuid() == 0 {
 		user = "user root;"

@@ -53,17 +53,14 @@ func Listen(addr string) (net.Listener, error) {
 }
 
 // ClosedPort returns a loopback address, "127.0.0.1:port", on which nothing
-// listens, so a connect is refused (ECONNREFUSED): it listens on a
-// system-chosen port and closes the listener. Another process could take the
-// port afterwards; on a test machine that is rare.
-func ClosedPort() (string, error) {
-	ln, err := Listen("127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return "", err
-	}
-	return addr, nil
+// listens, so a connect is refused (ECONNREFUSED), and release, which frees
+// the port: until then the port is held by a socket bound to it that does
+// not listen, so that no other listener (of another test, another process)
+// can take it, on 127.0.0.1 nor, where the machine has IPv6, on ::1 (a
+// client given "localhost" may try either), and no connection of the
+// machine's own gets it as its local port (a connect to it then reaching
+// itself). Where sockets cannot be made so (not a Unix), the port is found
+// by listening and closing, and another process could take it afterwards.
+func ClosedPort() (addr string, release func(), err error) {
+	return closedPort()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,9 +57,10 @@ func TestListen(t *testing.T) {
 }
 
 func TestClosedPort(t *testing.T) {
-	addr, err := loopback.ClosedPort()
+	addr, release, err := loopback.ClosedPort()
 	require.NoError(t, err)
-	host, _, err := net.SplitHostPort(addr)
+	defer release()
+	host, port, err := net.SplitHostPort(addr)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1", host)
 
@@ -66,6 +68,24 @@ func TestClosedPort(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	_, err = (&http.Client{Transport: tr}).Get("http://" + addr + "/")
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+
+	// Held: no other listener takes the port, on 127.0.0.1 nor on ::1
+	// (where the machine has IPv6), as a test beside this one, or
+	// another process, would otherwise when it asks for a port.
+	if runtime.GOOS != "windows" {
+		_, err = net.Listen("tcp", addr)
+		require.ErrorIs(t, err, syscall.EADDRINUSE, "127.0.0.1")
+		if ln6, err := net.Listen("tcp", "[::1]:0"); err == nil {
+			ln6.Close() // the machine has IPv6
+			_, err = net.Listen("tcp", net.JoinHostPort("::1", port))
+			require.ErrorIs(t, err, syscall.EADDRINUSE, "::1")
+		}
+	}
+	release()
+	release() // twice is once
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err, "released")
+	ln.Close()
 }
 
 // TestCA: the CA names no server and only signs; its leaf, not a CA, is

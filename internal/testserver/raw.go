@@ -52,13 +52,31 @@ func Raw(t testing.TB, serve func(net.Conn)) net.Listener {
 	return ln
 }
 
-// ClosedPort returns a loopback address on which nothing listens
-// ([loopback.ClosedPort]): a connect to it is refused.
-func ClosedPort(t testing.TB) string {
+// FreePort returns a loopback address, "127.0.0.1:port", on which nothing
+// listens now, for a server the test starts (nginx, Apache) to listen on:
+// it listens on a port the system chooses and closes the listener, so that
+// another could take the port first (rarely). A refused connect wants
+// [ClosedPort].
+func FreePort(t testing.TB) string {
 	t.Helper()
-	addr, err := loopback.ClosedPort()
+	ln, err := loopback.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("testserver: %v", err)
 	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// ClosedPort returns a loopback address on which nothing listens
+// ([loopback.ClosedPort]): a connect to it is refused, and the port stays
+// held until the test ends.
+func ClosedPort(t testing.TB) string {
+	t.Helper()
+	addr, release, err := loopback.ClosedPort()
+	if err != nil {
+		t.Fatalf("testserver: %v", err)
+	}
+	t.Cleanup(release)
 	return addr
 }
