@@ -49,11 +49,18 @@ func closedPort() (string, func(), error) {
 // bindLoopback returns a TCP socket of family bound to its loopback address
 // and port (0: one the system chooses), and the port.
 func bindLoopback(family, port int) (int, int, error) {
+	// Under ForkLock, as package net makes sockets where it cannot ask for
+	// close-on-exec at once: a process started meanwhile (serve starts
+	// kits) must not inherit the socket, and hold the port past its release.
+	syscall.ForkLock.RLock()
 	fd, err := syscall.Socket(family, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return -1, 0, fmt.Errorf("loopback: socket: %w", err)
 	}
-	syscall.CloseOnExec(fd)
 	var sa syscall.Sockaddr = &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}
 	if family == syscall.AF_INET6 {
 		if err := syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, 1); err != nil {
