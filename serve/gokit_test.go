@@ -514,15 +514,26 @@ func heldBodyReport(t *testing.T, sc ScenarioSpec, resend bool) KitReport {
 		o = Outcome{Status: code}
 	}
 	rep.Outcome = &o
-	okc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := okc.Get(sc.OKURL)
+	rep.OK = &Outcome{Status: getStatus(t, oneShot(), sc.OKURL)}
+	return rep
+}
+
+// oneShot returns a client for the kit's control and /ok requests, each on
+// a connection of its own.
+func oneShot() *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+}
+
+// getStatus GETs url with c, reads the body and returns the status.
+func getStatus(t *testing.T, c *http.Client, url string) int {
+	t.Helper()
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	rep.OK = &Outcome{Status: resp.StatusCode}
-	return rep
+	return resp.StatusCode
 }
 
 // TestHeldBodyResend: the server closes (RST or FIN) the kept-alive
@@ -684,17 +695,12 @@ func TestFateOfALateClose(t *testing.T) {
 		if _, err := io.ReadFull(resp.Body, make([]byte, sc.ReadBytes)); err != nil {
 			t.Fatal(err)
 		}
-		okc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		ok, err := okc.Get(sc.OKURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, ok.Body)
-		ok.Body.Close()
+		okc := oneShot()
+		okStatus := getStatus(t, okc, sc.OKURL)
 
 		one := 1
 		b, err := json.Marshal(KitReport{Scenario: sc.Name, Outcome: &Outcome{Status: resp.StatusCode}, Attempts: &one,
-			OK: &Outcome{Status: ok.StatusCode}, Config: "raw sockets"})
+			OK: &Outcome{Status: okStatus}, Config: "raw sockets"})
 		if err != nil {
 			t.Fatal(err)
 		}
